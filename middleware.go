@@ -1,0 +1,154 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Middleware returns the asynq middleware that keeps the peers of a refused
+// task quiet. Register it on the ServeMux (mux.Use) together with RetryDelay
+// and IsFailure in asynq.Config.
+//
+// For a task that carries a scope (NewTask), before the handler runs, one
+// Redis round trip asks whether the scope is paused and whether its limit has
+// capacity:
+//
+//   - open: the handler runs, with the scope in its context (see Transport).
+//   - a wait of at most Config.MaxHold (a slot of the limit, or the end of a
+//     short pause): the worker waits in-process, then runs (a pause is
+//     checked once more when it ends).
+//   - a longer wait: the handler does not run, so no client is resolved and
+//     no request is sent; the middleware returns a *Deferral and asynq
+//     retries the task after Deferral.Delay without spending a retry.
+//
+// When the handler returns a *Refusal (or an error wrapping one), the
+// middleware records the pause for the whole scope and returns the refusal
+// with the deadline now in force. Tasks without a scope pass through.
+//
+// A deferral on a task's last attempt would be archived by asynq, whatever
+// IsFailure says; NewTask reserves one retry for deferrals so that never
+// happens. A task without that reserve (MaxRetry overridden at Enqueue)
+// waits in-process on its last attempt instead, bounded by its context.
+func (g *Gate) Middleware() asynq.MiddlewareFunc {
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			s, ok := ScopeOf(t)
+			if !ok {
+				return next.ProcessTask(ctx, t)
+			}
+			if err := s.Validate(); err != nil {
+				return exhausted{err}
+			}
+			retried, _ := asynq.GetRetryCount(ctx)
+			maxRetry, _ := asynq.GetMaxRetry(ctx)
+			budget, reserved := userMaxRetry(t)
+			reserved = reserved && budget < maxRetry
+			lastAttempt := !reserved && retried >= maxRetry
+
+			if err := g.admit(ctx, s, g.cost(t), lastAttempt); err != nil {
+				return err
+			}
+			err := next.ProcessTask(withAdmission(ctx, s), t)
+			if err == nil {
+				return nil
+			}
+			var r *Refusal
+			if errors.As(err, &r) {
+				g.record(ctx, s, r)
+			}
+			if reserved && IsFailure(err) && retried >= budget {
+				return exhausted{err}
+			}
+			return err
+		})
+	}
+}
+
+func (g *Gate) cost(t *asynq.Task) int {
+	if g.cfg.Cost == nil {
+		return 1
+	}
+	return max(g.cfg.Cost(t), 1)
+}
+
+// admit returns nil once s may spend cost units now, waiting in-process for
+// short waits (or any wait when mustHold), or a *Deferral for longer waits.
+func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
+	k := scopeKeys(g.cfg.Prefix, s)
+	l := g.limitOf(s)
+	for {
+		a, err := g.store.admit(ctx, k, l, cost, g.cfg.MaxHold)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return g.storeFailed(s, "admit", err)
+		}
+		wait := a.wait
+		if a.code == paused && l.IsZero() {
+			wait += Jitter(g.cfg.ReopenJitter, g.cfg.Rand())
+		}
+		if a.code == admitted {
+			return sleep(ctx, wait)
+		}
+		if wait > g.cfg.MaxHold && !mustHold {
+			d := &Deferral{Scope: s, Delay: wait, Until: a.now.Add(wait), Reason: ReasonPaused}
+			if a.code == limited {
+				d.Reason = ReasonLimited
+			}
+			return d
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// storeFailed applies the fail-open or fail-closed policy to a store error.
+func (g *Gate) storeFailed(s Scope, op string, err error) error {
+	if g.cfg.FailClosed {
+		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
+			"op", op, "scope", s.String(), "delay", g.cfg.FailClosedDelay, "err", err)
+		return &Deferral{Scope: s, Delay: g.cfg.FailClosedDelay, Until: g.cfg.Now().Add(g.cfg.FailClosedDelay), Reason: ReasonStoreDown}
+	}
+	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
+		"op", op, "scope", s.String(), "err", err)
+	return nil
+}
+
+// record pauses the scope of a refusal and fills in the deadline in force.
+// It runs even when the task's context has ended: the refusal happened.
+func (g *Gate) record(ctx context.Context, s Scope, r *Refusal) {
+	d := r.Hint
+	if d <= 0 {
+		d = g.cfg.FallbackPause
+	}
+	p, err := g.Pause(context.WithoutCancel(ctx), s, d)
+	if err != nil {
+		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
+			"scope", s.String(), "hint", r.Hint, "err", err)
+		return
+	}
+	r.Until, r.Remaining = p.Until, p.Remaining
+	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
+		"scope", s.String(), "hint", r.Hint, "remaining", p.Remaining, "until", p.Until)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("quotagate: waiting for the gate: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,93 @@
+package quotagate
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// RetryDelay returns the asynq.RetryDelayFunc that schedules the tasks the
+// gate deferred or the provider refused; every other error goes to next
+// (asynq.DefaultRetryDelayFunc when next is nil).
+//
+//   - *Deferral: its Delay.
+//   - *Refusal: the longer of the task's own delay and the shared pause that
+//     was in force after recording it. The own delay is the hint clamped to
+//     [MinPause, MaxPause], or, without a hint, the fallback schedule by
+//     attempt (n is asynq's retry count, so attempt = n+1):
+//
+//	attempt  1     2     3    4    5    6     7
+//	delay   15m   30m   1h   2h   4h   8h   12h (cap)
+//
+// asynq stores retry times in whole Unix seconds, truncated, so a delay is
+// rounded up to the next whole second of the worker's clock (Config.Now): a
+// task never wakes before its deadline and re-checks at most once per pause.
+// It then waits up to asynq's DelayedTaskCheckInterval (default 5 s) more to
+// be forwarded: lower that interval for short pauses.
+func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
+	if next == nil {
+		next = asynq.DefaultRetryDelayFunc
+	}
+	return func(n int, err error, t *asynq.Task) time.Duration {
+		var d *Deferral
+		if errors.As(err, &d) {
+			return g.align(d.Delay)
+		}
+		var r *Refusal
+		if errors.As(err, &r) {
+			own := g.fallback(n + 1)
+			if r.Hint > 0 {
+				own = g.clamp(r.Hint)
+			}
+			return g.align(max(own, r.Remaining))
+		}
+		return next(n, err, t)
+	}
+}
+
+// fallback is the refused task's delay when its hint is unreadable:
+// FallbackBase·2^(attempt-1), capped at FallbackCap, without overflow.
+func (g *Gate) fallback(attempt int) time.Duration {
+	return Backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, attempt)
+}
+
+// Backoff returns base·2^(attempt-1) capped at limit (attempt < 1 counts as
+// 1), computed without overflow.
+func Backoff(base, limit time.Duration, attempt int) time.Duration {
+	d := max(base, 0)
+	for i := 1; i < attempt && d < limit; i++ {
+		if d > limit/2 {
+			return limit
+		}
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// align rounds d up so that now+d falls on a whole second: asynq truncates
+// retry times to whole seconds, and this way truncation cannot wake a task
+// early.
+func (g *Gate) align(d time.Duration) time.Duration {
+	now := g.cfg.Now()
+	at := now.Add(max(d, 0))
+	sec := at.Truncate(time.Second)
+	if sec.Before(at) {
+		sec = sec.Add(time.Second)
+	}
+	return sec.Sub(now)
+}
+
+// Jitter returns the point u of the way into window, the spread of tasks
+// deferred by a pause when their scope has no limit. u is a uniform random
+// value in [0, 1) supplied by the caller (Config.Rand), so Jitter is a pure
+// function; values outside [0, 1) are clamped into it.
+func Jitter(window time.Duration, u float64) time.Duration {
+	if window <= 0 || !(u > 0) { // !(u > 0) also catches NaN
+		return 0
+	}
+	if u >= 1 {
+		return window
+	}
+	return time.Duration(float64(window) * u)
+}

@@ -1,0 +1,220 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The store keeps a scope's shared state in Redis. Every deadline is computed
+// inside a script from Redis TIME: no worker clock enters the shared state.
+// Records that are missing, expired or malformed read as "open".
+
+// luaPrelude is shared by the scripts: the Redis clock and a strict reader of
+// integer records (anything else is malformed and reads as absent).
+const luaPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local function int(v)
+  if type(v) == 'string' and #v <= 16 and string.match(v, '^%d+$') then return tonumber(v) end
+  return nil
+end
+`
+
+// pauseScript moves a scope's pause deadline later, never earlier.
+//
+// KEYS[1]: the scope's pause key
+// ARGV[1]: proposed pause, ms (already clamped to [1 s, max pause])
+// ARGV[2]: max pause, ms: a record farther ahead than this is malformed
+// returns: {deadline in force (Unix ms), remaining ms}
+//
+// deadline = max(existing, now + ARGV[1]); the key expires at the deadline.
+var pauseScript = redis.NewScript(luaPrelude + `
+local deadline = now_ms + tonumber(ARGV[1])
+local cur = int(redis.call('GET', KEYS[1]))
+if cur and cur > deadline and cur - now_ms <= tonumber(ARGV[2]) then
+  return {cur, cur - now_ms}
+end
+redis.call('SET', KEYS[1], deadline, 'PX', deadline - now_ms)
+return {deadline, deadline - now_ms}
+`)
+
+// remainingScript reads a scope's pause.
+//
+// KEYS[1]: the scope's pause key
+// ARGV[1]: max pause, ms
+// returns: {deadline (Unix ms, 0 when open), remaining ms (0 when open)}
+var remainingScript = redis.NewScript(luaPrelude + `
+local cur = int(redis.call('GET', KEYS[1]))
+if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then
+  return {cur, cur - now_ms}
+end
+return {0, 0}
+`)
+
+// admitScript is the admission of one task: is the scope paused, and may it
+// spend capacity now? One round trip answers both.
+//
+// KEYS[1]: pause key (Unix ms)   KEYS[2]: limit TAT key (Unix µs)
+// KEYS[3]: reopening line key (Unix µs)
+// ARGV[1]: emission interval per unit of cost, µs (0: the scope has no limit)
+// ARGV[2]: burst (units)          ARGV[3]: cost (units)
+// ARGV[4]: hold, µs: how far ahead a slot may be reserved
+// ARGV[5]: max pause, ms
+// returns: {code, wait µs, pause deadline (Unix ms, 0 when open), now (Unix ms)}
+//
+//	code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
+//	code 1 paused: come back after wait, at the deadline or, with a limit, at
+//	       the next slot of the reopening line after it; nothing is spent
+//	code 2 limited: come back after wait, at the next slot of the line; nothing is spent
+//
+// The limit is GCRA: TAT (theoretical arrival time) moves by interval×cost per
+// admission; a request is allowed once now ≥ TAT + interval×cost − interval×burst.
+// While a pause is in force the TAT is raised so the limit is empty at the
+// deadline: the first second after a pause stays within the rate. The line
+// spreads deferred tasks one interval×cost apart instead of waking them at once.
+var admitScript = redis.NewScript(luaPrelude + `
+local interval = tonumber(ARGV[1])
+local inc = interval * tonumber(ARGV[3])
+local tau = interval * tonumber(ARGV[2])
+local function line(earliest)
+  local slot = int(redis.call('GET', KEYS[3]))
+  if not slot or slot < earliest then slot = earliest end
+  local nxt = slot + inc
+  redis.call('SET', KEYS[3], nxt, 'PX', math.ceil((nxt - now_us) / 1000))
+  return slot - now_us
+end
+local deadline = int(redis.call('GET', KEYS[1]))
+if deadline and deadline > now_ms and deadline - now_ms <= tonumber(ARGV[5]) then
+  if interval == 0 then
+    return {1, (deadline - now_ms) * 1000, deadline, now_ms}
+  end
+  local empty = deadline * 1000 + tau - interval
+  local tat = int(redis.call('GET', KEYS[2]))
+  if not tat or tat < empty then
+    redis.call('SET', KEYS[2], empty, 'PX', math.ceil((empty - now_us) / 1000) + 1)
+  end
+  return {1, line(deadline * 1000), deadline, now_ms}
+end
+if interval == 0 then
+  return {0, 0, 0, now_ms}
+end
+local tat = int(redis.call('GET', KEYS[2]))
+if not tat or tat < now_us then tat = now_us end
+local new_tat = tat + inc
+local wait = new_tat - tau - now_us
+if wait <= tonumber(ARGV[4]) then
+  redis.call('SET', KEYS[2], new_tat, 'PX', math.ceil((new_tat - now_us) / 1000))
+  if wait < 0 then wait = 0 end
+  return {0, wait, 0, now_ms}
+end
+return {2, line(new_tat - tau), 0, now_ms}
+`)
+
+// store runs the scripts with a bounded timeout.
+type store struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	timeout  time.Duration
+	maxPause time.Duration
+}
+
+// ErrStoreTimeout is returned (wrapped) when Redis does not answer within
+// Config.StoreTimeout.
+var ErrStoreTimeout = errors.New("quotagate: store timeout")
+
+// run evaluates a script and returns its integer array reply.
+func (s *store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (v []int64, err error) {
+	err = s.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = script.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		return err
+	})
+	return v, err
+}
+
+// bounded runs call within s.timeout even when the client ignores context
+// deadlines (go-redis does unless Options.ContextTimeoutEnabled is set): past
+// the timeout the caller goes on and the call finishes on its own.
+func (s *store) bounded(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %v", ErrStoreTimeout, s.timeout)
+	}
+	return err
+}
+
+func want(v []int64, n int, err error) error {
+	if err == nil && len(v) != n {
+		err = fmt.Errorf("quotagate: unexpected script reply %v", v)
+	}
+	return err
+}
+
+// pause records a pause of d (clamped by the caller) and returns the
+// deadline in force and the time remaining until it, both per Redis TIME.
+func (s *store) pause(ctx context.Context, k keys, d time.Duration) (until time.Time, remaining time.Duration, err error) {
+	v, err := s.run(ctx, pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds())
+	if err = want(v, 2, err); err != nil {
+		return time.Time{}, 0, err
+	}
+	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
+}
+
+// remaining reads the pause of a scope.
+func (s *store) remaining(ctx context.Context, k keys) (until time.Time, remaining time.Duration, err error) {
+	v, err := s.run(ctx, remainingScript, []string{k.pause}, s.maxPause.Milliseconds())
+	if err = want(v, 2, err); err != nil {
+		return time.Time{}, 0, err
+	}
+	if v[0] == 0 {
+		return time.Time{}, 0, nil
+	}
+	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
+}
+
+// admission is the answer of admitScript.
+type admission struct {
+	code  int64         // admitted, paused or limited
+	wait  time.Duration // see admitScript
+	until time.Time     // the pause deadline, zero when not paused
+	now   time.Time     // Redis TIME of the decision
+}
+
+const (
+	admitted int64 = iota
+	paused
+	limited
+)
+
+func (s *store) admit(ctx context.Context, k keys, l Limit, cost int, hold time.Duration) (admission, error) {
+	v, err := s.run(ctx, admitScript, []string{k.pause, k.tat, k.line},
+		l.interval(), l.burst(), cost, hold.Microseconds(), s.maxPause.Milliseconds())
+	if err = want(v, 4, err); err != nil {
+		return admission{}, err
+	}
+	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3])}
+	if v[2] != 0 {
+		a.until = time.UnixMilli(v[2])
+	}
+	return a, nil
+}
+
+// resume deletes a scope's pause.
+func (s *store) resume(ctx context.Context, k keys) error {
+	return s.bounded(ctx, func(ctx context.Context) error { return s.rdb.Del(ctx, k.pause).Err() })
+}
