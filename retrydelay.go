@@ -11,11 +11,11 @@ import (
 // gate deferred or the provider refused; every other error goes to next
 // (asynq.DefaultRetryDelayFunc when next is nil).
 //
-//   - *Deferral: its Delay.
-//   - *Refusal: the longer of the task's own delay and the shared pause that
-//     was in force after recording it. The own delay is the hint clamped to
-//     [MinPause, MaxPause], or, without a hint, the fallback schedule by
-//     attempt (n is asynq's retry count, so attempt = n+1):
+// For a *Deferral it is the deferral's Delay. For a *Refusal it is the
+// longer of the task's own delay and the shared pause that was in force after
+// recording it; the own delay is the hint clamped to [MinPause, MaxPause], or,
+// without a hint, the fallback schedule by attempt (n is asynq's retry count,
+// so attempt = n+1):
 //
 //	attempt  1     2     3    4    5    6     7
 //	delay   15m   30m   1h   2h   4h   8h   12h (cap)

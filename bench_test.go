@@ -1,0 +1,150 @@
+package quotagate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+// BenchmarkAdmit measures one admission (one round trip to a real
+// redis-server) for an open scope, a scope with a limit, and a paused scope.
+func BenchmarkAdmit(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	for _, bc := range []struct {
+		name  string
+		limit Limit
+		pause bool
+	}{
+		{"open", Limit{}, false},
+		{"limit", PerSecond(1_000_000_000, 1_000_000), false},
+		{"paused", Limit{}, true},
+		{"paused+limit", PerSecond(1000, 1), true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			g := New(rdb, Config{Prefix: srv.Prefix(b), Limits: map[string]Limit{"p": bc.limit}})
+			s := Scope{Provider: "p", Account: "a"}
+			ctx := context.Background()
+			if bc.pause {
+				if _, err := g.Pause(ctx, s, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+			k, l := scopeKeys(g.cfg.Prefix, s), g.limitOf(s)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.store.admit(ctx, k, l, 1, time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAdmitPausedScopes shows that admission costs the same with 1 or
+// 10,000 paused scopes in Redis.
+func BenchmarkAdmitPausedScopes(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	for _, n := range []int{1, 10_000} {
+		b.Run(fmt.Sprintf("scopes=%d", n), func(b *testing.B) {
+			g := New(rdb, Config{Prefix: srv.Prefix(b)})
+			ctx := context.Background()
+			scopes := make([]keys, n)
+			for i := range scopes {
+				s := Scope{Provider: "p", Account: strconv.Itoa(i)}
+				if _, err := g.Pause(ctx, s, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+				scopes[i] = scopeKeys(g.cfg.Prefix, s)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := g.store.admit(ctx, scopes[i%n], Limit{}, 1, 0); err != nil {
+					b.Fatal(err)
+				}
+				i += 7919
+			}
+		})
+	}
+}
+
+// BenchmarkServerThroughput runs the same no-op tasks through a real asynq
+// server on a real redis-server without and with the Middleware, alternating
+// in one run, and reports gated/bare throughput (target ≥ 0.88).
+func BenchmarkServerThroughput(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	const tasks, rounds = 2000, 3
+	g := New(rdb, Config{Prefix: srv.Prefix(b)})
+	run := func(gated bool) time.Duration {
+		q := fmt.Sprintf("bench%d", time.Now().UnixNano())
+		opt := asynq.RedisClientOpt{Addr: srv.Addr}
+		client := asynq.NewClient(opt)
+		defer client.Close()
+		insp := asynq.NewInspector(opt)
+		defer insp.Close()
+		for i := range tasks {
+			t := NewTask("noop", nil, Scope{Provider: "p", Account: strconv.Itoa(i % 8)})
+			if _, err := client.Enqueue(t, asynq.Queue(q)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := insp.PauseQueue(q); err != nil {
+			b.Fatal(err)
+		}
+		var done atomic.Int64
+		finished := make(chan struct{})
+		mux := asynq.NewServeMux()
+		if gated {
+			mux.Use(g.Middleware())
+		}
+		mux.HandleFunc("noop", func(context.Context, *asynq.Task) error {
+			if done.Add(1) == tasks {
+				close(finished)
+			}
+			return nil
+		})
+		s := asynq.NewServer(opt, asynq.Config{
+			Concurrency: 20, Queues: map[string]int{q: 1}, LogLevel: asynq.FatalLevel,
+			IsFailure: IsFailure, RetryDelayFunc: g.RetryDelay(nil), TaskCheckInterval: 10 * time.Millisecond,
+		})
+		if err := s.Start(mux); err != nil {
+			b.Fatal(err)
+		}
+		defer s.Shutdown()
+		time.Sleep(100 * time.Millisecond) // let the workers start polling
+		start := time.Now()
+		if err := insp.UnpauseQueue(q); err != nil {
+			b.Fatal(err)
+		}
+		<-finished
+		elapsed := time.Since(start)
+		insp.DeleteQueue(q, true)
+		return elapsed
+	}
+	var bare, gated []time.Duration
+	for b.Loop() {
+		for range rounds {
+			bare = append(bare, run(false))
+			gated = append(gated, run(true))
+		}
+	}
+	med := func(d []time.Duration) time.Duration {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2]
+	}
+	mb, mg := med(bare), med(gated)
+	b.ReportMetric(float64(tasks)/mb.Seconds(), "bare-tasks/s")
+	b.ReportMetric(float64(tasks)/mg.Seconds(), "gated-tasks/s")
+	b.ReportMetric(mb.Seconds()/mg.Seconds(), "gated/bare")
+}

@@ -1,0 +1,215 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// provider is a fake provider that answers every request with status, the
+// given headers and body, and counts what reached it.
+type provider struct {
+	srv    *httptest.Server
+	hits   atomic.Int64
+	status atomic.Int64
+	header http.Header
+	body   string
+}
+
+func newProvider(t *testing.T, status int, header http.Header, body string) *provider {
+	p := &provider{header: header, body: body}
+	p.status.Store(int64(status))
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.hits.Add(1)
+		for k, v := range p.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(int(p.status.Load()))
+		io.WriteString(w, p.body)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func transportGate(t *testing.T) (*Gate, *roundTrips) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	n := new(roundTrips)
+	rdb.AddHook(n)
+	t.Cleanup(func() { rdb.Close() })
+	return New(rdb, Config{MaxHold: -1}), n
+}
+
+// roundTrips counts the commands a client sends, as a go-redis hook.
+type roundTrips struct{ atomic.Int64 }
+
+func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (n *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (*roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func get(t *testing.T, c *http.Client, ctx context.Context, url string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Do(req)
+}
+
+func TestTransportRecordsRefusalAndKeepsPeersQuiet(t *testing.T) {
+	g, _ := transportGate(t)
+	body := `{"error":{"message":"Rate limit exceeded. Please try again in 15 seconds."}}`
+	p := newProvider(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"7"}}, body)
+	c := &http.Client{Transport: g.Transport(nil)}
+	ups := Scope{Provider: "ups", Account: Fingerprint("secret-key")}
+	ctx := WithScope(context.Background(), ups)
+
+	resp, err := get(t, c, ctx, p.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || string(got) != body {
+		t.Fatalf("response changed: %d %q", resp.StatusCode, got)
+	}
+	rem, err := g.Remaining(context.Background(), ups)
+	if err != nil || rem <= 6*time.Second || rem > 7*time.Second {
+		t.Fatalf("Remaining = %v, %v; want the Retry-After of 7s (it wins over the prose)", rem, err)
+	}
+
+	// A peer of the scope: no request leaves while it is paused.
+	_, err = get(t, c, ctx, p.srv.URL)
+	var d *Deferral
+	if !errors.As(err, &d) || d.Reason != ReasonPaused || d.Scope != ups {
+		t.Fatalf("err = %v, want a *Deferral for %v", err, ups)
+	}
+	if n := p.hits.Load(); n != 1 {
+		t.Fatalf("provider saw %d requests, want 1", n)
+	}
+	if strings.Contains(err.Error(), "secret-key") {
+		t.Fatalf("error leaks the secret: %v", err)
+	}
+
+	// Another scope, and requests without a scope, are not gated.
+	p.status.Store(http.StatusOK)
+	for _, ctx := range []context.Context{WithScope(context.Background(), Scope{Provider: "fedex"}), context.Background()} {
+		resp, err := get(t, c, ctx, p.srv.URL)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("ungated request: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	if n := p.hits.Load(); n != 3 {
+		t.Fatalf("provider saw %d requests, want 3", n)
+	}
+}
+
+func TestTransportRefusalStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		paused time.Duration // 0: no pause recorded
+	}{
+		{"429 with prose hint", 429, nil, `{"message":"try again in 3 seconds"}`, 3 * time.Second},
+		{"429 without hint pauses FallbackPause", 429, nil, `{"message":"slow down"}`, time.Minute},
+		{"503 with Retry-After", 503, http.Header{"Retry-After": {"4"}}, "", 4 * time.Second},
+		{"503 without Retry-After is an outage, not a refusal", 503, nil, "", 0},
+		{"200 is not a refusal", 200, http.Header{"Retry-After": {"4"}}, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _ := transportGate(t)
+			p := newProvider(t, tc.status, tc.header, tc.body)
+			s := Scope{Provider: "p"}
+			resp, err := get(t, &http.Client{Transport: g.Transport(nil)}, WithScope(context.Background(), s), p.srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			rem, _ := g.Remaining(context.Background(), s)
+			if tc.paused == 0 && rem != 0 || tc.paused != 0 && (rem > tc.paused || rem <= tc.paused-time.Second) {
+				t.Fatalf("Remaining = %v, want about %v", rem, tc.paused)
+			}
+		})
+	}
+}
+
+// bodyCloser records that the transport closed a request body it did not send.
+type bodyCloser struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *bodyCloser) Close() error { b.closed.Store(true); return nil }
+
+func TestTransportClosesBodyWhenDeferring(t *testing.T) {
+	g, _ := transportGate(t)
+	s := Scope{Provider: "p"}
+	if _, err := g.Pause(context.Background(), s, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, 200, nil, "")
+	b := &bodyCloser{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequestWithContext(WithScope(context.Background(), s), http.MethodPost, p.srv.URL, b)
+	_, err := g.Transport(nil).RoundTrip(req)
+	var d *Deferral
+	if !errors.As(err, &d) || !b.closed.Load() || p.hits.Load() != 0 {
+		t.Fatalf("err=%v closed=%v hits=%d; want a deferral, a closed body, no request", err, b.closed.Load(), p.hits.Load())
+	}
+}
+
+// The first request of a task admitted by the Middleware spends that
+// admission; each later request is admitted on its own (one round trip).
+func TestTransportSpendsTheMiddlewareAdmission(t *testing.T) {
+	g, trips := transportGate(t)
+	p := newProvider(t, 200, nil, "")
+	// Load the script first: go-redis falls back from EVALSHA to EVAL once.
+	if _, err := admitScript.Load(context.Background(), g.store.rdb).Result(); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: g.Transport(nil)}
+	var perRequest []int
+	h := g.Middleware()(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		for range 3 {
+			before := int(trips.Load())
+			resp, err := get(t, c, ctx, p.srv.URL)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			perRequest = append(perRequest, int(trips.Load())-before)
+		}
+		return nil
+	}))
+	task := NewTask("poll", nil, Scope{Provider: "p"})
+	before := int(trips.Load())
+	if err := h.ProcessTask(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	total := int(trips.Load()) - before
+	if perRequest[0] != 0 || perRequest[1] != 1 || perRequest[2] != 1 || total != 3 {
+		t.Fatalf("Redis commands per request %v (total %d), want [0 1 1] and 3 in all", perRequest, total)
+	}
+}
