@@ -63,7 +63,9 @@ type Config struct {
 	ReopenJitter time.Duration
 
 	// StoreTimeout bounds every Redis call of the gate, whatever the
-	// client's own timeouts. Default 250 milliseconds.
+	// client's own timeouts (with go-redis's ContextTimeoutEnabled set the
+	// bound costs nothing; without it a watchdog goroutine enforces it).
+	// Default 250 milliseconds.
 	StoreTimeout time.Duration
 
 	// FailClosed defers tasks for FailClosedDelay when the store cannot
@@ -147,7 +149,7 @@ type Gate struct {
 // tag.
 func New(rdb redis.UniversalClient, cfg Config) *Gate {
 	cfg = cfg.withDefaults()
-	return &Gate{cfg: cfg, store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause}}
+	return &Gate{cfg: cfg, store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}}
 }
 
 // Pause is a scope's pause deadline as Redis keeps it.

@@ -122,6 +122,19 @@ type store struct {
 	prefix   string
 	timeout  time.Duration
 	maxPause time.Duration
+	direct   bool // the client honours context deadlines: no watchdog goroutine needed
+}
+
+// honoursDeadlines reports whether go-redis applies context deadlines to
+// socket I/O for this client (Options.ContextTimeoutEnabled).
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // ErrStoreTimeout is returned (wrapped) when Redis does not answer within
@@ -138,19 +151,24 @@ func (s *store) run(ctx context.Context, script *redis.Script, keys []string, ar
 	return v, err
 }
 
-// bounded runs call within s.timeout even when the client ignores context
-// deadlines (go-redis does unless Options.ContextTimeoutEnabled is set): past
-// the timeout the caller goes on and the call finishes on its own.
+// bounded runs call within s.timeout. go-redis ignores context deadlines on
+// socket I/O unless Options.ContextTimeoutEnabled is set; for such a client
+// the call runs in a goroutine and, past the timeout, the caller goes on while
+// the call finishes on its own.
 func (s *store) bounded(ctx context.Context, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- call(ctx) }()
 	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if s.direct {
+		err = call(ctx)
+	} else {
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %v", ErrStoreTimeout, s.timeout)
