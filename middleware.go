@@ -44,10 +44,10 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				return exhausted{err}
 			}
 			retried, _ := asynq.GetRetryCount(ctx)
-			maxRetry, _ := asynq.GetMaxRetry(ctx)
+			maxRetry, inAsynq := asynq.GetMaxRetry(ctx)
 			budget, reserved := userMaxRetry(t)
 			reserved = reserved && budget < maxRetry
-			lastAttempt := !reserved && retried >= maxRetry
+			lastAttempt := inAsynq && !reserved && retried >= maxRetry
 
 			if err := g.admit(ctx, s, g.cost(t), lastAttempt); err != nil {
 				return err
