@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/internal/redistest"
 )
@@ -85,6 +86,8 @@ func BenchmarkServerThroughput(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
 	const tasks, rounds = 2000, 3
+	rdb = redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
 	g := New(rdb, Config{Prefix: srv.Prefix(b)})
 	run := func(gated bool) time.Duration {
 		q := fmt.Sprintf("bench%d", time.Now().UnixNano())

@@ -16,9 +16,12 @@ import (
 const MinPause = time.Second
 
 // Config configures a Gate. The zero value works; every field states its
-// default.
+// default, and a zero or negative duration means the default unless the
+// field says otherwise.
 type Config struct {
-	// Prefix starts every Redis key of the gate. Default "quotagate".
+	// Prefix starts every Redis key of the gate; braces in it are
+	// percent-escaped so that the scope's {tag} stays the hash tag.
+	// Default "quotagate".
 	Prefix string
 
 	// MaxPause caps any pause, hinted or not; a stored deadline farther
@@ -91,22 +94,27 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
+	def := func(d *time.Duration, v time.Duration) { // zero or negative: the default
+		if *d <= 0 {
 			*d = v
 		}
 	}
 	if c.Prefix == "" {
 		c.Prefix = "quotagate"
 	}
+	c.Prefix = braceEscaper.Replace(c.Prefix) // the scope's tag must stay the hash tag
 	def(&c.MaxPause, 12*time.Hour)
 	c.MaxPause = max(c.MaxPause, MinPause)
 	def(&c.FallbackPause, time.Minute)
 	def(&c.FallbackBase, 15*time.Minute)
 	def(&c.FallbackCap, 12*time.Hour)
-	def(&c.MaxHold, 2*time.Second)
-	c.MaxHold = max(c.MaxHold, 0)
-	def(&c.ReopenJitter, time.Second)
+	if c.MaxHold == 0 {
+		c.MaxHold = 2 * time.Second
+	}
+	c.MaxHold = max(c.MaxHold, 0) // negative disables
+	if c.ReopenJitter == 0 {
+		c.ReopenJitter = time.Second
+	}
 	c.ReopenJitter = max(c.ReopenJitter, 0)
 	def(&c.StoreTimeout, 250*time.Millisecond)
 	def(&c.FailClosedDelay, 10*time.Second)

@@ -46,13 +46,15 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			retried, _ := asynq.GetRetryCount(ctx)
 			maxRetry, inAsynq := asynq.GetMaxRetry(ctx)
 			budget, reserved := userMaxRetry(t)
-			reserved = reserved && budget < maxRetry
+			// The reserve is there only if Client.Enqueue did not override
+			// NewTask's MaxRetry; an override is the user's budget.
+			reserved = reserved && maxRetry == budget+1
 			lastAttempt := inAsynq && !reserved && retried >= maxRetry
 
 			if err := g.admit(ctx, s, g.cost(t), lastAttempt); err != nil {
 				return err
 			}
-			err := next.ProcessTask(withAdmission(ctx, s), t)
+			err := next.ProcessTask(withAdmission(ctx, s, lastAttempt), t)
 			if err == nil {
 				return nil
 			}
@@ -96,7 +98,7 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			return sleep(ctx, wait)
 		}
 		if wait > g.cfg.MaxHold && !mustHold {
-			d := &Deferral{Scope: s, Delay: wait, Until: a.now.Add(wait), Reason: ReasonPaused}
+			d := &Deferral{Scope: s, Delay: wait, Until: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
 			if a.code == limited {
 				d.Reason = ReasonLimited
 			}

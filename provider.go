@@ -170,18 +170,24 @@ type keys struct {
 	pause, tat, line string
 }
 
-var keyEscaper = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+var (
+	keyEscaper   = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+	braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
+)
 
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{pause: base + "pause", tat: base + "tat", line: base + "line"}
 }
 
-// scopeCtx is the scope a context carries, and whether the Middleware has
-// already admitted its first request.
+// scopeCtx is the scope a context carries, whether the Middleware has
+// already admitted its first request, and whether the task is on a last
+// attempt without NewTask's retry reserve (a deferral would be archived, so
+// the Transport waits in-process instead).
 type scopeCtx struct {
 	scope    Scope
 	admitted *atomic.Bool
+	mustHold bool
 }
 
 type scopeCtxKey struct{}
@@ -194,10 +200,10 @@ func WithScope(ctx context.Context, s Scope) context.Context {
 
 // withAdmission is WithScope for a task the Middleware has just admitted: the
 // first request through Transport spends that admission.
-func withAdmission(ctx context.Context, s Scope) context.Context {
+func withAdmission(ctx context.Context, s Scope, mustHold bool) context.Context {
 	a := new(atomic.Bool)
 	a.Store(true)
-	return context.WithValue(ctx, scopeCtxKey{}, scopeCtx{scope: s, admitted: a})
+	return context.WithValue(ctx, scopeCtxKey{}, scopeCtx{scope: s, admitted: a, mustHold: mustHold})
 }
 
 // ScopeFromContext returns the scope ctx carries: the task's scope inside a

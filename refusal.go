@@ -48,16 +48,20 @@ func (r *Refusal) Error() string {
 func (r *Refusal) Unwrap() error { return r.Err }
 
 // Deferral is the error the Middleware returns instead of running the
-// handler, when the task's scope is paused, over its limit, or (with
-// Config.FailClosed) when the store cannot answer. It is not a failure: it
-// never spends a retry (see IsFailure), and RetryDelay retries the task after
-// Delay, rounded so it never wakes before Until. Its message is what asynqmon
-// shows as the task's last error.
+// handler (and Transport instead of sending a request) when the scope is
+// paused, over its limit, or (with Config.FailClosed) when the store cannot
+// answer. It is not a failure: it never spends a retry (see IsFailure), and
+// RetryDelay retries the task after Delay, rounded so it never wakes before
+// Until. Its message is what asynqmon shows as the task's last error.
 type Deferral struct {
 	Scope  Scope
 	Delay  time.Duration // how long the task waits, measured by Redis TIME
-	Until  time.Time     // when it may run again (a pause deadline or its slot)
+	Until  time.Time     // when it may run again: its slot after the pause or limit
 	Reason Reason
+
+	// Deadline is the provider's pause deadline in force (ReasonPaused);
+	// Until may be later, spread after it. Zero for other reasons.
+	Deadline time.Time
 }
 
 // Reason tells why a task was deferred.
@@ -85,15 +89,21 @@ func (r Reason) String() string {
 }
 
 func (d *Deferral) Error() string {
-	until := d.Until.UTC().Format(time.RFC3339Nano)
-	delay := d.Delay.Round(time.Millisecond)
+	wait := fmt.Sprintf("deferred %v, until %s, before calling the provider",
+		d.Delay.Round(time.Millisecond), d.Until.UTC().Format(time.RFC3339Nano))
 	switch d.Reason {
 	case ReasonLimited:
-		return fmt.Sprintf("quotagate: %s is at its throughput limit; deferred %v, next slot %s (handler not run)", d.Scope, delay, until)
+		return fmt.Sprintf("quotagate: %s is at its throughput limit; %s", d.Scope, wait)
 	case ReasonStoreDown:
-		return fmt.Sprintf("quotagate: gate store unavailable for %s, failing closed; deferred %v until %s (handler not run)", d.Scope, delay, until)
+		return fmt.Sprintf("quotagate: gate store unavailable for %s, failing closed; %s", d.Scope, wait)
 	}
-	return fmt.Sprintf("quotagate: %s is paused by the provider for %v more, until %s; deferred (handler not run)", d.Scope, delay, until)
+	deadline := d.Deadline
+	if deadline.IsZero() {
+		deadline = d.Until
+	}
+	left := deadline.Sub(d.Until.Add(-d.Delay)).Round(time.Millisecond)
+	return fmt.Sprintf("quotagate: %s is paused by the provider until %s (%v left); %s",
+		d.Scope, deadline.UTC().Format(time.RFC3339Nano), left, wait)
 }
 
 // IsFailure is for asynq.Config.IsFailure: it returns false for a Deferral

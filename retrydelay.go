@@ -36,7 +36,7 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		}
 		var r *Refusal
 		if errors.As(err, &r) {
-			own := g.fallback(n + 1)
+			own := g.fallback(max(n+1, n)) // n+1 overflows at MaxInt
 			if r.Hint > 0 {
 				own = g.clamp(r.Hint)
 			}
@@ -81,7 +81,7 @@ func (g *Gate) align(d time.Duration) time.Duration {
 // Jitter returns the point u of the way into window, the spread of tasks
 // deferred by a pause when their scope has no limit. u is a uniform random
 // value in [0, 1) supplied by the caller (Config.Rand), so Jitter is a pure
-// function; values outside [0, 1) are clamped into it.
+// function; u ≤ 0 or NaN gives 0 and u ≥ 1 the whole window.
 func Jitter(window time.Duration, u float64) time.Duration {
 	if window <= 0 || !(u > 0) { // !(u > 0) also catches NaN
 		return 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
-local function int(v)
+local function int(v) -- v from redis.pcall: an error (WRONGTYPE) is malformed too
   if type(v) == 'string' and #v <= 16 and string.match(v, '^%d+$') then return tonumber(v) end
   return nil
 end
@@ -36,11 +37,12 @@ end
 // deadline = max(existing, now + ARGV[1]); the key expires at the deadline.
 var pauseScript = redis.NewScript(luaPrelude + `
 local deadline = now_ms + tonumber(ARGV[1])
-local cur = int(redis.call('GET', KEYS[1]))
+local cur = int(redis.pcall('GET', KEYS[1]))
 if cur and cur > deadline and cur - now_ms <= tonumber(ARGV[2]) then
   return {cur, cur - now_ms}
 end
-redis.call('SET', KEYS[1], deadline, 'PX', deadline - now_ms)
+redis.call('SET', KEYS[1], deadline)
+redis.call('PEXPIREAT', KEYS[1], deadline)
 return {deadline, deadline - now_ms}
 `)
 
@@ -50,7 +52,7 @@ return {deadline, deadline - now_ms}
 // ARGV[1]: max pause, ms
 // returns: {deadline (Unix ms, 0 when open), remaining ms (0 when open)}
 var remainingScript = redis.NewScript(luaPrelude + `
-local cur = int(redis.call('GET', KEYS[1]))
+local cur = int(redis.pcall('GET', KEYS[1]))
 if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then
   return {cur, cur - now_ms}
 end
@@ -83,19 +85,19 @@ local interval = tonumber(ARGV[1])
 local inc = interval * tonumber(ARGV[3])
 local tau = interval * tonumber(ARGV[2])
 local function line(earliest)
-  local slot = int(redis.call('GET', KEYS[3]))
+  local slot = int(redis.pcall('GET', KEYS[3]))
   if not slot or slot < earliest then slot = earliest end
   local nxt = slot + inc
   redis.call('SET', KEYS[3], nxt, 'PX', math.ceil((nxt - now_us) / 1000))
   return slot - now_us
 end
-local deadline = int(redis.call('GET', KEYS[1]))
+local deadline = int(redis.pcall('GET', KEYS[1]))
 if deadline and deadline > now_ms and deadline - now_ms <= tonumber(ARGV[5]) then
   if interval == 0 then
     return {1, (deadline - now_ms) * 1000, deadline, now_ms}
   end
   local empty = deadline * 1000 + tau - interval
-  local tat = int(redis.call('GET', KEYS[2]))
+  local tat = int(redis.pcall('GET', KEYS[2]))
   if not tat or tat < empty then
     redis.call('SET', KEYS[2], empty, 'PX', math.ceil((empty - now_us) / 1000) + 1)
   end
@@ -104,7 +106,7 @@ end
 if interval == 0 then
   return {0, 0, 0, now_ms}
 end
-local tat = int(redis.call('GET', KEYS[2]))
+local tat = int(redis.pcall('GET', KEYS[2]))
 if not tat or tat < now_us then tat = now_us end
 local new_tat = tat + inc
 local wait = new_tat - tau - now_us
@@ -142,38 +144,45 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 var ErrStoreTimeout = errors.New("quotagate: store timeout")
 
 // run evaluates a script and returns its integer array reply.
-func (s *store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (v []int64, err error) {
-	err = s.bounded(ctx, func(ctx context.Context) error {
-		var err error
-		v, err = script.Run(ctx, s.rdb, keys, args...).Int64Slice()
-		return err
+func (s *store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	return bounded(ctx, s, func(ctx context.Context) ([]int64, error) {
+		return script.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	})
-	return v, err
 }
 
 // bounded runs call within s.timeout. go-redis ignores context deadlines on
 // socket I/O unless Options.ContextTimeoutEnabled is set; for such a client
 // the call runs in a goroutine and, past the timeout, the caller goes on while
-// the call finishes on its own.
-func (s *store) bounded(ctx context.Context, call func(context.Context) error) error {
+// the call finishes on its own. A call cut by the timeout returns an error
+// wrapping ErrStoreTimeout.
+func bounded[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var err error
+	type result struct {
+		v   T
+		err error
+	}
+	var r result
 	if s.direct {
-		err = call(ctx)
+		r.v, r.err = call(ctx)
 	} else {
-		done := make(chan error, 1)
-		go func() { done <- call(ctx) }()
+		done := make(chan result, 1)
+		go func() {
+			v, err := call(ctx)
+			done <- result{v, err}
+		}()
 		select {
-		case err = <-done:
+		case r = <-done:
 		case <-ctx.Done():
-			err = ctx.Err()
+			r.err = ctx.Err()
 		}
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %v", ErrStoreTimeout, s.timeout)
+	var netErr net.Error
+	if r.err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(r.err, &netErr) && netErr.Timeout()) {
+		var zero T
+		return zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)
 	}
-	return err
+	return r.v, r.err
 }
 
 func want(v []int64, n int, err error) error {
@@ -234,5 +243,6 @@ func (s *store) admit(ctx context.Context, k keys, l Limit, cost int, hold time.
 
 // resume deletes a scope's pause.
 func (s *store) resume(ctx context.Context, k keys) error {
-	return s.bounded(ctx, func(ctx context.Context) error { return s.rdb.Del(ctx, k.pause).Err() })
+	_, err := bounded(ctx, s, func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, k.pause).Result() })
+	return err
 }

@@ -45,7 +45,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sc.admitted == nil || !sc.admitted.CompareAndSwap(true, false) {
 		err := sc.scope.Validate()
 		if err == nil {
-			err = t.g.admit(ctx, sc.scope, 1, false)
+			err = t.g.admit(ctx, sc.scope, 1, sc.mustHold)
 		}
 		if err != nil {
 			if req.Body != nil {
