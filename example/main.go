@@ -1,0 +1,232 @@
+// Command example runs one tracking workload three ways against a fake
+// carrier that enforces a real quota, and prints what each way cost:
+//
+//	go run ./example                 fixed-window carrier, everything in-process
+//	go run ./example -model bucket   token-bucket carrier
+//	go run ./example -json           final figures as JSON, one object per line
+//	go run ./example -ui :8080       also serve asynqmon, keep serving until Ctrl-C
+//	go run ./example -redis redis://localhost:6379/0
+//
+// The modes, run one after another on the same seed and quota, each on fresh
+// state (fresh carrier counters, its own asynq queue and gate key prefix):
+//
+//	local       asynq's wiki pattern: the refused task waits the hint, alone
+//	gate        quotagate: one refusal pauses the credential for every worker
+//	gate+limit  quotagate with Config.Limits at the carrier's quota
+//
+// Nothing needs installing: Redis is an embedded miniredis unless -redis is
+// given, and the two carriers are HTTP servers on 127.0.0.1. With -redis the
+// run uses queues and keys of its own (named after the run) and never
+// flushes; it deletes its queues when done, unless -ui keeps them to watch.
+//
+// With -ui, each mode's queue (local, gate, gate+limit) shows in asynqmon;
+// deferred polls wait in a queue's Retry tab, and their last error is the
+// gate's Deferral message, which says why and until when. Pauses of a second
+// are mostly waited out in-process (Config.MaxHold), so for a good look use a
+// longer window: go run ./example -ui :8080 -window 10s -rate 30 -polls 100.
+//
+// Files: carrier.go is the fake carrier and quota.go its quota models;
+// run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
+// behind the figures, report.go prints them; ui.go serves asynqmon.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	if err := realMain(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	settings
+	modes   string
+	redis   string
+	ui      string
+	jsonOut bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("example", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.quota.Model, "model", "fixed", "the carrier's quota model: fixed (N requests per window) or bucket (token bucket)")
+	fs.IntVar(&o.quota.Rate, "rate", 10, "fixed: requests per window; bucket: tokens per second")
+	fs.IntVar(&o.quota.Burst, "burst", 10, "bucket: its size")
+	fs.DurationVar(&o.quota.Window, "window", time.Second, "fixed: the window's length")
+	fs.IntVar(&o.polls, "polls", 200, fmt.Sprintf("tracking numbers to poll (%d%% at the carrier without quota)", freeShare))
+	fs.IntVar(&o.workers, "workers", 20, "asynq Concurrency")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload and of the gate's jitter")
+	fs.DurationVar(&o.latency, "latency", 25*time.Millisecond, "the carriers' answer time")
+	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up a mode after this long")
+	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
+	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
+	fs.StringVar(&o.ui, "ui", "", "serve asynqmon on this address (e.g. :8080) and keep serving until Ctrl-C")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode per line) instead of the table")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.quota.validate(); err != nil {
+		return o, err
+	}
+	if o.polls < 1 || o.workers < 1 {
+		return o, errors.New("-polls and -workers must be at least 1")
+	}
+	return o, nil
+}
+
+// selectModes returns the modes named in list, in their usual order.
+func selectModes(list string) ([]mode, error) {
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []mode
+	for _, m := range modes {
+		if want[m.Name] {
+			out = append(out, m)
+			delete(want, m.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown mode %q (want local, gate, gate+limit)", n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no mode to run")
+	}
+	return out, nil
+}
+
+func realMain(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	run, err := selectModes(o.modes)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	e, closeEnv, err := openEnv(o)
+	if err != nil {
+		return err
+	}
+	defer closeEnv()
+
+	if o.ui != "" {
+		stopUI, err := serveUI(o.ui, e.opt, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopUI()
+	}
+
+	prog := &progress{w: stderr, tty: isTerminal(stderr)}
+	polls := workload(o.polls, o.seed)
+	var all []figures
+	for _, m := range run {
+		f, err := runMode(ctx, e, m, o.settings, polls, prog)
+		if err != nil {
+			return err
+		}
+		all = append(all, f)
+	}
+
+	if o.jsonOut {
+		if err := printJSON(stdout, all); err != nil {
+			return err
+		}
+	} else {
+		printTable(stdout, o.settings, polls, all)
+	}
+
+	if o.ui != "" {
+		fmt.Fprintf(stderr, "asynqmon still serving on %s; Ctrl-C to stop\n", o.ui)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// openEnv connects to the Redis of the run: the one of -redis, with names
+// unique to this run, or a fresh embedded miniredis.
+func openEnv(o options) (env, func(), error) {
+	if o.redis != "" {
+		opt, err := asynq.ParseRedisURI(o.redis)
+		if err != nil {
+			return env{}, nil, fmt.Errorf("-redis: %w", err)
+		}
+		rdb, ok := opt.MakeRedisClient().(redis.UniversalClient)
+		if !ok {
+			return env{}, nil, fmt.Errorf("-redis: unsupported connection %T", opt)
+		}
+		if err := rdb.Ping(context.Background()).Err(); err != nil {
+			rdb.Close()
+			return env{}, nil, fmt.Errorf("-redis: %w", err)
+		}
+		id := fmt.Sprintf("%x", time.Now().UnixNano())
+		return env{
+			opt: opt,
+			rdb: rdb,
+			names: func(m mode) (string, string) {
+				n := "quotagate-demo:" + id + ":" + m.Name
+				return n, n
+			},
+			keep:   o.ui != "",
+			remove: true,
+		}, func() { rdb.Close() }, nil
+	}
+
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return env{}, nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	// miniredis's TIME follows the wall clock, but its TTLs move only with
+	// FastForward, so nothing expires here. The gate does not mind (it
+	// compares deadlines with TIME); advancing TTLs from a ticker would be
+	// wrong, as it would also age keys set since the previous tick and
+	// expire pauses early.
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return env{
+			opt:   asynq.RedisClientOpt{Addr: m.Addr()},
+			rdb:   rdb,
+			names: func(md mode) (string, string) { return md.Name, "quotagate:" + md.Name },
+		}, func() {
+			rdb.Close()
+			m.Close()
+		}, nil
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// the progress line can be rewritten in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// progress is the live line of the running mode on stderr: rewritten in
+// place on a terminal, printed once per mode otherwise. A nil *progress
+// prints nothing.
+type progress struct {
+	w   io.Writer
+	tty bool
+}
+
+func (p *progress) update(mode string, done, total, requests, refused int, elapsed time.Duration) {
+	if p == nil || !p.tty {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs\x1b[K",
+		mode, done, total, requests, refused, elapsed.Seconds())
+}
+
+func (p *progress) finish(f figures) {
+	if p == nil {
+		return
+	}
+	line := fmt.Sprintf("%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs",
+		f.Mode, f.Completed, f.Polls, f.Requests, f.Refused, f.Wall.Seconds())
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K\n", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// printTable writes the side-by-side table, one column per mode.
+func printTable(w io.Writer, s settings, polls []poll, all []figures) {
+	nFree := 0
+	for _, p := range polls {
+		if p.Carrier == free {
+			nFree++
+		}
+	}
+	fmt.Fprintf(w, "carrier %s: %s per credential; carrier %s: no quota; carrier latency %v\n",
+		constrained, s.quota, free, s.latency)
+	fmt.Fprintf(w, "workload: %d polls (%d %s, %d %s), %d workers, seed %d\n\n",
+		len(polls), len(polls)-nFree, constrained, nFree, free, s.workers, s.seed)
+
+	// Right-aligned columns; the labels are padded to one width, so they
+	// read left-aligned, and each value brings its own gap.
+	tw := tabwriter.NewWriter(w, 0, 0, 0, ' ', tabwriter.AlignRight)
+	const labelWidth = 38
+	row := func(label string, cell func(f figures) string) {
+		fmt.Fprintf(tw, "%-*s\t", labelWidth, label)
+		for _, f := range all {
+			fmt.Fprintf(tw, "   %s\t", cell(f))
+		}
+		fmt.Fprintln(tw)
+	}
+	num := func(get func(f figures) int) func(figures) string {
+		return func(f figures) string { return fmt.Sprint(get(f)) }
+	}
+	secs := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+	row("", func(f figures) string { return f.Mode })
+	row("polls completed", func(f figures) string { return fmt.Sprintf("%d/%d", f.Completed, f.Polls) })
+	if anyOf(all, func(f figures) bool { return f.Archived > 0 }) {
+		row("archived", num(func(f figures) int { return f.Archived }))
+	}
+	row("provider requests", num(func(f figures) int { return f.Requests }))
+	row("accepted", num(func(f figures) int { return f.Accepted }))
+	row("refused (429)", num(func(f figures) int { return f.Refused }))
+	row("refused into an already-closed window", num(func(f figures) int { return f.IntoClosed }))
+	row("client resolutions", num(func(f figures) int { return f.Resolutions }))
+	row("resolutions skipped by deferral", num(func(f figures) int { return f.Skipped }))
+	row("attempts held in-process by the gate", num(func(f figures) int { return f.Held }))
+	row("deferrals at "+free+" (no quota)", num(func(f figures) int { return f.FreeDefer }))
+	row("last "+free+" poll done after", func(f figures) string { return secs(f.FreeDone) })
+	row("wall time", func(f figures) string { return secs(f.Wall) })
+	row("quota's ideal time", func(f figures) string { return secs(f.Ideal) })
+	row("waste (requests per accepted poll)", func(f figures) string { return fmt.Sprintf("%.2fx", f.Waste) })
+	tw.Flush()
+}
+
+func anyOf(all []figures, pred func(figures) bool) bool {
+	for _, f := range all {
+		if pred(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// printJSON writes one JSON object per mode, one per line.
+func printJSON(w io.Writer, all []figures) error {
+	enc := json.NewEncoder(w)
+	for _, f := range all {
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
