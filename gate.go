@@ -65,6 +65,16 @@ type Config struct {
 	// spread at the limit's rate). Default 1 second; negative disables.
 	ReopenJitter time.Duration
 
+	// OpenCache is how long a scope without a limit, once seen open, is
+	// admitted without a round trip to Redis. Every pause is announced on
+	// a Redis channel and the gate forgets the scope when the announcement
+	// arrives (the gate that records it, at once); the gate also forgets
+	// everything whenever its subscription fails, so OpenCache only bounds
+	// staleness if the subscription's connection dies silently. The
+	// subscription is opened on first use; Close releases it. Default 1
+	// second; negative disables (one round trip per task).
+	OpenCache time.Duration
+
 	// StoreTimeout bounds every Redis call of the gate, whatever the
 	// client's own timeouts (with go-redis's ContextTimeoutEnabled set the
 	// bound costs nothing; without it a watchdog goroutine enforces it).
@@ -112,6 +122,9 @@ func (c Config) withDefaults() Config {
 		c.MaxHold = 2 * time.Second
 	}
 	c.MaxHold = max(c.MaxHold, 0) // negative disables
+	if c.OpenCache == 0 {
+		c.OpenCache = time.Second
+	}
 	if c.ReopenJitter == 0 {
 		c.ReopenJitter = time.Second
 	}
@@ -150,6 +163,7 @@ func (c Config) withDefaults() Config {
 type Gate struct {
 	cfg   Config
 	store store
+	open  *openCache
 }
 
 // New returns a gate that keeps its state in rdb. It works with a single
@@ -157,8 +171,14 @@ type Gate struct {
 // tag.
 func New(rdb redis.UniversalClient, cfg Config) *Gate {
 	cfg = cfg.withDefaults()
-	return &Gate{cfg: cfg, store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}}
+	s := store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}
+	return &Gate{cfg: cfg, store: s, open: &openCache{rdb: rdb, channel: s.channel(), maxAge: cfg.OpenCache, now: cfg.Now}}
 }
+
+// Close releases the gate's subscription to pause announcements (see
+// Config.OpenCache). The gate keeps working after Close, with one round
+// trip per admission. It does not close the Redis client.
+func (g *Gate) Close() error { return g.open.close() }
 
 // Pause is a scope's pause deadline as Redis keeps it.
 type Pause struct {
@@ -185,7 +205,9 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	until, rem, err := g.store.pause(ctx, scopeKeys(g.cfg.Prefix, s), g.clamp(d))
+	k := scopeKeys(g.cfg.Prefix, s)
+	g.open.forget(k.pause) // before the round trip: this worker stops at once
+	until, rem, err := g.store.pause(ctx, k, g.clamp(d))
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}

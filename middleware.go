@@ -82,7 +82,11 @@ func (g *Gate) cost(t *asynq.Task) int {
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
 	k := scopeKeys(g.cfg.Prefix, s)
 	l := g.limitOf(s)
+	if l.IsZero() && g.open.fresh(k.pause) {
+		return nil
+	}
 	for {
+		gen := g.open.begin()
 		a, err := g.store.admit(ctx, k, l, cost, g.cfg.MaxHold)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -95,6 +99,9 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			wait += Jitter(g.cfg.ReopenJitter, g.cfg.Rand())
 		}
 		if a.code == admitted {
+			if l.IsZero() {
+				g.open.remember(k.pause, gen)
+			}
 			return sleep(ctx, wait)
 		}
 		if wait > g.cfg.MaxHold && !mustHold {

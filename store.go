@@ -32,12 +32,15 @@ end
 // KEYS[1]: the scope's pause key
 // ARGV[1]: proposed pause, ms (already clamped to [1 s, max pause])
 // ARGV[2]: max pause, ms: a record farther ahead than this is malformed
+// ARGV[3]: the gate's announcement channel
 // returns: {deadline in force (Unix ms), remaining ms}
 //
 // deadline = max(existing, now + ARGV[1]); the key expires at the deadline.
+// KEYS[1] is published on ARGV[3] so gates forget that the scope was open.
 var pauseScript = redis.NewScript(luaPrelude + `
 local deadline = now_ms + tonumber(ARGV[1])
 local cur = int(redis.pcall('GET', KEYS[1]))
+redis.call('PUBLISH', ARGV[3], KEYS[1])
 if cur and cur > deadline and cur - now_ms <= tonumber(ARGV[2]) then
   return {cur, cur - now_ms}
 end
@@ -195,7 +198,7 @@ func want(v []int64, n int, err error) error {
 // pause records a pause of d (clamped by the caller) and returns the
 // deadline in force and the time remaining until it, both per Redis TIME.
 func (s *store) pause(ctx context.Context, k keys, d time.Duration) (until time.Time, remaining time.Duration, err error) {
-	v, err := s.run(ctx, pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds())
+	v, err := s.run(ctx, pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel())
 	if err = want(v, 2, err); err != nil {
 		return time.Time{}, 0, err
 	}
@@ -240,6 +243,9 @@ func (s *store) admit(ctx context.Context, k keys, l Limit, cost int, hold time.
 	}
 	return a, nil
 }
+
+// channel is where pauses are announced (see openCache).
+func (s *store) channel() string { return s.prefix + ":paused" }
 
 // resume deletes a scope's pause.
 func (s *store) resume(ctx context.Context, k keys) error {

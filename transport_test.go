@@ -47,7 +47,7 @@ func transportGate(t *testing.T) (*Gate, *roundTrips) {
 	n := new(roundTrips)
 	rdb.AddHook(n)
 	t.Cleanup(func() { rdb.Close() })
-	return New(rdb, Config{MaxHold: -1}), n
+	return New(rdb, Config{MaxHold: -1, OpenCache: -1}), n // OpenCache off: count every round trip
 }
 
 // roundTrips counts the commands a client sends, as a go-redis hook.

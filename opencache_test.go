@@ -1,0 +1,140 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+// eventually polls cond every 10 ms until it holds or 10 s have passed.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("never happened: %s", what)
+}
+
+// cachedGate returns a gate whose open-cache entries never age out (so only
+// announcements can end them) and a counter of its Redis round trips.
+func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func() time.Time) (*Gate, *atomic.Int64) {
+	trips := new(roundTrips)
+	c := redis.NewClient(&redis.Options{Addr: rdb.(*redis.Client).Options().Addr})
+	c.AddHook(trips)
+	g := New(c, Config{Prefix: prefix, OpenCache: time.Hour, MaxHold: -1, Now: now})
+	t.Cleanup(func() { g.Close(); c.Close() })
+	return g, &trips.Int64
+}
+
+// A scope seen open is admitted without a round trip; a pause recorded by a
+// peer (another gate, another process) ends that as soon as its announcement
+// arrives, on miniredis and on a real redis-server.
+func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			e := b.open(t)
+			ctx := context.Background()
+			s := Scope{Provider: "ups", Account: "acct-1"}
+			g, trips := cachedGate(t, e.rdb, e.prefix, time.Now)
+			eventually(t, "an admission without a round trip", func() bool {
+				before := trips.Load()
+				if err := g.admit(ctx, s, 1, false); err != nil {
+					t.Fatal(err)
+				}
+				return trips.Load() == before
+			})
+
+			peer := New(e.rdb, Config{Prefix: e.prefix, OpenCache: -1})
+			if _, err := peer.Pause(ctx, s, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the peer's pause reaches the cached gate", func() bool {
+				var d *Deferral
+				return errors.As(g.admit(ctx, s, 1, false), &d) && d.Reason == ReasonPaused
+			})
+		})
+	}
+}
+
+// The gate that records a pause stops admitting from its cache at once, and a
+// scope with a limit is never admitted from the cache.
+func TestOpenCacheOwnPauseAndLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	g, trips := cachedGate(t, rdb, srv.Prefix(t), time.Now)
+	s := Scope{Provider: "ups"}
+	eventually(t, "an admission without a round trip", func() bool {
+		before := trips.Load()
+		g.admit(ctx, s, 1, false)
+		return trips.Load() == before
+	})
+	if _, err := g.Pause(ctx, s, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var d *Deferral
+	if err := g.admit(ctx, s, 1, false); !errors.As(err, &d) {
+		t.Fatalf("right after its own Pause: %v, want a deferral", err)
+	}
+
+	g.cfg.Limits = map[string]Limit{"fedex": PerSecond(1000, 1000)}
+	f := Scope{Provider: "fedex"}
+	for range 20 {
+		before := trips.Load()
+		if err := g.admit(ctx, f, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if trips.Load() != before+1 {
+			t.Fatal("a scope with a limit was admitted without a round trip")
+		}
+	}
+}
+
+// Entries age out after Config.OpenCache, and a lost subscription forgets
+// everything until Redis confirms a new one.
+func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	g := New(rdb, Config{OpenCache: time.Second, Now: clock, StoreTimeout: time.Second})
+	t.Cleanup(func() { g.Close() })
+	ctx := context.Background()
+	s := Scope{Provider: "ups"}
+	k := scopeKeys(g.cfg.Prefix, s).pause
+	eventually(t, "the scope is remembered open", func() bool {
+		g.admit(ctx, s, 1, false)
+		return g.open.fresh(k)
+	})
+	now.Add(int64(time.Second))
+	if g.open.fresh(k) {
+		t.Fatal("an entry older than OpenCache is still trusted")
+	}
+	g.admit(ctx, s, 1, false)
+	if !g.open.fresh(k) {
+		t.Fatal("a new round trip did not refresh the entry")
+	}
+
+	mr.Close() // the subscription's connection breaks
+	eventually(t, "the cache forgets everything when the subscription breaks", func() bool {
+		return !g.open.fresh(k)
+	})
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cache works again once resubscribed", func() bool {
+		g.admit(ctx, s, 1, false)
+		return g.open.fresh(k)
+	})
+}
