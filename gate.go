@@ -52,17 +52,29 @@ type Config struct {
 	// requests); values below 1 count as 1. Default: 1 for every task.
 	Cost func(*asynq.Task) int
 
-	// MaxHold is the longest a worker waits in-process for its slot instead
-	// of deferring through asynq, whose retry times are whole seconds and
-	// are forwarded every DelayedTaskCheckInterval. Waits up to MaxHold keep
-	// the pool busy at the limit's rate and reopen a short pause without a
-	// round trip through the retry set; longer waits free the worker.
-	// Default 2 seconds; a negative value disables holding.
+	// MaxHold is the longest a worker waits in-process instead of deferring
+	// through asynq, whose retry times are whole seconds and are forwarded
+	// every DelayedTaskCheckInterval. A slot of the limit up to MaxHold
+	// ahead is reserved and waited for, so the pool keeps the limit's pace
+	// (a scope with a limit of r per second may keep about r×MaxHold
+	// workers waiting); a task deferred to a later slot wakes up to MaxHold
+	// before it. A pause ending within MaxHold is waited out by at most
+	// MaxHolders workers. Longer waits free the worker. Default 1.5
+	// seconds; a negative value disables holding.
 	MaxHold time.Duration
 
-	// ReopenJitter spreads the tasks deferred by a pause over this window
-	// after its deadline when the scope has no limit (with a limit they are
-	// spread at the limit's rate). Default 1 second; negative disables.
+	// MaxHolders is how many workers of this process may wait in-process,
+	// per scope, for a pause of at most MaxHold to end (they reopen the
+	// scope at its deadline, together); the others are deferred through
+	// asynq, so one paused provider cannot take every worker from the
+	// others. Default 8; negative means no worker waits for a pause.
+	MaxHolders int
+
+	// ReopenJitter caps the spread of the tasks deferred through asynq by a
+	// pause when the scope has no limit: each waits a random extra time
+	// within a tenth of the remaining pause, at most ReopenJitter. (With a
+	// limit they are spread one slot apart at the limit's rate instead.)
+	// Default 1 second; negative disables.
 	ReopenJitter time.Duration
 
 	// OpenCache is how long a scope without a limit, once seen open, is
@@ -119,9 +131,12 @@ func (c Config) withDefaults() Config {
 	def(&c.FallbackBase, 15*time.Minute)
 	def(&c.FallbackCap, 12*time.Hour)
 	if c.MaxHold == 0 {
-		c.MaxHold = 2 * time.Second
+		c.MaxHold = 1500 * time.Millisecond
 	}
 	c.MaxHold = max(c.MaxHold, 0) // negative disables
+	if c.MaxHolders == 0 {
+		c.MaxHolders = 8
+	}
 	if c.OpenCache == 0 {
 		c.OpenCache = time.Second
 	}
@@ -161,9 +176,10 @@ func (c Config) withDefaults() Config {
 // A missing, expired or malformed record means open. When Redis cannot answer
 // within StoreTimeout the gate fails open (logged) unless FailClosed is set.
 type Gate struct {
-	cfg   Config
-	store store
-	open  *openCache
+	cfg     Config
+	store   store
+	open    *openCache
+	holders holders
 }
 
 // New returns a gate that keeps its state in rdb. It works with a single

@@ -218,7 +218,7 @@ func TestGateClamp(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
 	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != time.Minute ||
-		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.MaxHold != 2*time.Second ||
+		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.MaxHold != 1500*time.Millisecond || got.MaxHolders != 8 || got.OpenCache != time.Second ||
 		got.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
 		got.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() || got.Now == nil || got.Rand == nil {
 		t.Errorf("Config{}.withDefaults() = %+v", got)
@@ -264,17 +264,17 @@ func TestConfigDefaults(t *testing.T) {
 	if d := rd(50, &Refusal{}, nil); d != 12*time.Hour {
 		t.Errorf("late fallback = %v, want 12h", d)
 	}
-	// MaxHold 2s and ReopenJitter 1s: a 3s pause is deferred (longer than
-	// the hold) by 3s plus the jitter.
+	// MaxHold 1.5s and ReopenJitter 1s: a 3s pause is deferred (longer than
+	// the hold) by 3s plus the jitter, within a tenth of the pause (300ms).
 	g2 := New(rdb, Config{Rand: func() float64 { return 0.5 }})
 	ps := Scope{Provider: "paused"}
 	if _, err := g2.Pause(ctx, ps, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var d *Deferral
-	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 3500*time.Millisecond ||
-		d.Reason != ReasonPaused || !d.Until.Equal(t0.Add(3500*time.Millisecond)) || d.Scope != ps {
-		t.Errorf("admit during a 3s pause = %v (%+v); want a 3.5s deferral", err, d)
+	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 3150*time.Millisecond ||
+		d.Reason != ReasonPaused || !d.Until.Equal(t0.Add(3150*time.Millisecond)) || d.Scope != ps {
+		t.Errorf("admit during a 3s pause = %v (%+v); want a 3.15s deferral", err, d)
 	}
 	// ReopenJitter < 0: no jitter. MaxHold < 0: even a 1s wait is deferred.
 	g3 := New(rdb, Config{Rand: func() float64 { return 0.5 }, ReopenJitter: -1, MaxHold: -1})
@@ -604,5 +604,59 @@ func TestIsFailure(t *testing.T) {
 	}
 	if !errors.Is(exhausted{errors.New("boom")}, asynq.SkipRetry) {
 		t.Error("exhausted does not wrap asynq.SkipRetry")
+	}
+}
+
+// TestMaxHolders: at most MaxHolders workers of a process wait in-process for
+// a short pause of one scope; the next is deferred at once through asynq, so
+// the other providers keep their workers.
+func TestMaxHolders(t *testing.T) {
+	_, rdb := newMini(t) // frozen clock: a holder waits until its context ends
+	g := New(rdb, Config{MaxHolders: 1, MaxHold: 2 * time.Second})
+	s := Scope{Provider: "ups"}
+	if _, err := g.Pause(context.Background(), s, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan error, 1)
+	go func() { held <- g.admit(ctx, s, 1, false) }()
+	eventually(t, "the first worker holds", func() bool {
+		g.holders.mu.Lock()
+		defer g.holders.mu.Unlock()
+		return g.holders.n[scopeKeys(g.cfg.Prefix, s).pause] == 1
+	})
+	var d *Deferral
+	if err := g.admit(context.Background(), s, 1, false); !errors.As(err, &d) || d.Reason != ReasonPaused {
+		t.Fatalf("second worker: %v, want a deferral while the first holds", err)
+	}
+	if err := g.admit(context.Background(), Scope{Provider: "fedex"}, 1, false); err != nil {
+		t.Fatalf("another provider: %v, want admitted", err)
+	}
+	cancel()
+	if err := <-held; !errors.Is(err, context.Canceled) {
+		t.Fatalf("holder: %v, want its context's end", err)
+	}
+	if n := len(g.holders.n); n != 0 {
+		t.Fatalf("%d scopes still counted as held after the holder left", n)
+	}
+}
+
+// TestLimitedDeferralWakesBeforeItsSlot: a task deferred to a slot of the
+// limit beyond MaxHold wakes MaxHold before the slot and waits the rest
+// in-process, so asynq's whole-second wake-ups leave no gap in the pace.
+func TestLimitedDeferralWakesBeforeItsSlot(t *testing.T) {
+	_, rdb := newMini(t)
+	g := New(rdb, Config{MaxHold: 500 * time.Millisecond, Limits: map[string]Limit{"ups": PerSecond(2, 1)}})
+	s := Scope{Provider: "ups"}
+	ctx := context.Background()
+	for i := range 2 { // now, then a reservation 500ms ahead (waited in-process)
+		if err := g.admit(ctx, s, 1, false); err != nil {
+			t.Fatalf("admission %d: %v", i, err)
+		}
+	}
+	var d *Deferral
+	err := g.admit(ctx, s, 1, false) // its slot is 1s ahead: beyond MaxHold
+	if !errors.As(err, &d) || d.Reason != ReasonLimited || d.Delay != 500*time.Millisecond || !d.Until.Equal(t0.Add(500*time.Millisecond)) {
+		t.Fatalf("third admission: %v (%+v); want a limited deferral of 500ms (1s slot − 500ms hold)", err, d)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -95,8 +96,8 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			return g.storeFailed(s, "admit", err)
 		}
 		wait := a.wait
-		if a.code == paused && l.IsZero() {
-			wait += Jitter(g.cfg.ReopenJitter, g.cfg.Rand())
+		if a.code == paused && l.IsZero() && wait > g.cfg.MaxHold {
+			wait += Jitter(min(g.cfg.ReopenJitter, wait/10), g.cfg.Rand())
 		}
 		if a.code == admitted {
 			if l.IsZero() {
@@ -104,16 +105,56 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			}
 			return sleep(ctx, wait)
 		}
-		if wait > g.cfg.MaxHold && !mustHold {
+		if !mustHold && !(a.code == paused && wait <= g.cfg.MaxHold && g.holders.acquire(k.pause, g.cfg.MaxHolders)) {
+			if !l.IsZero() {
+				// A slot in the line is a place to come back to, not a
+				// deadline: wake up to MaxHold before it (never before a
+				// pause deadline) and wait the rest in-process, so asynq's
+				// whole-second wake-ups leave no gap in the pace.
+				wait = max(wait-g.cfg.MaxHold, a.until.Sub(a.now))
+			}
 			d := &Deferral{Scope: s, Delay: wait, Until: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
 			if a.code == limited {
 				d.Reason = ReasonLimited
 			}
 			return d
 		}
-		if err := sleep(ctx, wait); err != nil {
+		err = sleep(ctx, wait)
+		if a.code == paused && !mustHold {
+			g.holders.release(k.pause)
+		}
+		if err != nil {
 			return err
 		}
+	}
+}
+
+// holders counts, per scope, the workers of this process waiting in-process
+// for a pause to end, so that one paused provider cannot take every worker
+// from the others (Config.MaxHolders).
+type holders struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *holders) acquire(k string, limit int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k] >= limit {
+		return false
+	}
+	if h.n == nil {
+		h.n = make(map[string]int)
+	}
+	h.n[k]++
+	return true
+}
+
+func (h *holders) release(k string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k]--; h.n[k] <= 0 {
+		delete(h.n, k)
 	}
 }
 

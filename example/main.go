@@ -76,6 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload and of the gate's jitter")
 	fs.DurationVar(&o.latency, "latency", 25*time.Millisecond, "the carriers' answer time")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up a mode after this long")
+	fs.DurationVar(&o.hold, "hold", 0, "quotagate Config.MaxHold: longest in-process wait (0: the default; negative: never)")
+	fs.IntVar(&o.holders, "holders", 0, "quotagate Config.MaxHolders: workers per scope that may wait out a pause in-process (0: the default)")
 	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
 	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
 	fs.StringVar(&o.ui, "ui", "", "serve asynqmon on this address (e.g. :8080) and keep serving until Ctrl-C")

@@ -99,6 +99,8 @@ type settings struct {
 	seed    uint64
 	latency time.Duration
 	timeout time.Duration // per mode
+	hold    time.Duration // quotagate Config.MaxHold (0: its default)
+	holders int           // quotagate Config.MaxHolders (0: its default)
 }
 
 // runMode runs the workload in mode m on fresh state and returns its figures.
@@ -167,11 +169,15 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 			Prefix: prefix,
 			Logger: slog.New(slog.DiscardHandler),
 			Rand:   lockedRand(r.s.seed),
+
+			MaxHold:    r.s.hold,
+			MaxHolders: r.s.holders,
 		}
 		if r.mode.Limit {
 			gcfg.Limits = map[string]quotagate.Limit{constrained: r.s.quota.limit()}
 		}
 		g := quotagate.New(e.rdb, gcfg)
+		defer g.Close()
 		mux.Use(g.Middleware())
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)
