@@ -105,7 +105,11 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			}
 			return sleep(ctx, wait)
 		}
-		if !mustHold && !(a.code == paused && wait <= g.cfg.MaxHold && g.holders.acquire(k.pause, g.cfg.MaxHolders)) {
+		// A slot of the limit within MaxHold was reserved by the script
+		// (admitted above); what is left to wait in-process is a short pause,
+		// by at most MaxHolders workers.
+		held := !mustHold && a.code == paused && wait <= g.cfg.MaxHold && g.holders.acquire(k.pause, g.cfg.MaxHolders)
+		if !mustHold && !held {
 			if !l.IsZero() {
 				// A slot in the line is a place to come back to, not a
 				// deadline: wake up to MaxHold before it (never before a
@@ -120,7 +124,7 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			return d
 		}
 		err = sleep(ctx, wait)
-		if a.code == paused && !mustHold {
+		if held {
 			g.holders.release(k.pause)
 		}
 		if err != nil {
