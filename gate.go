@@ -67,7 +67,7 @@ type Config struct {
 	// per scope, for a pause of at most MaxHold to end (they reopen the
 	// scope at its deadline, together); the others are deferred through
 	// asynq, so one paused provider cannot take every worker from the
-	// others. Default 8; negative means no worker waits for a pause.
+	// others. Default 12; negative means no worker waits for a pause.
 	MaxHolders int
 
 	// ReopenJitter caps the spread of the tasks deferred through asynq by a
@@ -110,8 +110,10 @@ type Config struct {
 	// retry times (deadlines come from Redis TIME). Default time.Now.
 	Now func() time.Time
 
-	// Rand returns a uniform value in [0, 1) for the reopening jitter.
-	// Default math/rand/v2's Float64.
+	// Rand returns a uniform value in [0, 1) for the reopening jitter. It
+	// is called by many workers at once and must be safe for concurrent use
+	// (a seeded *rand.Rand is not: guard it with a mutex). Default
+	// math/rand/v2's Float64.
 	Rand func() float64
 }
 
@@ -135,7 +137,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxHold = max(c.MaxHold, 0) // negative disables
 	if c.MaxHolders == 0 {
-		c.MaxHolders = 8
+		c.MaxHolders = 12
 	}
 	if c.OpenCache == 0 {
 		c.OpenCache = time.Second

@@ -218,7 +218,7 @@ func TestGateClamp(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
 	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != time.Minute ||
-		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.MaxHold != 1500*time.Millisecond || got.MaxHolders != 8 || got.OpenCache != time.Second ||
+		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.MaxHold != 1500*time.Millisecond || got.MaxHolders != 12 || got.OpenCache != time.Second ||
 		got.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
 		got.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() || got.Now == nil || got.Rand == nil {
 		t.Errorf("Config{}.withDefaults() = %+v", got)

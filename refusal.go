@@ -18,6 +18,10 @@ import (
 // sooner than that deadline, and no sooner than its own hint or, without a
 // hint, the fallback schedule. A refusal counts as a failure: it spends one
 // of the task's retries.
+//
+// Wrap it with %w to add context; note that a message built with
+// fmt.Errorf is fixed when the handler returns, before the Middleware fills
+// in Until, so only Error() of the *Refusal itself shows the deadline.
 type Refusal struct {
 	Hint time.Duration
 	Err  error // the provider's error, optional
