@@ -17,9 +17,11 @@ import (
 // The limit is a generic cell rate algorithm (GCRA), as in
 // github.com/go-redis/redis_rate: requests are admitted one emission interval
 // (Period/Rate) apart, and up to Burst of them at once after an idle spell.
-// Any n admissions span at least (n-Burst)·Period/Rate, so Burst 1 never puts
-// more than Rate requests in any window of one Period: the setting for a
-// fixed-window provider. For a token-bucket provider use its bucket size.
+// Any n admissions span at least (n-Burst)·Period/Rate of Redis time, so
+// Burst 1 never admits more than Rate requests in any window of one Period:
+// the setting for a fixed-window provider (the requests themselves arrive
+// with the workers' timer and network jitter added). For a token-bucket
+// provider use its bucket size.
 type Limit struct {
 	Rate   int           // requests per Period; 0 means no limit
 	Period time.Duration // the window Rate is counted over
