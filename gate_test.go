@@ -1,7 +1,6 @@
 package quotagate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -313,24 +311,6 @@ func TestGateInvalidScope(t *testing.T) {
 	if keys := c.mr.Keys(); len(keys) != 0 {
 		t.Errorf("invalid scopes wrote %v", keys)
 	}
-}
-
-// testLogBuffer is a bytes.Buffer for a logger.
-type testLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *testLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *testLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestGateStoreDown: a store that never answers, or refuses connections,

@@ -1,6 +1,9 @@
 package quotagate
 
 import (
+	"bytes"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +88,26 @@ func realRedis(t *testing.T) (*redistest.Server, *redis.Client, string) {
 	t.Helper()
 	srv := redistest.Start(t)
 	return srv, srv.Client(t), srv.Prefix(t)
+}
+
+// testLogBuffer is a concurrency-safe log sink for Config.Logger.
+type testLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *testLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *testLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *testLogBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -13,11 +13,9 @@ package quotagate
 // guess at how long something takes.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -93,7 +91,7 @@ type mwEnv struct {
 	queue  string
 	client *asynq.Client
 	insp   *asynq.Inspector
-	log    *mwLog
+	log    *testLogBuffer
 }
 
 func mwNewEnv(t *testing.T, b *mwBackend) *mwEnv {
@@ -110,7 +108,7 @@ func mwNewEnv(t *testing.T, b *mwBackend) *mwEnv {
 		queue:  fmt.Sprintf("qgmw-%d-%s", mwQueueSeq.Add(1), name),
 		client: asynq.NewClient(asynq.RedisClientOpt{Addr: b.addr}),
 		insp:   asynq.NewInspector(asynq.RedisClientOpt{Addr: b.addr}),
-		log:    new(mwLog),
+		log:    new(testLogBuffer),
 	}
 	t.Cleanup(func() {
 		e.client.Close()
@@ -258,28 +256,6 @@ func (e *mwEnv) checkNoSecret() {
 			e.t.Errorf("Redis key %q (value %q) holds the credential secret", k, v)
 		}
 	}
-}
-
-// mwLog is a concurrency-safe log sink for Config.Logger.
-type mwLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *mwLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *mwLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *mwLog) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // mwRecorder is a middleware registered outside the gate's: it sees the
