@@ -36,7 +36,7 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		}
 		var r *Refusal
 		if errors.As(err, &r) {
-			own := g.fallback(max(n+1, n)) // n+1 overflows at MaxInt
+			own := Backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, max(n+1, n)) // n+1 overflows at MaxInt
 			if r.Hint > 0 {
 				own = g.clamp(r.Hint)
 			}
@@ -44,12 +44,6 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		}
 		return next(n, err, t)
 	}
-}
-
-// fallback is the refused task's delay when its hint is unreadable:
-// FallbackBase·2^(attempt-1), capped at FallbackCap, without overflow.
-func (g *Gate) fallback(attempt int) time.Duration {
-	return Backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, attempt)
 }
 
 // Backoff returns base·2^(attempt-1) capped at limit (attempt < 1 counts as
