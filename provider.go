@@ -156,30 +156,6 @@ func userMaxRetry(t *asynq.Task) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
-// keys are the Redis keys of one scope. Every key of a scope shares one hash
-// tag built from the scope, so multi-key scripts stay Redis Cluster safe,
-// while different scopes spread over slots:
-//
-//	<prefix>:{<provider>:<account>}:pause   shared pause deadline, Unix ms
-//	<prefix>:{<provider>:<account>}:tat     throughput limit state (GCRA), Unix µs
-//	<prefix>:{<provider>:<account>}:line    next reopening slot, Unix µs
-//
-// Provider and account are escaped so that neither can end the hash tag or
-// make two scopes collide: '%', ':', '{' and '}' become %25, %3A, %7B, %7D.
-type keys struct {
-	pause, tat, line string
-}
-
-var (
-	keyEscaper   = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
-	braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
-)
-
-func scopeKeys(prefix string, s Scope) keys {
-	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
-	return keys{pause: base + "pause", tat: base + "tat", line: base + "line"}
-}
-
 // scopeCtx is the scope a context carries, whether the Middleware has
 // already admitted its first request, and whether the task is on a last
 // attempt without NewTask's retry reserve (a deferral would be archived, so

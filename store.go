@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -120,6 +121,30 @@ if wait <= tonumber(ARGV[4]) then
 end
 return {2, line(new_tat - tau), 0, now_ms}
 `)
+
+// keys are the Redis keys of one scope. Every key of a scope shares one hash
+// tag built from the scope, so multi-key scripts stay Redis Cluster safe,
+// while different scopes spread over slots:
+//
+//	<prefix>:{<provider>:<account>}:pause   shared pause deadline, Unix ms
+//	<prefix>:{<provider>:<account>}:tat     throughput limit state (GCRA), Unix µs
+//	<prefix>:{<provider>:<account>}:line    next reopening slot, Unix µs
+//
+// Provider and account are escaped so that neither can end the hash tag or
+// make two scopes collide: '%', ':', '{' and '}' become %25, %3A, %7B, %7D.
+type keys struct {
+	pause, tat, line string
+}
+
+var (
+	keyEscaper   = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+	braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
+)
+
+func scopeKeys(prefix string, s Scope) keys {
+	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
+	return keys{pause: base + "pause", tat: base + "tat", line: base + "line"}
+}
 
 // store runs the scripts with a bounded timeout.
 type store struct {
