@@ -90,7 +90,7 @@ func BenchmarkServerThroughput(b *testing.B) {
 	defer rdb.Close()
 	cached := New(rdb, Config{Prefix: srv.Prefix(b)})
 	defer cached.Close()
-	uncached := New(rdb, Config{Prefix: srv.Prefix(b), OpenCache: -1})
+	uncached := New(rdb, Config{Prefix: srv.Prefix(b), Tuning: Tuning{OpenCache: -1}})
 	run := func(g *Gate) time.Duration {
 		q := fmt.Sprintf("bench%d", time.Now().UnixNano())
 		opt := asynq.RedisClientOpt{Addr: srv.Addr}

@@ -82,7 +82,7 @@ func ExampleNewTask() {
 
 	s, ok := quotagate.ScopeOf(task)
 	fmt.Println(s, ok)
-	fmt.Println("max retry:", task.Headers()[quotagate.HeaderMaxRetry])
+	fmt.Println("max retry:", task.Headers()["quotagate-max-retry"])
 
 	_, ok = quotagate.ScopeOf(asynq.NewTask("report:daily", nil))
 	fmt.Println("plain asynq task:", ok)
@@ -94,26 +94,25 @@ func ExampleNewTask() {
 
 // RetryDelay turns the gate's errors into asynq retry times: a refusal waits
 // its hint, or the shared pause when that is longer, or, without a hint, a
-// capped exponential fallback by attempt. Delays end on a whole second of
-// Config.Now, as asynq stores retry times in whole seconds.
+// capped exponential fallback by attempt. asynq stores retry times in whole
+// seconds, so every delay is rounded up to end on a whole second of the
+// worker's clock (shown here truncated to the second).
 func ExampleGate_RetryDelay() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // RetryDelay never calls Redis
 	defer rdb.Close()
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	g := quotagate.New(rdb, quotagate.Config{Now: func() time.Time { return now }})
+	g := quotagate.New(rdb, quotagate.Config{})
 	delay := g.RetryDelay(nil) // asynq.Config.RetryDelayFunc
+	show := func(d time.Duration) { fmt.Println(d.Truncate(time.Second)) }
 
-	fmt.Println(delay(0, &quotagate.Refusal{Hint: 15 * time.Second}, nil))
-	fmt.Println(delay(0, &quotagate.Refusal{Hint: 5 * time.Second, Remaining: 20 * time.Second}, nil))
-	fmt.Println(delay(0, fmt.Errorf("poll: %w", &quotagate.Refusal{}), nil)) // no readable hint
-	fmt.Println(delay(3, &quotagate.Refusal{}, nil))
-	fmt.Println(delay(0, &quotagate.Deferral{Delay: 8500 * time.Millisecond}, nil))
+	show(delay(0, &quotagate.Refusal{Hint: 15 * time.Second}, nil))
+	show(delay(0, fmt.Errorf("poll: %w", &quotagate.Refusal{}), nil)) // no readable hint
+	show(delay(3, &quotagate.Refusal{}, nil))
+	show(delay(0, &quotagate.Deferral{Delay: 8 * time.Second}, nil))
 	// Output:
 	// 15s
-	// 20s
 	// 15m0s
 	// 2h0m0s
-	// 9s
+	// 8s
 }
 
 // The quick start: register the Middleware on the ServeMux and IsFailure and
@@ -137,7 +136,7 @@ func ExampleGate_Middleware() {
 	mux.HandleFunc("tracking:poll", func(ctx context.Context, t *asynq.Task) error {
 		calls++
 		// Resolve the provider client and poll. When the provider refuses:
-		//	return &quotagate.Refusal{Hint: hint} // hint from quotagate.HintFrom(resp, body)
+		//	return &quotagate.Refusal{Hint: hint} // hint from hint.From(resp, body)
 		return nil
 	})
 

@@ -216,19 +216,20 @@ func TestGateClamp(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
 	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != time.Minute ||
-		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.MaxHold != 1500*time.Millisecond || got.MaxHolders != 12 || got.OpenCache != time.Second ||
-		got.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
-		got.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() || got.Now == nil || got.Rand == nil {
+		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.Tuning.MaxHold != 1500*time.Millisecond || got.Tuning.MaxHolders != 12 || got.Tuning.OpenCache != time.Second ||
+		got.Tuning.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
+		got.Tuning.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() {
 		t.Errorf("Config{}.withDefaults() = %+v", got)
 	}
-	if u := got.Rand(); u < 0 || u >= 1 {
-		t.Errorf("default Rand() = %v, want [0, 1)", u)
+	dg := New(nil, Config{})
+	if u := dg.rand(); u < 0 || u >= 1 {
+		t.Errorf("default rand() = %v, want [0, 1)", u)
 	}
-	if n := got.Now(); time.Since(n) > time.Hour || time.Since(n) < -time.Hour {
-		t.Errorf("default Now() = %v, not the local clock", n)
+	if n := dg.now(); time.Since(n) > time.Hour || time.Since(n) < -time.Hour {
+		t.Errorf("default now() = %v, not the local clock", n)
 	}
-	if got := (Config{MaxHold: -1, ReopenJitter: -1}).withDefaults(); got.MaxHold != 0 || got.ReopenJitter != 0 {
-		t.Errorf("negative MaxHold, ReopenJitter = %v, %v; want 0 (disabled)", got.MaxHold, got.ReopenJitter)
+	if got := (Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}}).withDefaults(); got.Tuning.MaxHold != 0 || got.Tuning.ReopenJitter != 0 {
+		t.Errorf("negative MaxHold, ReopenJitter = %v, %v; want 0 (disabled)", got.Tuning.MaxHold, got.Tuning.ReopenJitter)
 	}
 
 	ctx := context.Background()
@@ -248,13 +249,11 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("Pause(100h) = %v, want the 12h default cap", p.Remaining)
 	}
 	// FallbackPause 1m: a refusal without a hint still pauses the scope.
-	r := &Refusal{}
-	g.record(ctx, Scope{Provider: "nohint"}, r)
-	if r.Remaining != time.Minute || !r.Until.Equal(t0.Add(time.Minute)) {
-		t.Errorf("refusal without hint recorded %v until %v, want 1m", r.Remaining, r.Until)
+	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, 0); !ok || p.Remaining != time.Minute || !p.Until.Equal(t0.Add(time.Minute)) {
+		t.Errorf("refusal without hint recorded %v until %v (%v), want 1m", p.Remaining, p.Until, ok)
 	}
 	// FallbackBase 15m, FallbackCap 12h.
-	g.cfg.Now = func() time.Time { return t0 }
+	g.now = func() time.Time { return t0 }
 	rd := g.RetryDelay(nil)
 	if d := rd(0, &Refusal{}, nil); d != 15*time.Minute {
 		t.Errorf("first fallback = %v, want 15m", d)
@@ -264,18 +263,18 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	// MaxHold 1.5s and ReopenJitter 1s: a 3s pause is deferred (longer than
 	// the hold) by 3s plus the jitter, within a tenth of the pause (300ms).
-	g2 := New(rdb, Config{Rand: func() float64 { return 0.5 }})
+	g2 := newWith(rdb, Config{}, hooks{rand: func() float64 { return 0.5 }})
 	ps := Scope{Provider: "paused"}
 	if _, err := g2.Pause(ctx, ps, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var d *Deferral
 	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 3150*time.Millisecond ||
-		d.Reason != ReasonPaused || !d.Until.Equal(t0.Add(3150*time.Millisecond)) || d.Scope != ps {
+		d.Reason != ReasonPaused || !d.RetryAt.Equal(t0.Add(3150*time.Millisecond)) || d.Scope != ps {
 		t.Errorf("admit during a 3s pause = %v (%+v); want a 3.15s deferral", err, d)
 	}
 	// ReopenJitter < 0: no jitter. MaxHold < 0: even a 1s wait is deferred.
-	g3 := New(rdb, Config{Rand: func() float64 { return 0.5 }, ReopenJitter: -1, MaxHold: -1})
+	g3 := newWith(rdb, Config{Tuning: Tuning{ReopenJitter: -1, MaxHold: -1}}, hooks{rand: func() float64 { return 0.5 }})
 	short := Scope{Provider: "short"}
 	g3.Pause(ctx, short, time.Second)
 	if err := g3.admit(ctx, short, 1, false); !errors.As(err, &d) || d.Delay != time.Second {
@@ -313,6 +312,29 @@ func TestGateInvalidScope(t *testing.T) {
 	}
 }
 
+// TestMiddlewareArchivesInvalidScope: a task whose scope cannot name a quota
+// is archived (SkipRetry), its handler never runs, and the gate logs it once
+// without quoting the account.
+func TestMiddlewareArchivesInvalidScope(t *testing.T) {
+	_, rdb := newMini(t)
+	logs := new(testLogBuffer)
+	g := New(rdb, Config{Logger: logs.logger()})
+	secret := "sk_live_0123456789"
+	runs := 0
+	h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
+	err := h.ProcessTask(context.Background(), NewTask("poll", nil, Scope{Provider: "ups", Account: secret + "\n"}))
+	if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrInvalidScope) || runs != 0 {
+		t.Errorf("err = %v, runs = %d; want an archived ErrInvalidScope and no run", err, runs)
+	}
+	log := logs.String()
+	if n := strings.Count(log, "archiving a task whose scope is invalid"); n != 1 {
+		t.Errorf("%d log lines for one archived task, want 1: %s", n, log)
+	}
+	if strings.Contains(log, secret) || !strings.Contains(log, "type=poll") {
+		t.Errorf("log %q holds the account or does not name the task type", log)
+	}
+}
+
 // TestGateStoreDown: a store that never answers, or refuses connections,
 // fails open (the handler runs) or, with FailClosed, defers with
 // ReasonStoreDown; either way the call returns within the store's bound
@@ -337,13 +359,12 @@ func TestGateStoreDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := new(testLogBuffer)
-			g := New(tc.client(t), Config{
-				StoreTimeout:    tc.timeout,
-				FailClosed:      tc.failClosed,
-				FailClosedDelay: tc.delay,
-				Logger:          slog.New(slog.NewTextHandler(logs, nil)),
-				Now:             func() time.Time { return now },
-			})
+			g := newWith(tc.client(t), Config{
+				StoreTimeout: tc.timeout,
+				FailClosed:   tc.failClosed,
+				Logger:       slog.New(slog.NewTextHandler(logs, nil)),
+				Tuning:       Tuning{FailClosedDelay: tc.delay},
+			}, hooks{now: func() time.Time { return now }})
 			runs := 0
 			h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
 			start := time.Now()
@@ -375,7 +396,7 @@ func TestGateStoreDown(t *testing.T) {
 			if !errors.As(err, &d) || runs != 0 {
 				t.Fatalf("fail closed: err %v, handler ran %d times; want a Deferral, 0", err, runs)
 			}
-			if d.Reason != ReasonStoreDown || d.Delay != tc.wantDelay || !d.Until.Equal(now.Add(tc.wantDelay)) || d.Scope != s {
+			if d.Reason != ReasonStoreDown || d.Delay != tc.wantDelay || !d.RetryAt.Equal(now.Add(tc.wantDelay)) || d.Scope != s {
 				t.Errorf("deferral %+v; want ReasonStoreDown for %v until %v", d, tc.wantDelay, now.Add(tc.wantDelay))
 			}
 			if IsFailure(err) {
@@ -444,7 +465,7 @@ func TestGateWrongTypeIsMalformed(t *testing.T) {
 // regresses (it then fails with the context error).
 func TestMiddlewareOutsideAsynqDefers(t *testing.T) {
 	_, rdb := newMini(t)
-	g := New(rdb, Config{Rand: func() float64 { return 0 }})
+	g := newWith(rdb, Config{}, hooks{rand: func() float64 { return 0 }})
 	s := Scope{Provider: "ups"}
 	if _, err := g.Pause(context.Background(), s, 30*time.Second); err != nil {
 		t.Fatal(err)
@@ -456,7 +477,7 @@ func TestMiddlewareOutsideAsynqDefers(t *testing.T) {
 	for _, task := range []*asynq.Task{NewTask("poll", nil, s), NewTask("poll", nil, s, asynq.MaxRetry(0))} {
 		err := h.ProcessTask(ctx, task)
 		var d *Deferral
-		if !errors.As(err, &d) || d.Delay != 30*time.Second || d.Reason != ReasonPaused || !d.Until.Equal(t0.Add(30*time.Second)) {
+		if !errors.As(err, &d) || d.Delay != 30*time.Second || d.Reason != ReasonPaused || !d.RetryAt.Equal(t0.Add(30*time.Second)) {
 			t.Errorf("paused scope, no asynq context: err = %v; want a 30s Deferral until t0+30s", err)
 		}
 	}
@@ -512,7 +533,7 @@ func TestDeferralError(t *testing.T) {
 		{ReasonStoreDown, "store unavailable"},
 		{Reason(9), "paused"},
 	} {
-		d := &Deferral{Scope: s, Delay: 9*time.Second + 400*time.Microsecond, Until: until, Reason: tc.reason}
+		d := &Deferral{Scope: s, Delay: 9*time.Second + 400*time.Microsecond, RetryAt: until, Reason: tc.reason}
 		msg := d.Error()
 		for _, want := range []string{"ups/" + s.Account, "9s", "2025-01-02T03:04:14.5Z", tc.words, "before calling the provider"} {
 			if !strings.Contains(msg, want) {
@@ -523,7 +544,7 @@ func TestDeferralError(t *testing.T) {
 			t.Errorf("%v: %q holds the secret", tc.reason, msg)
 		}
 	}
-	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, Until: until}).Error(); !strings.Contains(msg, "ups is paused") {
+	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, RetryAt: until}).Error(); !strings.Contains(msg, "ups is paused") {
 		t.Errorf("scope without account: %q", msg)
 	}
 }
@@ -548,7 +569,7 @@ func TestRefusalError(t *testing.T) {
 		{&Refusal{Hint: 15 * time.Second}, []string{"refused", "retry hint 15s"}},
 		{&Refusal{}, []string{"no readable retry hint"}},
 		{&Refusal{Hint: -time.Second}, []string{"no readable retry hint"}},
-		{&Refusal{Hint: 15 * time.Second, Until: until, Err: cause}, []string{"retry hint 15s", "paused until 2025-01-02T03:04:20Z", ": 429 Too Many Requests"}},
+		{&Refusal{Hint: 15 * time.Second, Err: cause}, []string{"retry hint 15s", ": 429 Too Many Requests"}},
 	} {
 		msg := tc.r.Error()
 		for _, w := range tc.want {
@@ -556,6 +577,16 @@ func TestRefusalError(t *testing.T) {
 				t.Errorf("%q does not contain %q", msg, w)
 			}
 		}
+	}
+	// The Middleware wraps a recorded refusal with the deadline in force,
+	// without changing it.
+	r := &Refusal{Hint: 15 * time.Second, Err: cause}
+	w := &recorded{err: fmt.Errorf("poll: %w", r), pause: Pause{Until: until}}
+	if msg := w.Error(); !strings.HasPrefix(msg, "poll: quotagate: provider refused") || !strings.HasSuffix(msg, "; scope paused until 2025-01-02T03:04:20Z") {
+		t.Errorf("recorded message %q", msg)
+	}
+	if got := (*Refusal)(nil); !errors.As(w, &got) || got != r || !IsFailure(w) {
+		t.Error("a recorded refusal does not unwrap to the handler's Refusal, or is not a failure")
 	}
 	if r := (&Refusal{Err: cause}); !errors.Is(r, cause) {
 		t.Error("a Refusal does not unwrap to its cause")
@@ -592,7 +623,7 @@ func TestIsFailure(t *testing.T) {
 // the other providers keep their workers.
 func TestMaxHolders(t *testing.T) {
 	_, rdb := newMini(t) // frozen clock: a holder waits until its context ends
-	g := New(rdb, Config{MaxHolders: 1, MaxHold: 2 * time.Second})
+	g := New(rdb, Config{Tuning: Tuning{MaxHolders: 1, MaxHold: 2 * time.Second}})
 	s := Scope{Provider: "ups"}
 	if _, err := g.Pause(context.Background(), s, time.Second); err != nil {
 		t.Fatal(err)
@@ -626,7 +657,7 @@ func TestMaxHolders(t *testing.T) {
 // in-process, so asynq's whole-second wake-ups leave no gap in the pace.
 func TestLimitedDeferralWakesBeforeItsSlot(t *testing.T) {
 	_, rdb := newMini(t)
-	g := New(rdb, Config{MaxHold: 500 * time.Millisecond, Limits: map[string]Limit{"ups": PerSecond(2, 1)}})
+	g := New(rdb, Config{Limits: map[string]Limit{"ups": PerSecond(2, 1)}, Tuning: Tuning{MaxHold: 500 * time.Millisecond}})
 	s := Scope{Provider: "ups"}
 	ctx := context.Background()
 	for i := range 2 { // now, then a reservation 500ms ahead (waited in-process)
@@ -636,7 +667,7 @@ func TestLimitedDeferralWakesBeforeItsSlot(t *testing.T) {
 	}
 	var d *Deferral
 	err := g.admit(ctx, s, 1, false) // its slot is 1s ahead: beyond MaxHold
-	if !errors.As(err, &d) || d.Reason != ReasonLimited || d.Delay != 500*time.Millisecond || !d.Until.Equal(t0.Add(500*time.Millisecond)) {
+	if !errors.As(err, &d) || d.Reason != ReasonLimited || d.Delay != 500*time.Millisecond || !d.RetryAt.Equal(t0.Add(500*time.Millisecond)) {
 		t.Fatalf("third admission: %v (%+v); want a limited deferral of 500ms (1s slot − 500ms hold)", err, d)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -16,10 +15,10 @@ import (
 //
 // For a task that carries a scope (NewTask), before the handler runs, one
 // Redis round trip asks whether the scope is paused and whether its limit has
-// capacity:
+// capacity (see decide, admission.go, for the rules):
 //
 //   - open: the handler runs, with the scope in its context (see Transport).
-//   - a wait of at most Config.MaxHold (a slot of the limit, or the end of a
+//   - a wait of at most Tuning.MaxHold (a slot of the limit, or the end of a
 //     short pause): the worker waits in-process, then runs (a pause is
 //     checked once more when it ends).
 //   - a longer wait: the handler does not run, so no client is resolved and
@@ -27,8 +26,10 @@ import (
 //     retries the task after Deferral.Delay without spending a retry.
 //
 // When the handler returns a *Refusal (or an error wrapping one), the
-// middleware records the pause for the whole scope and returns the refusal
-// with the deadline now in force. Tasks without a scope pass through.
+// middleware records the pause for the whole scope, unless the Transport
+// already recorded it, and returns the error wrapped with the deadline in
+// force. A task whose scope is invalid is archived (logged, without its
+// account). Tasks without a scope pass through.
 //
 // A deferral on a task's last attempt would be archived by asynq, whatever
 // IsFailure says; NewTask reserves one retry for deferrals so that never
@@ -42,33 +43,36 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				return next.ProcessTask(ctx, t)
 			}
 			if err := s.Validate(); err != nil {
+				g.cfg.Logger.Error("quotagate: archiving a task whose scope is invalid", "type", t.Type(), "err", err)
 				return exhausted{err}
 			}
-			retried, _ := asynq.GetRetryCount(ctx)
-			maxRetry, inAsynq := asynq.GetMaxRetry(ctx)
-			budget, reserved := userMaxRetry(t)
-			// The reserve is there only if Client.Enqueue did not override
-			// NewTask's MaxRetry; an override is the user's budget.
-			reserved = reserved && maxRetry == budget+1
-			lastAttempt := inAsynq && !reserved && retried >= maxRetry
-
-			if err := g.admit(ctx, s, g.cost(t), lastAttempt); err != nil {
+			at := attemptOf(ctx, t)
+			if err := g.admit(ctx, s, g.cost(t), at.last); err != nil {
 				return err
 			}
-			err := next.ProcessTask(withAdmission(ctx, s, lastAttempt), t)
-			if err == nil {
-				return nil
-			}
+			ta := &taskAdmission{mustHold: at.last}
+			ta.unspent.Store(true)
+			err := next.ProcessTask(withAdmission(ctx, s, ta), t)
 			var r *Refusal
 			if errors.As(err, &r) {
-				g.record(ctx, s, r)
+				err = g.refused(ctx, s, err, r.Hint, ta)
 			}
-			if reserved && IsFailure(err) && retried >= budget {
-				return exhausted{err}
-			}
-			return err
+			return at.settle(err)
 		})
 	}
+}
+
+// refused records the refusal that the handler returned in err (unless the
+// Transport recorded it already during the task) and wraps err with the
+// pause in force.
+func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Duration, ta *taskAdmission) error {
+	if p := ta.refused.Load(); p != nil {
+		return &recorded{err: err, pause: *p}
+	}
+	if p, ok := g.record(ctx, s, hint); ok {
+		return &recorded{err: err, pause: p}
+	}
+	return err
 }
 
 func (g *Gate) cost(t *asynq.Task) int {
@@ -86,46 +90,33 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 	if l.IsZero() && g.open.fresh(k.pause) {
 		return nil
 	}
+	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, limited: !l.IsZero(), mustHold: mustHold}
 	for {
 		gen := g.open.begin()
-		a, err := g.store.admit(ctx, k, l, cost, g.cfg.MaxHold)
+		a, err := g.store.admit(ctx, k, l, cost, p.maxHold)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return g.storeFailed(s, "admit", err)
 		}
-		wait := a.wait
-		if a.code == paused && l.IsZero() && wait > g.cfg.MaxHold {
-			wait += Jitter(min(g.cfg.ReopenJitter, wait/10), g.cfg.Rand())
-		}
-		if a.code == admitted {
-			if l.IsZero() {
+		v := decide(a, p, g.rand())
+		switch v.act {
+		case run:
+			if !p.limited {
 				g.open.remember(k.pause, gen)
 			}
-			return sleep(ctx, wait)
-		}
-		// A slot of the limit within MaxHold was reserved by the script
-		// (admitted above); what is left to wait in-process is a short pause,
-		// by at most MaxHolders workers.
-		held := !mustHold && a.code == paused && wait <= g.cfg.MaxHold && g.holders.acquire(k.pause, g.cfg.MaxHolders)
-		if !mustHold && !held {
-			if !l.IsZero() {
-				// A slot in the line is a place to come back to, not a
-				// deadline: wake up to MaxHold before it (never before a
-				// pause deadline) and wait the rest in-process, so asynq's
-				// whole-second wake-ups leave no gap in the pace.
-				wait = max(wait-g.cfg.MaxHold, a.until.Sub(a.now))
+			return sleep(ctx, v.wait)
+		case holdPause:
+			if !g.holders.acquire(k.pause, g.cfg.Tuning.MaxHolders) {
+				return v.deferral.of(s)
 			}
-			d := &Deferral{Scope: s, Delay: wait, Until: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
-			if a.code == limited {
-				d.Reason = ReasonLimited
-			}
-			return d
-		}
-		err = sleep(ctx, wait)
-		if held {
+			err = sleep(ctx, v.wait)
 			g.holders.release(k.pause)
+		case hold:
+			err = sleep(ctx, v.wait)
+		case deferTask:
+			return v.deferral.of(s)
 		}
 		if err != nil {
 			return err
@@ -133,63 +124,23 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 	}
 }
 
-// holders counts, per scope, the workers of this process waiting in-process
-// for a pause to end, so that one paused provider cannot take every worker
-// from the others (Config.MaxHolders).
-type holders struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (h *holders) acquire(k string, limit int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[k] >= limit {
-		return false
-	}
-	if h.n == nil {
-		h.n = make(map[string]int)
-	}
-	h.n[k]++
-	return true
-}
-
-func (h *holders) release(k string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[k]--; h.n[k] <= 0 {
-		delete(h.n, k)
-	}
+// of returns the deferral for scope s.
+func (d Deferral) of(s Scope) *Deferral {
+	d.Scope = s
+	return &d
 }
 
 // storeFailed applies the fail-open or fail-closed policy to a store error.
 func (g *Gate) storeFailed(s Scope, op string, err error) error {
 	if g.cfg.FailClosed {
+		delay := g.cfg.Tuning.FailClosedDelay
 		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
-			"op", op, "scope", s.String(), "delay", g.cfg.FailClosedDelay, "err", err)
-		return &Deferral{Scope: s, Delay: g.cfg.FailClosedDelay, Until: g.cfg.Now().Add(g.cfg.FailClosedDelay), Reason: ReasonStoreDown}
+			"op", op, "scope", s.String(), "delay", delay, "err", err)
+		return &Deferral{Scope: s, Delay: delay, RetryAt: g.now().Add(delay), Reason: ReasonStoreDown}
 	}
 	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
 		"op", op, "scope", s.String(), "err", err)
 	return nil
-}
-
-// record pauses the scope of a refusal and fills in the deadline in force.
-// It runs even when the task's context has ended: the refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, r *Refusal) {
-	d := r.Hint
-	if d <= 0 {
-		d = g.cfg.FallbackPause
-	}
-	p, err := g.Pause(context.WithoutCancel(ctx), s, d)
-	if err != nil {
-		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
-			"scope", s.String(), "hint", r.Hint, "err", err)
-		return
-	}
-	r.Until, r.Remaining = p.Until, p.Remaining
-	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
-		"scope", s.String(), "hint", r.Hint, "remaining", p.Remaining, "until", p.Until)
 }
 
 // sleep waits d or until ctx ends.

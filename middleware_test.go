@@ -125,6 +125,13 @@ func (e *mwEnv) gate(cfg Config) *Gate {
 	return New(e.b.rdb, cfg)
 }
 
+// gateWith is gate with the test's hooks.
+func (e *mwEnv) gateWith(cfg Config, h hooks) *Gate {
+	cfg.Prefix = e.b.prefix
+	cfg.Logger = e.log.logger()
+	return newWith(e.b.rdb, cfg, h)
+}
+
 // mwServerOpt adjusts the asynq configuration of one test.
 type mwServerOpt func(*asynq.Config)
 
@@ -267,7 +274,7 @@ type mwRecorder struct {
 
 type mwOutcome struct {
 	deferrals []Deferral
-	refusals  []Refusal
+	refusals  []Pause // the pause in force the middleware wrapped each refusal with
 	errs      []string
 }
 
@@ -283,12 +290,12 @@ func (r *mwRecorder) middleware(next asynq.Handler) asynq.Handler {
 			r.byID[id] = o
 		}
 		var d *Deferral
-		var ref *Refusal
+		var rec *recorded
 		switch {
 		case errors.As(err, &d):
 			o.deferrals = append(o.deferrals, *d)
-		case errors.As(err, &ref):
-			o.refusals = append(o.refusals, *ref)
+		case errors.As(err, &rec):
+			o.refusals = append(o.refusals, rec.pause)
 		}
 		if err != nil {
 			o.errs = append(o.errs, err.Error())
@@ -384,7 +391,7 @@ func mwMS(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
 func TestTimeline1RefusalWith15sHintPausesScopeAndRetriesAfterIt(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1}})
 		calls := mwNewCalls()
 		rec := e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -450,7 +457,7 @@ var mwUntilRE = regexp.MustCompile(`paused by the provider until (\S+) \((\d[\w.
 func TestTimeline2PeerDuringPauseIsDeferredWithoutResolvingClient(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1}})
 		calls := mwNewCalls()
 		rec := e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx) // resolves the client: must never happen here
@@ -528,7 +535,7 @@ func TestTimeline2PeerDuringPauseIsDeferredWithoutResolvingClient(t *testing.T) 
 func TestTimeline3UnrelatedProviderIgnoresPause(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1}})
 		calls := mwNewCalls()
 		e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -564,7 +571,7 @@ func TestTimeline3UnrelatedProviderIgnoresPause(t *testing.T) {
 func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1, FallbackPause: time.Minute})
+		g := e.gate(Config{FallbackPause: time.Minute, Tuning: Tuning{MaxHold: -1}})
 		calls := mwNewCalls()
 		e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -616,7 +623,7 @@ func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 func TestTimeline5ConcurrentRefusalsKeepTheLaterDeadline(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1}})
 		var (
 			mu      sync.Mutex
 			arrived = 0
@@ -722,7 +729,7 @@ func TestTimeline5ConcurrentRefusalsKeepTheLaterDeadline(t *testing.T) {
 func TestMiddlewareLastAttemptTaskDeferredTwiceRunsOnce(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1, ReopenJitter: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}})
 		calls := mwNewCalls()
 		rec := e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -841,7 +848,7 @@ func TestMiddlewareLastAttemptTaskDeferredTwiceRunsOnce(t *testing.T) {
 func TestMiddlewareRealFailuresKeepTheUsersMaxRetry(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1}})
 		calls := mwNewCalls()
 		e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -870,7 +877,7 @@ func TestMiddlewareRealFailuresKeepTheUsersMaxRetry(t *testing.T) {
 func TestMiddlewareLastAttemptWithoutReserveWaitsInProcess(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1, ReopenJitter: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}})
 		calls := mwNewCalls()
 		rec := e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
@@ -944,7 +951,7 @@ func mwTwoRequests(g *Gate, url string, runs *atomic.Int64) asynq.HandlerFunc {
 func TestMiddlewareTransportDeferralInsideHandlerIsRetried(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1, ReopenJitter: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}})
 		url, hits := mwAPI(t)
 		var runs atomic.Int64
 		rec := e.serve(g, mwTwoRequests(g, url, &runs))
@@ -968,7 +975,7 @@ func TestMiddlewareTransportDeferralInsideHandlerIsRetried(t *testing.T) {
 func TestMiddlewareTransportDeferralOnLastAttemptWithoutReserveIsNotArchived(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-		g := e.gate(Config{MaxHold: -1, ReopenJitter: -1})
+		g := e.gate(Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}})
 		url, _ := mwAPI(t)
 		var runs atomic.Int64
 		e.serve(g, mwTwoRequests(g, url, &runs))
@@ -1032,8 +1039,11 @@ func TestMiddlewareStoreDown(t *testing.T) {
 			t.Parallel()
 			mwOnBackends(t, func(t *testing.T, e *mwEnv) {
 				g := New(mwDeadStore(t), Config{
-					Prefix: e.b.prefix, Logger: e.log.logger(), MaxHold: -1,
-					StoreTimeout: 100 * time.Millisecond, FailClosed: failClosed,
+					Prefix:       e.b.prefix,
+					Logger:       e.log.logger(),
+					StoreTimeout: 100 * time.Millisecond,
+					FailClosed:   failClosed,
+					Tuning:       Tuning{MaxHold: -1},
 				})
 				calls := mwNewCalls()
 				e.serve(g, func(ctx context.Context, task *asynq.Task) error {
@@ -1099,7 +1109,7 @@ func TestMiddlewarePacedReopen(t *testing.T) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-			g := e.gate(Config{MaxHold: 2 * time.Second, Limits: map[string]Limit{"ups": PerSecond(5, 1)}})
+			g := e.gate(Config{Limits: map[string]Limit{"ups": PerSecond(5, 1)}, Tuning: Tuning{MaxHold: 2 * time.Second}})
 			calls := mwNewCalls()
 			e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 				calls.enter(ctx)
@@ -1145,7 +1155,7 @@ func TestMiddlewarePacedReopen(t *testing.T) {
 			rnd := func() float64 { return us[int(k.Add(1)-1)%len(us)] }
 			// No holds: every task is deferred through asynq, spread
 			// within a tenth of the remaining pause after the deadline.
-			g := e.gate(Config{MaxHold: -1, ReopenJitter: time.Second, Rand: rnd})
+			g := e.gateWith(Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: time.Second}}, hooks{rand: rnd})
 			calls := mwNewCalls()
 			rec := e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 				calls.enter(ctx)
@@ -1175,8 +1185,8 @@ func TestMiddlewarePacedReopen(t *testing.T) {
 			for _, id := range ids {
 				for _, d := range rec.outcome(id).deferrals {
 					deferred++
-					spread[d.Until] = true
-					mwBetween(t, "deferral's Until", d.Until, p.Until, p.Until.Add(300*time.Millisecond))
+					spread[d.RetryAt] = true
+					mwBetween(t, "deferral's Until", d.RetryAt, p.Until, p.Until.Add(300*time.Millisecond))
 				}
 			}
 			if deferred < tasks || len(spread) < 2 {

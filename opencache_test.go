@@ -30,7 +30,7 @@ func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func
 	trips := new(roundTrips)
 	c := redis.NewClient(&redis.Options{Addr: rdb.(*redis.Client).Options().Addr})
 	c.AddHook(trips)
-	g := New(c, Config{Prefix: prefix, OpenCache: time.Hour, MaxHold: -1, Now: now})
+	g := newWith(c, Config{Prefix: prefix, Tuning: Tuning{OpenCache: time.Hour, MaxHold: -1}}, hooks{now: now})
 	t.Cleanup(func() { g.Close(); c.Close() })
 	return g, &trips.Int64
 }
@@ -53,7 +53,7 @@ func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 				return trips.Load() == before
 			})
 
-			peer := New(e.rdb, Config{Prefix: e.prefix, OpenCache: -1})
+			peer := New(e.rdb, Config{Prefix: e.prefix, Tuning: Tuning{OpenCache: -1}})
 			if _, err := peer.Pause(ctx, s, time.Minute); err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	g := New(rdb, Config{OpenCache: time.Second, Now: clock, StoreTimeout: time.Second})
+	g := newWith(rdb, Config{StoreTimeout: time.Second, Tuning: Tuning{OpenCache: time.Second}}, hooks{now: clock})
 	t.Cleanup(func() { g.Close() })
 	ctx := context.Background()
 	s := Scope{Provider: "ups"}

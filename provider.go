@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/hibiken/asynq"
 )
 
 // Scope is the accounting boundary of a remote quota: every request made
@@ -87,83 +84,22 @@ func Fingerprint(secret string) string {
 	return "fp:" + hex.EncodeToString(sum[:12])
 }
 
-// Task headers that carry a Scope and the retry reserve (see NewTask).
-const (
-	HeaderProvider = "quotagate-provider"
-	HeaderAccount  = "quotagate-account"
-	HeaderMaxRetry = "quotagate-max-retry"
-)
-
-// defaultMaxRetry is asynq's default MaxRetry.
-const defaultMaxRetry = 25
-
-// NewTask returns an asynq task whose headers carry the scope s, so that the
-// Middleware and RetryDelay of every worker find the quota it spends.
-//
-// NewTask also reserves one asynq retry for deferrals: asynq archives any
-// error of a task on its last attempt, whatever IsFailure says, so a
-// MaxRetry(n) task (n defaults to asynq's 25) is enqueued with MaxRetry(n+1)
-// and a header that remembers n. The Middleware spends that extra retry only
-// on deferrals, which never count as failures, and archives the task itself
-// when a real failure exceeds n: a MaxRetry(0) task still runs its handler at
-// most once, and a deferral never turns into an archived task. Pass MaxRetry
-// here, not to Client.Enqueue, which would override the reserve (the
-// Middleware then falls back to waiting in-process on a last attempt).
-func NewTask(typename string, payload []byte, s Scope, opts ...asynq.Option) *asynq.Task {
-	maxRetry := defaultMaxRetry
-	kept := make([]asynq.Option, 0, len(opts)+1)
-	for _, o := range opts {
-		if o.Type() == asynq.MaxRetryOpt {
-			if n, ok := o.Value().(int); ok {
-				maxRetry = max(n, 0)
-				continue
-			}
-		}
-		kept = append(kept, o)
-	}
-	kept = append(kept, asynq.MaxRetry(maxRetry+1))
-	h := map[string]string{
-		HeaderProvider: s.Provider,
-		HeaderMaxRetry: strconv.Itoa(maxRetry),
-	}
-	if s.Account != "" {
-		h[HeaderAccount] = s.Account
-	}
-	return asynq.NewTaskWithHeaders(typename, payload, h, kept...)
-}
-
-// ScopeOf returns the scope carried by t's headers, and false when t carries
-// none.
-func ScopeOf(t *asynq.Task) (Scope, bool) {
-	if t == nil {
-		return Scope{}, false
-	}
-	h := t.Headers()
-	p, ok := h[HeaderProvider]
-	if !ok || p == "" {
-		return Scope{}, false
-	}
-	return Scope{Provider: p, Account: h[HeaderAccount]}, true
-}
-
-// userMaxRetry returns the MaxRetry the task was created with by NewTask.
-func userMaxRetry(t *asynq.Task) (int, bool) {
-	v, ok := t.Headers()[HeaderMaxRetry]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(v)
-	return n, err == nil && n >= 0
-}
-
-// scopeCtx is the scope a context carries, whether the Middleware has
-// already admitted its first request, and whether the task is on a last
-// attempt without NewTask's retry reserve (a deferral would be archived, so
-// the Transport waits in-process instead).
+// scopeCtx is what a context carries for the gate: the scope, and for a
+// task run by the Middleware, the task's own admission state.
 type scopeCtx struct {
-	scope    Scope
-	admitted *atomic.Bool
+	scope Scope
+	task  *taskAdmission // nil outside the Middleware (WithScope)
+}
+
+// taskAdmission is shared by the Middleware and the Transport during one
+// task: whether the Middleware's admission is still unspent (the first
+// request spends it), whether a deferral would be archived (the Transport
+// then waits in-process), and the pause the Transport recorded for a
+// refusal, so the Middleware does not record the same refusal twice.
+type taskAdmission struct {
+	unspent  atomic.Bool
 	mustHold bool
+	refused  atomic.Pointer[Pause]
 }
 
 type scopeCtxKey struct{}
@@ -174,12 +110,9 @@ func WithScope(ctx context.Context, s Scope) context.Context {
 	return context.WithValue(ctx, scopeCtxKey{}, scopeCtx{scope: s})
 }
 
-// withAdmission is WithScope for a task the Middleware has just admitted: the
-// first request through Transport spends that admission.
-func withAdmission(ctx context.Context, s Scope, mustHold bool) context.Context {
-	a := new(atomic.Bool)
-	a.Store(true)
-	return context.WithValue(ctx, scopeCtxKey{}, scopeCtx{scope: s, admitted: a, mustHold: mustHold})
+// withAdmission is WithScope for a task the Middleware has just admitted.
+func withAdmission(ctx context.Context, s Scope, ta *taskAdmission) context.Context {
+	return context.WithValue(ctx, scopeCtxKey{}, scopeCtx{scope: s, task: ta})
 }
 
 // ScopeFromContext returns the scope ctx carries: the task's scope inside a

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/hibiken/asynq"
 )
 
 func TestScopeString(t *testing.T) {
@@ -152,36 +149,6 @@ func checkScopeKeys(t *testing.T, prefix string, s Scope) string {
 // TestScopeKeys: every key of a scope carries one hash tag built from the
 // scope, so one scope's keys share a Cluster slot; escaping keeps scopes
 // apart and the tag closed where it should be.
-func TestScopeKeys(t *testing.T) {
-	k := scopeKeys("quotagate", Scope{Provider: "ups", Account: "acct-1"})
-	if k.pause != "quotagate:{ups:acct-1}:pause" || k.tat != "quotagate:{ups:acct-1}:tat" || k.line != "quotagate:{ups:acct-1}:line" {
-		t.Errorf("keys %+v", k)
-	}
-	scopes := []Scope{
-		{Provider: "a:b", Account: "c"}, {Provider: "a", Account: "b:c"},
-		{Provider: "a%3Ab", Account: "c"}, {Provider: "a", Account: "b%3Ac"},
-		{Provider: "a}", Account: "b"}, {Provider: "a", Account: "}b"}, {Provider: "a}:{b"},
-		{Provider: "a{", Account: "b"}, {Provider: "a", Account: "{b}"}, {Provider: "{a}", Account: ""},
-		{Provider: "a%", Account: "b"}, {Provider: "a%25", Account: "b"}, {Provider: "a%7D"},
-		{Provider: "a"}, {Provider: "a:"}, {Provider: "a", Account: ":"}, {Provider: "a", Account: "%"},
-		{Provider: "ups", Account: Fingerprint("secret")},
-	}
-	tags := map[string]Scope{}
-	for _, s := range scopes {
-		tag := checkScopeKeys(t, "quotagate", s)
-		if prev, dup := tags[tag]; dup {
-			t.Errorf("%v and %v share the hash tag %q", s, prev, tag)
-		}
-		tags[tag] = s
-	}
-	if a, b := scopeKeys("p", Scope{Provider: "a:b", Account: "c"}), scopeKeys("p", Scope{Provider: "a", Account: "b:c"}); a == b {
-		t.Errorf(`("a:b","c") and ("a","b:c") share keys %+v`, a)
-	}
-	if a, b := scopeKeys("one", Scope{Provider: "ups"}), scopeKeys("two", Scope{Provider: "ups"}); a.pause == b.pause {
-		t.Error("the prefix does not separate gates")
-	}
-}
-
 func FuzzScopeKeys(f *testing.F) {
 	f.Add("ups", "acct-1")
 	f.Add("a:b", "c")
@@ -192,100 +159,9 @@ func FuzzScopeKeys(f *testing.F) {
 }
 
 // TestNewTaskScopeOf: the scope rides on the task's headers.
-func TestNewTaskScopeOf(t *testing.T) {
-	for _, s := range []Scope{
-		{Provider: "ups", Account: "acct-1"},
-		{Provider: "ups"},
-		{Provider: "a:b{c}", Account: Fingerprint("sk")},
-	} {
-		task := NewTask("poll", []byte("1Z999"), s, asynq.Queue("carriers"))
-		got, ok := ScopeOf(task)
-		if !ok || got != s {
-			t.Errorf("ScopeOf(NewTask(%v)) = %v, %v", s, got, ok)
-		}
-		if task.Type() != "poll" || string(task.Payload()) != "1Z999" {
-			t.Errorf("task %q %q", task.Type(), task.Payload())
-		}
-		if _, has := task.Headers()[HeaderAccount]; has != (s.Account != "") {
-			t.Errorf("%v: account header present = %v", s, has)
-		}
-	}
-	for _, task := range []*asynq.Task{
-		nil,
-		asynq.NewTask("poll", nil),
-		asynq.NewTaskWithHeaders("poll", nil, map[string]string{HeaderAccount: "acct"}),
-		asynq.NewTaskWithHeaders("poll", nil, map[string]string{HeaderProvider: ""}),
-	} {
-		if s, ok := ScopeOf(task); ok {
-			t.Errorf("ScopeOf(%v) = %v, true; want false", task, s)
-		}
-	}
-}
-
 // TestNewTaskMaxRetry: NewTask keeps the user's MaxRetry in a header and
 // enqueues one more retry, the reserve for deferrals; asynq stores it.
-func TestNewTaskMaxRetry(t *testing.T) {
-	_, rdb := newMini(t)
-	client := asynq.NewClientFromRedisClient(rdb)
-	insp := asynq.NewInspectorFromRedisClient(rdb)
-	ctx := context.Background()
-	for i, tc := range []struct {
-		opts     []asynq.Option
-		header   string
-		maxRetry int
-	}{
-		{nil, "25", 26},
-		{[]asynq.Option{asynq.MaxRetry(0)}, "0", 1},
-		{[]asynq.Option{asynq.MaxRetry(3)}, "3", 4},
-		{[]asynq.Option{asynq.MaxRetry(-2)}, "0", 1},
-		{[]asynq.Option{asynq.MaxRetry(3), asynq.MaxRetry(7)}, "7", 8}, // the last one wins, as in asynq
-		{[]asynq.Option{asynq.Queue("carriers"), asynq.MaxRetry(2), asynq.TaskID("poll:ups:1Z")}, "2", 3},
-	} {
-		task := NewTask("poll", nil, Scope{Provider: "ups", Account: "acct"}, tc.opts...)
-		if got := task.Headers()[HeaderMaxRetry]; got != tc.header {
-			t.Errorf("case %d: header %s = %q, want %q", i, HeaderMaxRetry, got, tc.header)
-		}
-		if n, ok := userMaxRetry(task); !ok || strconv.Itoa(n) != tc.header {
-			t.Errorf("case %d: userMaxRetry = %d, %v", i, n, ok)
-		}
-		enq, err := client.EnqueueContext(ctx, task)
-		if err != nil {
-			t.Fatalf("case %d: enqueue: %v", i, err)
-		}
-		info, err := insp.GetTaskInfo(enq.Queue, enq.ID)
-		if err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
-		if info.MaxRetry != tc.maxRetry {
-			t.Errorf("case %d: asynq MaxRetry = %d, want %d", i, info.MaxRetry, tc.maxRetry)
-		}
-		if info.Headers[HeaderMaxRetry] != tc.header || info.Headers[HeaderProvider] != "ups" || info.Headers[HeaderAccount] != "acct" {
-			t.Errorf("case %d: stored headers %v", i, info.Headers)
-		}
-	}
-	if info, _ := insp.GetTaskInfo("carriers", "poll:ups:1Z"); info == nil || info.Queue != "carriers" {
-		t.Error("NewTask dropped the Queue or TaskID option")
-	}
-}
-
 // TestUserMaxRetry: only a well-formed, non-negative header counts.
-func TestUserMaxRetry(t *testing.T) {
-	for v, want := range map[string]struct {
-		n  int
-		ok bool
-	}{
-		"0": {0, true}, "25": {25, true}, "-1": {0, false}, "x": {0, false}, "": {0, false}, "1.5": {0, false},
-	} {
-		task := asynq.NewTaskWithHeaders("poll", nil, map[string]string{HeaderMaxRetry: v})
-		if n, ok := userMaxRetry(task); ok != want.ok || ok && n != want.n {
-			t.Errorf("userMaxRetry(%q) = %d, %v; want %d, %v", v, n, ok, want.n, want.ok)
-		}
-	}
-	if _, ok := userMaxRetry(asynq.NewTask("poll", nil)); ok {
-		t.Error("userMaxRetry of a plain task: ok")
-	}
-}
-
 // TestScopeContext: WithScope and ScopeFromContext round-trip.
 func TestScopeContext(t *testing.T) {
 	s := Scope{Provider: "ups", Account: "acct"}

@@ -1,36 +1,27 @@
 package quotagate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/hibiken/asynq"
 )
 
 // Refusal is the error a handler returns, or wraps, when the provider refused
 // a request for its quota (HTTP 429, or 503 with a Retry-After). Hint is the
-// provider's retry hint (see HintFrom); 0 means none could be read.
+// provider's retry hint (see package hint); 0 means none could be read.
 //
-// The Middleware records the refusal as a pause of the task's scope (Hint,
-// or Config.FallbackPause when there is none) and fills in Until, the shared
-// deadline in force afterwards. RetryDelay then retries the refused task no
-// sooner than that deadline, and no sooner than its own hint or, without a
-// hint, the fallback schedule. A refusal counts as a failure: it spends one
-// of the task's retries.
-//
-// Wrap it with %w to add context; note that a message built with
-// fmt.Errorf is fixed when the handler returns, before the Middleware fills
-// in Until, so only Error() of the *Refusal itself shows the deadline.
+// A refusal becomes shared state: the Middleware records it as a pause of the
+// task's scope (Hint, or Config.FallbackPause when there is none), once per
+// refusal (a refusal the Transport already recorded during the task is not
+// recorded again), and returns the handler's error wrapped with the deadline
+// now in force; the Refusal itself is never modified. RetryDelay then retries
+// the refused task no sooner than that deadline, and no sooner than its own
+// hint or, without a hint, the fallback schedule. A refusal counts as a
+// failure: it spends one of the task's retries.
 type Refusal struct {
 	Hint time.Duration
 	Err  error // the provider's error, optional
-
-	// Set by the Middleware after recording: the shared deadline in force
-	// (Redis TIME) and how long remained until it. Zero when the pause could
-	// not be recorded.
-	Until     time.Time
-	Remaining time.Duration
 }
 
 func (r *Refusal) Error() string {
@@ -40,9 +31,6 @@ func (r *Refusal) Error() string {
 	} else {
 		msg += " (no readable retry hint)"
 	}
-	if !r.Until.IsZero() {
-		msg += fmt.Sprintf("; scope paused until %s", r.Until.UTC().Format(time.RFC3339Nano))
-	}
 	if r.Err != nil {
 		msg += ": " + r.Err.Error()
 	}
@@ -51,20 +39,54 @@ func (r *Refusal) Error() string {
 
 func (r *Refusal) Unwrap() error { return r.Err }
 
+// recorded wraps the error of a handler that returned a Refusal, with the
+// scope's pause in force after recording it. Its message is the handler's
+// followed by the deadline, as asynqmon shows it; RetryDelay reads the pause.
+type recorded struct {
+	err   error
+	pause Pause
+}
+
+func (r *recorded) Error() string {
+	return fmt.Sprintf("%s; scope paused until %s", r.err.Error(), r.pause.Until.UTC().Format(time.RFC3339Nano))
+}
+
+func (r *recorded) Unwrap() error { return r.err }
+
+// record pauses s for a refusal whose hint is hint (0: none readable) and
+// returns the pause in force, or false when the store could not record it.
+// It runs even when the task's context has ended: the refusal happened.
+func (g *Gate) record(ctx context.Context, s Scope, hint time.Duration) (Pause, bool) {
+	d := hint
+	if d <= 0 {
+		d = g.cfg.FallbackPause
+	}
+	p, err := g.Pause(context.WithoutCancel(ctx), s, d)
+	if err != nil {
+		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
+			"scope", s.String(), "hint", hint, "err", err)
+		return Pause{}, false
+	}
+	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
+		"scope", s.String(), "hint", hint, "remaining", p.Remaining, "until", p.Until)
+	return p, true
+}
+
 // Deferral is the error the Middleware returns instead of running the
 // handler (and Transport instead of sending a request) when the scope is
 // paused, over its limit, or (with Config.FailClosed) when the store cannot
 // answer. It is not a failure: it never spends a retry (see IsFailure), and
 // RetryDelay retries the task after Delay, rounded so it never wakes before
-// Until. Its message is what asynqmon shows as the task's last error.
+// RetryAt. Its message is what asynqmon shows as the task's last error.
 type Deferral struct {
-	Scope  Scope
-	Delay  time.Duration // how long the task waits, measured by Redis TIME
-	Until  time.Time     // when it may run again: its slot after the pause or limit
-	Reason Reason
+	Scope   Scope
+	Delay   time.Duration // how long the task waits, measured by Redis TIME
+	RetryAt time.Time     // when it comes back: its slot after the pause or limit
+	Reason  Reason
 
 	// Deadline is the provider's pause deadline in force (ReasonPaused);
-	// Until may be later, spread after it. Zero for other reasons.
+	// RetryAt may be earlier (to be waiting when it ends) or later (spread
+	// after it). Zero for other reasons.
 	Deadline time.Time
 }
 
@@ -94,7 +116,7 @@ func (r Reason) String() string {
 
 func (d *Deferral) Error() string {
 	wait := fmt.Sprintf("deferred %v, until %s, before calling the provider",
-		d.Delay.Round(time.Millisecond), d.Until.UTC().Format(time.RFC3339Nano))
+		d.Delay.Round(time.Millisecond), d.RetryAt.UTC().Format(time.RFC3339Nano))
 	switch d.Reason {
 	case ReasonLimited:
 		return fmt.Sprintf("quotagate: %s is at its throughput limit; %s", d.Scope, wait)
@@ -103,9 +125,9 @@ func (d *Deferral) Error() string {
 	}
 	deadline := d.Deadline
 	if deadline.IsZero() {
-		deadline = d.Until
+		deadline = d.RetryAt
 	}
-	left := deadline.Sub(d.Until.Add(-d.Delay)).Round(time.Millisecond)
+	left := deadline.Sub(d.RetryAt.Add(-d.Delay)).Round(time.Millisecond)
 	return fmt.Sprintf("quotagate: %s is paused by the provider until %s (%v left); %s",
 		d.Scope, deadline.UTC().Format(time.RFC3339Nano), left, wait)
 }
@@ -117,11 +139,3 @@ func IsFailure(err error) bool {
 	var d *Deferral
 	return !errors.As(err, &d)
 }
-
-// exhausted marks a real failure past the user's MaxRetry of a task that
-// carries NewTask's retry reserve: asynq archives it (SkipRetry) with the
-// original message.
-type exhausted struct{ err error }
-
-func (e exhausted) Error() string   { return e.err.Error() }
-func (e exhausted) Unwrap() []error { return []error{e.err, asynq.SkipRetry} }

@@ -21,7 +21,7 @@ import (
 //	delay   15m   30m   1h   2h   4h   8h   12h (cap)
 //
 // asynq stores retry times in whole Unix seconds, truncated, so a delay is
-// rounded up to the next whole second of the worker's clock (Config.Now): a
+// rounded up to the next whole second of the worker's clock: a
 // task never wakes before its deadline and re-checks at most once per pause.
 // It then waits up to asynq's DelayedTaskCheckInterval (default 5 s) more to
 // be forwarded: lower that interval for short pauses.
@@ -36,19 +36,23 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		}
 		var r *Refusal
 		if errors.As(err, &r) {
-			own := Backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, max(n+1, n)) // n+1 overflows at MaxInt
+			own := backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, max(n+1, n)) // n+1 overflows at MaxInt
 			if r.Hint > 0 {
 				own = g.clamp(r.Hint)
 			}
-			return g.align(max(own, r.Remaining))
+			var shared time.Duration // the pause in force after recording it
+			if rec := (*recorded)(nil); errors.As(err, &rec) {
+				shared = rec.pause.Remaining
+			}
+			return g.align(max(own, shared))
 		}
 		return next(n, err, t)
 	}
 }
 
-// Backoff returns base·2^(attempt-1) capped at limit (attempt < 1 counts as
+// backoff returns base·2^(attempt-1) capped at limit (attempt < 1 counts as
 // 1), computed without overflow.
-func Backoff(base, limit time.Duration, attempt int) time.Duration {
+func backoff(base, limit time.Duration, attempt int) time.Duration {
 	d := max(base, 0)
 	for i := 1; i < attempt && d < limit; i++ {
 		if d > limit/2 {
@@ -63,25 +67,11 @@ func Backoff(base, limit time.Duration, attempt int) time.Duration {
 // retry times to whole seconds, and this way truncation cannot wake a task
 // early.
 func (g *Gate) align(d time.Duration) time.Duration {
-	now := g.cfg.Now()
+	now := g.now()
 	at := now.Add(max(d, 0))
 	sec := at.Truncate(time.Second)
 	if sec.Before(at) {
 		sec = sec.Add(time.Second)
 	}
 	return sec.Sub(now)
-}
-
-// Jitter returns the point u of the way into window, the spread of tasks
-// deferred by a pause when their scope has no limit. u is a uniform random
-// value in [0, 1) supplied by the caller (Config.Rand), so Jitter is a pure
-// function; u ≤ 0 or NaN gives 0 and u ≥ 1 the whole window.
-func Jitter(window time.Duration, u float64) time.Duration {
-	if window <= 0 || !(u > 0) { // !(u > 0) also catches NaN
-		return 0
-	}
-	if u >= 1 {
-		return window
-	}
-	return time.Duration(float64(window) * u)
 }

@@ -41,8 +41,8 @@ func TestRetryDelay(t *testing.T) {
 		{"refusal, hint 15s", 0, 0, &Refusal{Hint: 15 * s}, 15 * s},
 		{"refusal, hint 15s off the second", quarter, 0, &Refusal{Hint: 15 * s}, 15*s + 750*time.Millisecond},
 		{"refusal, fractional hint", 0, 0, &Refusal{Hint: 15*s + 200*time.Millisecond}, 16 * s},
-		{"refusal, shared pause longer than hint", 0, 0, &Refusal{Hint: 5 * s, Remaining: 20 * s}, 20 * s},
-		{"refusal, hint longer than shared pause", 0, 0, &Refusal{Hint: 15 * s, Remaining: 9 * s}, 15 * s},
+		{"refusal, shared pause longer than hint", 0, 0, rec(&Refusal{Hint: 5 * s}, 20*s), 20 * s},
+		{"refusal, hint longer than shared pause", 0, 0, rec(&Refusal{Hint: 15 * s}, 9*s), 15 * s},
 		{"refusal, store down (no Remaining)", 0, 3, &Refusal{Hint: 15 * s}, 15 * s},
 		{"refusal, tiny hint", 0, 0, &Refusal{Hint: time.Millisecond}, MinPause},
 		{"refusal, huge hint", 0, 0, &Refusal{Hint: math.MaxInt64}, 12 * h},
@@ -60,12 +60,12 @@ func TestRetryDelay(t *testing.T) {
 		{"no hint, attempt 8", 0, 7, &Refusal{}, 12 * h},
 		{"no hint, attempt 1001", 0, 1000, &Refusal{}, 12 * h},
 		{"no hint, attempt 1e9", 0, 1_000_000_000, &Refusal{}, 12 * h},
-		{"no hint, shared pause longer", 0, 0, &Refusal{Remaining: 2 * h}, 2 * h},
-		{"no hint, shared fallback pause shorter", 0, 0, &Refusal{Remaining: m}, 15 * m},
+		{"no hint, shared pause longer", 0, 0, rec(&Refusal{}, 2*h), 2 * h},
+		{"no hint, shared fallback pause shorter", 0, 0, rec(&Refusal{}, m), 15 * m},
 		{"no hint off the second", quarter, 0, &Refusal{}, 15*m + 750*time.Millisecond},
 	} {
 		now := t0.Add(tc.off)
-		g := New(nil, Config{Now: func() time.Time { return now }})
+		g := newWith(nil, Config{}, hooks{now: func() time.Time { return now }})
 		next := func(int, error, *asynq.Task) time.Duration {
 			t.Errorf("%s: went to next", tc.name)
 			return 0
@@ -83,7 +83,7 @@ func TestRetryDelay(t *testing.T) {
 // TestRetryDelayHugeDeferral: no panic and no negative delay for absurd
 // durations.
 func TestRetryDelayHugeDeferral(t *testing.T) {
-	g := New(nil, Config{Now: func() time.Time { return t0.Add(250 * time.Millisecond) }})
+	g := newWith(nil, Config{}, hooks{now: func() time.Time { return t0.Add(250 * time.Millisecond) }})
 	rd := g.RetryDelay(nil)
 	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, 200 * 365 * 24 * time.Hour} {
 		if got := rd(0, &Deferral{Delay: d}, nil); got < d-time.Second {
@@ -99,7 +99,7 @@ func TestRetryDelayHugeDeferral(t *testing.T) {
 // is not monotonic at the edge. Fix: attempt := n + 1 only when n <
 // math.MaxInt (or saturate).
 func TestRetryDelayMaxIntAttempt(t *testing.T) {
-	g := New(nil, Config{Now: func() time.Time { return t0 }})
+	g := newWith(nil, Config{}, hooks{now: func() time.Time { return t0 }})
 	if got := g.RetryDelay(nil)(math.MaxInt, &Refusal{}, nil); got != 12*time.Hour {
 		t.Errorf("RetryDelay(n=MaxInt, no hint) = %v, want the 12h cap", got)
 	}
@@ -107,7 +107,7 @@ func TestRetryDelayMaxIntAttempt(t *testing.T) {
 
 // TestRetryDelayNext: errors the gate does not own go to next, unchanged.
 func TestRetryDelayNext(t *testing.T) {
-	g := New(nil, Config{Now: func() time.Time { return t0 }})
+	g := newWith(nil, Config{}, hooks{now: func() time.Time { return t0 }})
 	task := asynq.NewTask("poll", nil)
 	var calls []string
 	next := func(n int, err error, got *asynq.Task) time.Duration {
@@ -180,8 +180,8 @@ func TestBackoff(t *testing.T) {
 		{math.MaxInt64/2 + 1, math.MaxInt64, 3, math.MaxInt64},
 		{math.MaxInt64, math.MaxInt64, math.MaxInt, math.MaxInt64},
 	} {
-		if got := Backoff(tc.base, tc.limit, tc.attempt); got != tc.want {
-			t.Errorf("Backoff(%v, %v, %d) = %v, want %v", tc.base, tc.limit, tc.attempt, got, tc.want)
+		if got := backoff(tc.base, tc.limit, tc.attempt); got != tc.want {
+			t.Errorf("backoff(%v, %v, %d) = %v, want %v", tc.base, tc.limit, tc.attempt, got, tc.want)
 		}
 	}
 }
@@ -209,14 +209,20 @@ func TestJitter(t *testing.T) {
 		{-time.Second, 1, 0},
 		{math.MaxInt64, 0.5, 1 << 62},
 	} {
-		if got := Jitter(tc.window, tc.u); got != tc.want {
-			t.Errorf("Jitter(%v, %v) = %v, want %v", tc.window, tc.u, got, tc.want)
+		if got := jitter(tc.window, tc.u); got != tc.want {
+			t.Errorf("jitter(%v, %v) = %v, want %v", tc.window, tc.u, got, tc.want)
 		}
 	}
 	for range 1000 {
 		u := rand.Float64()
-		if got := Jitter(time.Minute, u); got < 0 || got >= time.Minute {
-			t.Fatalf("Jitter(1m, %v) = %v, outside [0, 1m)", u, got)
+		if got := jitter(time.Minute, u); got < 0 || got >= time.Minute {
+			t.Fatalf("jitter(1m, %v) = %v, outside [0, 1m)", u, got)
 		}
 	}
+}
+
+// rec is a refusal as the Middleware returns it after recording a pause with
+// remaining time left.
+func rec(r *Refusal, remaining time.Duration) error {
+	return &recorded{err: r, pause: Pause{Remaining: remaining}}
 }

@@ -790,3 +790,33 @@ func TestLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestScopeKeys(t *testing.T) {
+	k := scopeKeys("quotagate", Scope{Provider: "ups", Account: "acct-1"})
+	if k.pause != "quotagate:{ups:acct-1}:pause" || k.tat != "quotagate:{ups:acct-1}:tat" || k.line != "quotagate:{ups:acct-1}:line" {
+		t.Errorf("keys %+v", k)
+	}
+	scopes := []Scope{
+		{Provider: "a:b", Account: "c"}, {Provider: "a", Account: "b:c"},
+		{Provider: "a%3Ab", Account: "c"}, {Provider: "a", Account: "b%3Ac"},
+		{Provider: "a}", Account: "b"}, {Provider: "a", Account: "}b"}, {Provider: "a}:{b"},
+		{Provider: "a{", Account: "b"}, {Provider: "a", Account: "{b}"}, {Provider: "{a}", Account: ""},
+		{Provider: "a%", Account: "b"}, {Provider: "a%25", Account: "b"}, {Provider: "a%7D"},
+		{Provider: "a"}, {Provider: "a:"}, {Provider: "a", Account: ":"}, {Provider: "a", Account: "%"},
+		{Provider: "ups", Account: Fingerprint("secret")},
+	}
+	tags := map[string]Scope{}
+	for _, s := range scopes {
+		tag := checkScopeKeys(t, "quotagate", s)
+		if prev, dup := tags[tag]; dup {
+			t.Errorf("%v and %v share the hash tag %q", s, prev, tag)
+		}
+		tags[tag] = s
+	}
+	if a, b := scopeKeys("p", Scope{Provider: "a:b", Account: "c"}), scopeKeys("p", Scope{Provider: "a", Account: "b:c"}); a == b {
+		t.Errorf(`("a:b","c") and ("a","b:c") share keys %+v`, a)
+	}
+	if a, b := scopeKeys("one", Scope{Provider: "ups"}), scopeKeys("two", Scope{Provider: "ups"}); a.pause == b.pause {
+		t.Error("the prefix does not separate gates")
+	}
+}

@@ -21,7 +21,8 @@ import (
 // of a second round trip.
 //
 // When the response is a refusal (429, or 503 with Retry-After) the transport
-// records the pause itself, with the hint read by HintFrom from the headers
+// records the pause itself (once: when the handler then returns a Refusal for
+// it, the Middleware does not record it again), with the hint read by HintFrom from the headers
 // and the first MaxHintBody bytes of the body, and returns the response
 // unchanged: its body still reads from the first byte.
 func (g *Gate) Transport(base http.RoundTripper) http.RoundTripper {
@@ -42,10 +43,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	if sc.admitted == nil || !sc.admitted.CompareAndSwap(true, false) {
+	if sc.task == nil || !sc.task.unspent.CompareAndSwap(true, false) {
 		err := sc.scope.Validate()
 		if err == nil {
-			err = t.g.admit(ctx, sc.scope, 1, sc.mustHold)
+			err = t.g.admit(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
 		}
 		if err != nil {
 			if req.Body != nil {
@@ -67,7 +68,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
 	hint, _ := HintFrom(resp, prefix)
-	t.g.record(ctx, sc.scope, &Refusal{Hint: hint})
+	if p, ok := t.g.record(ctx, sc.scope, hint); ok && sc.task != nil {
+		sc.task.refused.Store(&p) // the Middleware will not record it again
+	}
 	return resp, nil
 }
 

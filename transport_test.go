@@ -3,6 +3,7 @@ package quotagate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,7 +48,7 @@ func transportGate(t *testing.T) (*Gate, *roundTrips) {
 	n := new(roundTrips)
 	rdb.AddHook(n)
 	t.Cleanup(func() { rdb.Close() })
-	return New(rdb, Config{MaxHold: -1, OpenCache: -1}), n // OpenCache off: count every round trip
+	return New(rdb, Config{Tuning: Tuning{MaxHold: -1, OpenCache: -1}}), n // OpenCache off: count every round trip
 }
 
 // roundTrips counts the commands a client sends, as a go-redis hook.
@@ -211,5 +212,77 @@ func TestTransportSpendsTheMiddlewareAdmission(t *testing.T) {
 	total := int(trips.Load()) - before
 	if perRequest[0] != 0 || perRequest[1] != 1 || perRequest[2] != 1 || total != 3 {
 		t.Fatalf("Redis commands per request %v (total %d), want [0 1 1] and 3 in all", perRequest, total)
+	}
+}
+
+// TestOneRefusalOneRecord: the quick start's way, a handler calling the
+// provider through g.Transport and returning a Refusal for the 429 it got,
+// records one pause and announces it once, though both the Transport and
+// the Middleware see the refusal; the handler's error is returned wrapped,
+// unchanged, with the deadline in force.
+func TestOneRefusalOneRecord(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	logs := new(testLogBuffer)
+	g := New(rdb, Config{Logger: logs.logger()})
+	defer g.Close()
+	ctx := context.Background()
+	sub := rdb.Subscribe(ctx, g.store.channel())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription is confirmed
+		t.Fatal(err)
+	}
+
+	p := newProvider(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"15"}}, `{}`)
+	client := &http.Client{Transport: g.Transport(nil)}
+	var returned *Refusal
+	h := g.Middleware()(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		resp, err := get(t, client, ctx, p.srv.URL)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			returned = &Refusal{Hint: 15 * time.Second}
+			return fmt.Errorf("poll: %w", returned)
+		}
+		return nil
+	}))
+	s := Scope{Provider: "ups", Account: "acct-1"}
+	err := h.ProcessTask(ctx, NewTask("poll", nil, s))
+
+	var rec *recorded
+	if !errors.As(err, &rec) || rec.pause.Remaining <= 0 {
+		t.Fatalf("err = %v, want the handler's error wrapped with the pause in force", err)
+	}
+	if got := (*Refusal)(nil); !errors.As(err, &got) || got != returned || *got != (Refusal{Hint: 15 * time.Second}) {
+		t.Errorf("the handler's Refusal was not returned as it was: %+v", got)
+	}
+	if !strings.HasPrefix(err.Error(), "poll: quotagate: provider refused") {
+		t.Errorf("message %q does not start with the handler's", err)
+	}
+	// Announcements: a second PUBLISH sent after the task tells whether
+	// anything else came before it.
+	rdb.Publish(ctx, g.store.channel(), "end")
+	var got []string
+	for {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Payload == "end" {
+			break
+		}
+		got = append(got, m.Payload)
+	}
+	if len(got) != 1 || got[0] != scopeKeys("quotagate", s).pause {
+		t.Errorf("announcements for one 429: %q, want exactly one", got)
+	}
+	if n := strings.Count(logs.String(), "scope paused"); n != 1 {
+		t.Errorf("%d \"scope paused\" log lines for one 429, want 1:\n%s", n, logs)
+	}
+	if n := p.hits.Load(); n != 1 {
+		t.Errorf("provider hits = %d, want 1", n)
 	}
 }

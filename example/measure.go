@@ -52,6 +52,7 @@ type run struct {
 	mode  mode
 	s     settings
 	total int
+	gate  *quotagate.Gate // the gate of gated modes, set before the server starts
 
 	done        atomic.Int64
 	lastDone    atomic.Int64 // Unix ns of the latest completion
@@ -112,10 +113,12 @@ func (r *run) instrument(next asynq.Handler) asynq.Handler {
 		ctx = context.WithValue(ctx, enteredKey{}, time.Now())
 		err := next.ProcessTask(ctx, t)
 		var ref *quotagate.Refusal
-		if errors.As(err, &ref) && !ref.Until.IsZero() {
-			r.mu.Lock()
-			r.pauses = append(r.pauses, pauseRecord{at: time.Now(), until: ref.Until})
-			r.mu.Unlock()
+		if s, ok := quotagate.ScopeOf(t); ok && r.gate != nil && errors.As(err, &ref) {
+			if p, err := r.gate.State(ctx, s); err == nil && !p.Until.IsZero() {
+				r.mu.Lock()
+				r.pauses = append(r.pauses, pauseRecord{at: time.Now(), until: p.Until})
+				r.mu.Unlock()
+			}
 		}
 		return err
 	})

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -168,16 +167,14 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 		gcfg := quotagate.Config{
 			Prefix: prefix,
 			Logger: slog.New(slog.DiscardHandler),
-			Rand:   lockedRand(r.s.seed),
-
-			MaxHold:    r.s.hold,
-			MaxHolders: r.s.holders,
+			Tuning: quotagate.Tuning{MaxHold: r.s.hold, MaxHolders: r.s.holders},
 		}
 		if r.mode.Limit {
 			gcfg.Limits = map[string]quotagate.Limit{constrained: r.s.quota.limit()}
 		}
 		g := quotagate.New(e.rdb, gcfg)
 		defer g.Close()
+		r.gate = g // before the server starts: instrument reads it
 		mux.Use(g.Middleware())
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)
@@ -235,18 +232,6 @@ func (r *run) wait(ctx context.Context, start time.Time, acme, swift *carrier, p
 			return fmt.Errorf("mode %s: %d of %d polls done after %v", r.mode.Name, done, r.total, r.s.timeout)
 		case <-tick.C:
 		}
-	}
-}
-
-// lockedRand returns a seeded source of uniform values in [0, 1) that is
-// safe for the concurrent calls the gate makes from every worker.
-func lockedRand(seed uint64) func() float64 {
-	var mu sync.Mutex
-	rng := rand.New(rand.NewPCG(seed, 0x9a7e))
-	return func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return rng.Float64()
 	}
 }
 

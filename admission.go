@@ -1,0 +1,126 @@
+package quotagate
+
+import (
+	"sync"
+	"time"
+)
+
+// The admission decision. The Middleware and the Transport ask Redis one
+// question per task (admitScript, store.go) and hand its answer to decide,
+// which says what to do without I/O or a clock: run now (perhaps after a
+// slot reserved a moment ahead), hold the worker in-process and ask again,
+// or defer the task through asynq. The loop that calls Redis and sleeps is
+// Gate.admit (middleware.go).
+
+// act is what the gate does with a task.
+type act int
+
+const (
+	// run: the task may spend capacity after verdict.wait (a slot of the
+	// limit reserved up to MaxHold ahead; 0 for most).
+	run act = iota
+	// hold: wait verdict.wait in-process, then ask again. Only a task on a
+	// last attempt without NewTask's reserve (a deferral would be archived)
+	// holds for any wait.
+	hold
+	// holdPause: as hold, for a short pause, if one of the scope's
+	// MaxHolders places is free; otherwise defer with verdict.deferral.
+	holdPause
+	// deferTask: return verdict.deferral; asynq retries the task later.
+	deferTask
+)
+
+// policy is what the decision needs from the configuration and the task.
+type policy struct {
+	maxHold  time.Duration // Tuning.MaxHold
+	jitter   time.Duration // Tuning.ReopenJitter
+	limited  bool          // the scope has a limit
+	mustHold bool          // a deferral would be archived (attempt.last)
+}
+
+// verdict is the outcome of decide.
+type verdict struct {
+	act      act
+	wait     time.Duration
+	deferral Deferral // for deferTask, and holdPause without a free place
+}
+
+// decide turns the answer a of the admission script into a verdict. u is a
+// uniform random value in [0, 1) for the reopening jitter.
+//
+// Rules, in order:
+//   - admitted: run after a.wait.
+//   - a task paused without a limit for longer than maxHold waits until the
+//     deadline plus a jitter within a tenth of the wait (at most jitter), so
+//     the scope does not reopen to a herd.
+//   - a last attempt without reserve: hold for that wait, whatever it is.
+//   - paused, with a wait of at most maxHold: hold, if a place is free.
+//   - otherwise defer. A task with a limit comes back at its
+//     slot in the reopening line (the script spread the slots one interval
+//     apart), woken maxHold early and never before the deadline, to wait the
+//     rest in-process: asynq's whole-second wake-ups then leave no gap in the
+//     pace.
+func decide(a admission, p policy, u float64) verdict {
+	if a.code == admitted {
+		return verdict{act: run, wait: a.wait}
+	}
+	wait := a.wait
+	if a.code == paused && !p.limited && wait > p.maxHold {
+		wait += jitter(min(p.jitter, wait/10), u)
+	}
+	if p.mustHold {
+		return verdict{act: hold, wait: wait}
+	}
+	if p.limited {
+		wait = max(wait-p.maxHold, a.until.Sub(a.now))
+	}
+	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
+	if a.code == limited {
+		d.Reason = ReasonLimited
+	}
+	if a.code == paused && a.wait <= p.maxHold {
+		return verdict{act: holdPause, wait: a.wait, deferral: d}
+	}
+	return verdict{act: deferTask, wait: wait, deferral: d}
+}
+
+// jitter returns the point u of the way into window. u ≤ 0 or NaN gives 0
+// and u ≥ 1 the whole window.
+func jitter(window time.Duration, u float64) time.Duration {
+	if window <= 0 || !(u > 0) { // !(u > 0) also catches NaN
+		return 0
+	}
+	if u >= 1 {
+		return window
+	}
+	return time.Duration(float64(window) * u)
+}
+
+// holders counts, per scope, the workers of this process waiting in-process
+// for a pause to end, so that one paused provider cannot take every worker
+// from the others (Tuning.MaxHolders).
+type holders struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *holders) acquire(k string, limit int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k] >= limit {
+		return false
+	}
+	if h.n == nil {
+		h.n = make(map[string]int)
+	}
+	h.n[k]++
+	return true
+}
+
+func (h *holders) release(k string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k]--; h.n[k] <= 0 {
+		delete(h.n, k)
+	}
+}
