@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -991,41 +990,6 @@ func TestMiddlewareTransportDeferralOnLastAttemptWithoutReserveIsNotArchived(t *
 	})
 }
 
-// mwDeadStore returns the address of a TCP listener that accepts
-// connections and never answers, like a Redis that hangs.
-func mwDeadStore(t *testing.T) *redis.Client {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		rdb.Close()
-	})
-	return rdb
-}
-
 // When the gate's store does not answer, the task runs anyway (fail open,
 // logged); with FailClosed it is deferred without spending a retry.
 func TestMiddlewareStoreDown(t *testing.T) {
@@ -1038,7 +1002,7 @@ func TestMiddlewareStoreDown(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-				g := New(mwDeadStore(t), Config{
+				g := New(hangingStore(t), Config{
 					Prefix:       e.b.prefix,
 					Logger:       e.log.logger(),
 					StoreTimeout: 100 * time.Millisecond,

@@ -92,12 +92,9 @@ func TestRetryDelayHugeDeferral(t *testing.T) {
 	}
 }
 
-// TestRetryDelayMaxIntAttempt — LIBRARY BUG (retrydelay.go, RetryDelay):
-// attempt is computed as n+1, which overflows for n = math.MaxInt to
-// math.MinInt; Backoff then treats it as attempt 1 and the fallback
-// schedule drops from its 12h cap back to 15m. No panic, but the schedule
-// is not monotonic at the edge. Fix: attempt := n + 1 only when n <
-// math.MaxInt (or saturate).
+// TestRetryDelayMaxIntAttempt: attempt n+1 would overflow at n = MaxInt
+// and drop the fallback schedule from its 12h cap back to 15m; RetryDelay
+// saturates instead, so the schedule stays monotonic at the edge.
 func TestRetryDelayMaxIntAttempt(t *testing.T) {
 	g := newWith(nil, Config{}, hooks{now: func() time.Time { return t0 }})
 	if got := g.RetryDelay(nil)(math.MaxInt, &Refusal{}, nil); got != 12*time.Hour {

@@ -130,15 +130,11 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	}
 }
 
-// TestPauseExpiresAtDeadline — LIBRARY BUG (store.go, pauseScript): the
-// key must expire at the stored deadline itself ("stored with expiry at the
-// same instant"), but the script sets a relative PX (deadline − now_ms)
-// computed from TIME, and Redis adds that to its own millisecond clock when
-// SET runs. When a millisecond boundary passes between TIME and SET, the
-// expiry lands 1 ms off the deadline (seen: PEXPIRETIME = deadline+1; with a
-// Redis whose SET uses the command-start snapshot it can be 1 ms early, so
-// the key vanishes before the deadline). Rare per call, so the test makes
-// many. Fix: SET … PXAT deadline (Redis ≥ 6.2, supported by miniredis).
+// TestPauseExpiresAtDeadline: the key expires at the stored deadline itself
+// ("stored with expiry at the same instant"). A relative PX computed from
+// TIME would land 1 ms off whenever a millisecond boundary passes between
+// TIME and SET, rarely per call, so the test makes many; pauseScript uses
+// PEXPIREAT at the deadline.
 func TestPauseExpiresAtDeadline(t *testing.T) {
 	_, rdb, prefix := realRedis(t)
 	st := testStore(rdb, prefix)
@@ -163,9 +159,9 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	}
 }
 
-// checkExpireAt asserts that key expires at until, within the 1 ms that
-// TestPauseExpiresAtDeadline reports as a bug (so that the tests below
-// check their own concern, not that one).
+// checkExpireAt asserts that key expires at until, within 1 ms (the
+// exact instant is TestPauseExpiresAtDeadline's concern, so that the tests
+// below check their own).
 func checkExpireAt(t *testing.T, rdb redis.UniversalClient, key string, until time.Time) {
 	t.Helper()
 	exp, err := rdb.PExpireTime(context.Background(), key).Result()
@@ -656,6 +652,14 @@ func hangingRedis(t *testing.T, opts ...func(*redis.Options)) (rdb *redis.Client
 	return rdb, release
 }
 
+// hangingStore is hangingRedis for a test that only needs a store that never
+// answers: the server side and the client are closed when the test ends.
+func hangingStore(t *testing.T) *redis.Client {
+	rdb, release := hangingRedis(t)
+	t.Cleanup(func() { release(); rdb.Close() })
+	return rdb
+}
+
 // refusingRedis returns a client of a loopback port nobody listens on. It
 // dials once: go-redis's default five dial attempts 100ms apart outlast a
 // small store timeout and run into the data race of TestStoreRunTimeoutRace.
@@ -703,16 +707,10 @@ func TestStoreTimeout(t *testing.T) {
 
 }
 
-// TestStoreRunTimeoutRace — LIBRARY BUG (store.go, store.run): when
-// store.bounded gives up after the timeout, run returns its named result v
-// while the abandoned goroutine still writes v when the Redis call finally
-// ends (`v, err = script.Run(...).Int64Slice()` in the closure). Under
-// `go test -race` this test fails with "race detected during execution of
-// test" once the hung call is released. The same happens whenever a call
-// outlives the bound and then ends: a Redis that is down costs a default
-// go-redis client five dial attempts 100ms apart, longer than the default
-// 250ms StoreTimeout, so every fail-open admission races. Fix: let the closure write a local
-// and send it over the channel (or copy v only on the non-timeout path).
+// TestStoreRunTimeoutRace: when bounded gives up after the timeout, the
+// abandoned call still ends later and must not write anything the caller
+// already returned (under -race this fails with "race detected" once the
+// hung call is released). The call's result goes over a channel instead.
 func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb, release := hangingRedis(t)
 	st := &store{rdb: rdb, prefix: "qgtest", timeout: 50 * time.Millisecond, maxPause: time.Hour}
@@ -729,17 +727,11 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb.Close()
 }
 
-// TestStoreDirectTimeout — LIBRARY BUG (store.go, store.bounded): with a
-// client that honours context deadlines (ContextTimeoutEnabled, the
-// "direct" path without the watchdog goroutine), a store that does not
-// answer within StoreTimeout yields go-redis's "i/o timeout" net error,
-// which wraps neither context.DeadlineExceeded nor ErrStoreTimeout, so
-// bounded does not translate it: ErrStoreTimeout's documented promise
-// ("returned (wrapped) when Redis does not answer within StoreTimeout")
-// fails on that path. Admission still fails open, but callers matching
-// ErrStoreTimeout and the log ("store timeout") miss it. Fix: on the direct
-// path, report ErrStoreTimeout whenever ctx.Err() is DeadlineExceeded after
-// the call failed.
+// TestStoreDirectTimeout: with a client that honours context deadlines
+// (ContextTimeoutEnabled, the direct path without a watchdog goroutine), a
+// store that does not answer within StoreTimeout yields go-redis's "i/o
+// timeout" net error; bounded reports it as ErrStoreTimeout, as documented,
+// so callers matching it and the log ("store timeout") see it.
 func TestStoreDirectTimeout(t *testing.T) {
 	rdb, _ := hangingRedis(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	st := New(rdb, Config{StoreTimeout: 100 * time.Millisecond}).store

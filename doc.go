@@ -1,0 +1,78 @@
+// Package quotagate makes a provider's rate limit belong to every asynq
+// worker that shares it.
+//
+// # The scope of a quota
+//
+// A rate limit applies to a shared identity: an API credential, an account,
+// a tenant, an endpoint family. Every worker using that identity spends the
+// same remote capacity. A Scope names it: Provider plus Account, where the
+// account is an identity that is not itself a secret, or Fingerprint of a
+// credential. Job uniqueness (one worker per tracking number) is a
+// different scope and stays in asynq (TaskID, Unique); all the tracking
+// numbers polled with one credential share one Scope. NewTask puts the scope
+// in a task's headers; ScopeOf reads it back.
+//
+// # A refusal becomes a shared deadline
+//
+// When one task gets a 429 "try again in 15 seconds", the provider has told
+// the whole scope to stop, not that task. The handler returns a Refusal
+// with the provider's hint (package hint reads Retry-After, vendor headers,
+// JSON fields and prose), and the gate stores it in Redis as an absolute
+// deadline, paused_until = now + hint, computed from Redis TIME, expiring at
+// that same instant. The update is an atomic maximum, so a shorter hint
+// recorded after a longer one never shortens the pause. A missing, expired
+// or malformed record means open: availability over strict protection.
+//
+// # Peers are deferred without running
+//
+// The Middleware asks Redis before the handler runs, in one round trip: is
+// the scope paused, and does its Limit have capacity? While a peer's refusal
+// is in force the handler does not run, so no client is resolved and no
+// request is sent: the task returns a Deferral, which is not a failure
+// (IsFailure), and comes back when the pause ends. Other providers and
+// other credentials go on. Transport applies the same gate to HTTP requests
+// and records the refusals it sees.
+//
+// # How long a task waits
+//
+// RetryDelay schedules the task: a deferral waits until the deadline; a
+// refused task waits the longer of its own hint and the shared pause or,
+// when the hint cannot be read, a capped exponential fallback (15 minutes,
+// 30, 1 hour, ... 12 hours): a malformed hint is not permission to retry
+// immediately. NewTask reserves one retry so that a deferral on a task's
+// last attempt is never archived.
+//
+// # A limit is a different question
+//
+// The pause reacts to a refusal: has the provider told this scope to stop
+// until a deadline? A Limit models a known budget: may this request spend
+// capacity now? With a limit configured, the gate paces the scope before
+// the first 429; both are checked in the same round trip.
+//
+// # Quick start
+//
+//	g := quotagate.New(rdb, quotagate.Config{})
+//	srv := asynq.NewServer(redisOpt, asynq.Config{
+//		IsFailure:      quotagate.IsFailure,
+//		RetryDelayFunc: g.RetryDelay(nil),
+//	})
+//	mux := asynq.NewServeMux()
+//	mux.Use(g.Middleware())
+//	mux.HandleFunc("tracking:poll", func(ctx context.Context, t *asynq.Task) error {
+//		client := &http.Client{Transport: g.Transport(nil)}
+//		resp, err := client.Do(request.WithContext(ctx)) // deferred while paused
+//		...
+//		if resp.StatusCode == http.StatusTooManyRequests {
+//			wait, _ := hint.From(resp, body)
+//			return &quotagate.Refusal{Hint: wait}
+//		}
+//		...
+//	})
+//	client.Enqueue(quotagate.NewTask("tracking:poll", payload,
+//		quotagate.Scope{Provider: "ups", Account: quotagate.Fingerprint(apiKey)},
+//		asynq.TaskID("poll:ups:1Z999")))
+//
+// Every deadline lives in Redis under <prefix>:{<provider>:<account>}:...,
+// one hash tag per scope, so the gate runs on a single Redis or a Redis
+// Cluster alike.
+package quotagate
