@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,16 +33,20 @@ const (
 
 // policy is what the decision needs from the configuration and the task.
 type policy struct {
-	maxHold  time.Duration // Tuning.MaxHold
-	jitter   time.Duration // Tuning.ReopenJitter
-	limited  bool          // the scope has a limit
-	mustHold bool          // a deferral would be archived (attempt.last)
+	maxHold    time.Duration // Tuning.MaxHold
+	jitter     time.Duration // Tuning.ReopenJitter
+	maxHolders int           // Tuning.MaxHolders
+	mustHold   bool          // a deferral would be archived (attempt.last)
 }
+
+// asynqTick is the granularity of asynq's retry times: whole seconds.
+const asynqTick = time.Second
 
 // verdict is the outcome of decide.
 type verdict struct {
 	act      act
 	wait     time.Duration
+	holders  int      // holdPause: how many workers of the scope may hold
 	deferral Deferral // for deferTask, and holdPause without a free place
 }
 
@@ -50,36 +55,57 @@ type verdict struct {
 //
 // Rules, in order:
 //   - admitted: run after a.wait.
-//   - a task paused without a limit for longer than maxHold waits until the
-//     deadline plus a jitter within a tenth of the wait (at most jitter), so
-//     the scope does not reopen to a herd.
-//   - a last attempt without reserve: hold for that wait, whatever it is.
-//   - paused, with a wait of at most maxHold: hold, if a place is free.
-//   - otherwise defer. A task with a limit comes back at its
-//     slot in the reopening line (the script spread the slots one interval
-//     apart), woken maxHold early and never before the deadline, to wait the
-//     rest in-process: asynq's whole-second wake-ups then leave no gap in the
-//     pace.
+//   - a last attempt without reserve: hold for the wait, whatever it is.
+//   - paused, ending within maxHold + one asynq tick: hold, if one of the
+//     scope's places is free, so the scope reopens at the deadline's
+//     millisecond. Places: as many as the reopening can use (the budget the
+//     scope learned), at most maxHolders. Without a place the task is paced:
+//     deferred to the deadline plus a jitter within a tenth of the wait (at
+//     most jitter), or, with a limit, to its slot in the reopening line.
+//   - paused for longer, without a limit: deferred to wake maxHold + one tick
+//     before the deadline. asynq rounds the retry time up to a whole second
+//     and forwards it within its DelayedTaskCheckInterval, so the task is
+//     back, and holding, before the deadline whenever that interval is at
+//     most maxHold (the example runs it at 100 ms; asynq's default is 5 s).
+//   - otherwise, with a limit: deferred to the task's slot in the reopening
+//     line (the script spread the slots one interval apart), woken maxHold
+//     early and never before the deadline, to wait the rest in-process:
+//     asynq's whole-second wake-ups then leave no gap in the pace. (Waking
+//     before the deadline would ask again and take a second slot.)
 func decide(a admission, p policy, u float64) verdict {
 	if a.code == admitted {
 		return verdict{act: run, wait: a.wait}
 	}
+	reopenHold := time.Duration(0)
+	if p.maxHold > 0 {
+		reopenHold = p.maxHold + asynqTick
+	}
 	wait := a.wait
-	if a.code == paused && !p.limited && wait > p.maxHold {
+	if a.code == paused && !a.limited {
 		wait += jitter(min(p.jitter, wait/10), u)
 	}
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	if p.limited {
+	if a.limited {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
 	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
 	if a.code == limited {
 		d.Reason = ReasonLimited
+		return verdict{act: deferTask, wait: wait, deferral: d}
 	}
-	if a.code == paused && a.wait <= p.maxHold {
-		return verdict{act: holdPause, wait: a.wait, deferral: d}
+	if a.wait <= reopenHold {
+		holders := p.maxHolders
+		if a.reopen > 0 {
+			holders = int(min(a.reopen, int64(p.maxHolders)))
+		}
+		return verdict{act: holdPause, wait: a.wait, holders: holders, deferral: d}
+	}
+	if !a.limited && reopenHold > 0 {
+		early := a.wait - reopenHold
+		d.Delay, d.RetryAt = early, a.now.Add(early)
+		return verdict{act: deferTask, wait: early, deferral: d}
 	}
 	return verdict{act: deferTask, wait: wait, deferral: d}
 }
@@ -123,4 +149,25 @@ func (h *holders) release(k string) {
 	if h.n[k]--; h.n[k] <= 0 {
 		delete(h.n, k)
 	}
+}
+
+// successes counts, per scope, the tasks of this process that succeeded
+// since the count was last sent to Redis, with the scope's next admission or
+// refusal: what a scope gets accepted between a reopening and a refusal is
+// the quota its provider grants (see pauseScript).
+type successes struct{ m sync.Map } // pause key → *atomic.Int64
+
+func (c *successes) add(k string) {
+	v, ok := c.m.Load(k)
+	if !ok {
+		v, _ = c.m.LoadOrStore(k, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+func (c *successes) take(k string) int64 {
+	if v, ok := c.m.Load(k); ok {
+		return v.(*atomic.Int64).Swap(0)
+	}
+	return 0
 }

@@ -11,44 +11,49 @@ import (
 func TestDecide(t *testing.T) {
 	const ms = time.Millisecond
 	now := t0
-	deadline := func(d time.Duration) time.Time { return now.Add(d) }
-	ans := func(code int64, wait time.Duration, until time.Time) admission {
-		return admission{code: code, wait: wait, until: until, now: now}
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	open := func(wait time.Duration) admission { return admission{code: admitted, wait: wait, now: now} }
+	pausedFor := func(wait, deadline time.Duration) admission {
+		return admission{code: paused, wait: wait, until: at(deadline), now: now}
 	}
-	plain := policy{maxHold: 1500 * ms, jitter: time.Second}
-	withLimit := plain
-	withLimit.limited = true
+	withLimit := func(a admission) admission { a.limited = true; return a }
+	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
+	plain := policy{maxHold: 1500 * ms, jitter: time.Second, maxHolders: 12}
 	last := plain
 	last.mustHold = true
-	noHold := policy{jitter: time.Second}
+	noHold := policy{jitter: time.Second, maxHolders: 12}
 
 	for _, tc := range []struct {
-		name   string
-		a      admission
-		p      policy
-		u      float64
-		act    act
-		wait   time.Duration
-		retry  time.Duration // deferral's RetryAt - now (for holdPause and deferTask)
-		reason Reason
+		name    string
+		a       admission
+		p       policy
+		u       float64
+		act     act
+		wait    time.Duration
+		holders int           // for holdPause
+		retry   time.Duration // deferral's delay and RetryAt - now (holdPause, deferTask)
+		reason  Reason
 	}{
-		{"open: run now", ans(admitted, 0, time.Time{}), plain, 0.5, run, 0, 0, 0},
-		{"slot reserved ahead: run after it", ans(admitted, 400*ms, time.Time{}), withLimit, 0.5, run, 400 * ms, 0, 0},
-		{"short pause: hold a place", ans(paused, time.Second, deadline(time.Second)), plain, 0.5, holdPause, time.Second, time.Second, ReasonPaused},
-		{"pause at exactly maxHold: hold", ans(paused, 1500*ms, deadline(1500*ms)), plain, 0.99, holdPause, 1500 * ms, 1500 * ms, ReasonPaused},
-		{"long pause, no limit: defer with jitter", ans(paused, 9*time.Second, deadline(9*time.Second)), plain, 0.5, deferTask, 9*time.Second + 450*ms, 9*time.Second + 450*ms, ReasonPaused},
-		{"long pause, jitter capped", ans(paused, time.Minute, deadline(time.Minute)), plain, 0.5, deferTask, time.Minute + 500*ms, time.Minute + 500*ms, ReasonPaused},
-		{"long pause, u=0: at the deadline", ans(paused, 9*time.Second, deadline(9*time.Second)), plain, 0, deferTask, 9 * time.Second, 9 * time.Second, ReasonPaused},
-		{"holding disabled: even a short pause defers", ans(paused, time.Second, deadline(time.Second)), noHold, 0, deferTask, time.Second, time.Second, ReasonPaused},
-		{"paused with a limit: slot after deadline, woken maxHold early", ans(paused, 12*time.Second, deadline(10*time.Second)), withLimit, 0.5, deferTask, 10500 * ms, 10500 * ms, ReasonPaused},
-		{"paused with a limit: never before the deadline", ans(paused, 10200*ms, deadline(10*time.Second)), withLimit, 0.5, deferTask, 10 * time.Second, 10 * time.Second, ReasonPaused},
-		{"limited: slot woken maxHold early", ans(limited, 5*time.Second, time.Time{}), withLimit, 0.5, deferTask, 3500 * ms, 3500 * ms, ReasonLimited},
-		{"last attempt: hold a long pause (with jitter)", ans(paused, 9*time.Second, deadline(9*time.Second)), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0},
-		{"last attempt: hold a limited slot", ans(limited, 5*time.Second, time.Time{}), policy{maxHold: 1500 * ms, limited: true, mustHold: true}, 0.5, hold, 5 * time.Second, 0, 0},
+		{"open: run now", open(0), plain, 0.5, run, 0, 0, 0, 0},
+		{"slot reserved ahead: run after it", open(400 * ms), plain, 0.5, run, 400 * ms, 0, 0, 0},
+		{"short pause: hold a place, else paced with jitter", pausedFor(time.Second, time.Second), plain, 0.5, holdPause, time.Second, 12, 1050 * ms, ReasonPaused},
+		{"pause ending within maxHold + a tick: hold", pausedFor(2500*ms, 2500*ms), plain, 0, holdPause, 2500 * ms, 12, 2500 * ms, ReasonPaused},
+		{"holders: as many as the reopening can use", reopening(pausedFor(time.Second, time.Second), 8), plain, 0, holdPause, time.Second, 8, time.Second, ReasonPaused},
+		{"holders: at most maxHolders", reopening(pausedFor(time.Second, time.Second), 40), plain, 0, holdPause, time.Second, 12, time.Second, ReasonPaused},
+		{"long pause: wake maxHold + a tick early, to hold", pausedFor(9*time.Second, 9*time.Second), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonPaused},
+		{"long pause, any draw: no jitter on the early wake", pausedFor(time.Minute, time.Minute), plain, 0.99, deferTask, 57500 * ms, 0, 57500 * ms, ReasonPaused},
+		{"holding disabled: deadline plus jitter", pausedFor(9*time.Second, 9*time.Second), noHold, 0.5, deferTask, 9*time.Second + 450*ms, 0, 9*time.Second + 450*ms, ReasonPaused},
+		{"holding disabled: jitter capped", pausedFor(time.Minute, time.Minute), noHold, 0.5, deferTask, time.Minute + 500*ms, 0, time.Minute + 500*ms, ReasonPaused},
+		{"holding disabled, u=0: at the deadline", pausedFor(time.Second, time.Second), noHold, 0, deferTask, time.Second, 0, time.Second, ReasonPaused},
+		{"paused with a limit: slot after the deadline, woken maxHold early", withLimit(pausedFor(12*time.Second, 10*time.Second)), plain, 0.5, deferTask, 10500 * ms, 0, 10500 * ms, ReasonPaused},
+		{"paused with a limit: never before the deadline", withLimit(pausedFor(10200*ms, 10*time.Second)), plain, 0.5, deferTask, 10 * time.Second, 0, 10 * time.Second, ReasonPaused},
+		{"limited: slot woken maxHold early", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"last attempt: hold a long pause (with jitter)", pausedFor(9*time.Second, 9*time.Second), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0, 0},
+		{"last attempt: hold a limited slot", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
 	} {
 		v := decide(tc.a, tc.p, tc.u)
-		if v.act != tc.act || v.wait != tc.wait {
-			t.Errorf("%s: decide = act %d wait %v; want act %d wait %v", tc.name, v.act, v.wait, tc.act, tc.wait)
+		if v.act != tc.act || v.wait != tc.wait || v.act == holdPause && v.holders != tc.holders {
+			t.Errorf("%s: decide = act %d wait %v holders %d; want act %d wait %v holders %d", tc.name, v.act, v.wait, v.holders, tc.act, tc.wait, tc.holders)
 			continue
 		}
 		if tc.act == holdPause || tc.act == deferTask {

@@ -31,7 +31,7 @@ func BenchmarkAdmit(b *testing.B) {
 		{"paused+limit", PerSecond(1000, 1), true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			g := New(rdb, Config{Prefix: srv.Prefix(b), Limits: map[string]Limit{"p": bc.limit}})
+			g := New(rdb, Config{Prefix: srv.Prefix(b), Limits: map[string][]Limit{"p": {bc.limit}}})
 			s := Scope{Provider: "p", Account: "a"}
 			ctx := context.Background()
 			if bc.pause {
@@ -39,10 +39,10 @@ func BenchmarkAdmit(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			k, l := scopeKeys(g.cfg.Prefix, s), g.limitOf(s)
+			k, ls := scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := g.store.admit(ctx, k, l, 1, time.Second); err != nil {
+				if _, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: 1, hold: time.Second}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -70,7 +70,7 @@ func BenchmarkAdmitPausedScopes(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := g.store.admit(ctx, scopes[i%n], Limit{}, 1, 0); err != nil {
+				if _, err := g.store.admit(ctx, scopes[i%n], admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil {
 					b.Fatal(err)
 				}
 				i += 7919

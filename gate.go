@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -25,13 +27,17 @@ type Config struct {
 	// Default "quotagate".
 	Prefix string
 
-	// Limits sets a proactive throughput limit for every scope of a
-	// provider, keyed by Scope.Provider. Default: none.
-	Limits map[string]Limit
+	// Limits sets proactive throughput limits for every scope of a
+	// provider, keyed by Scope.Provider. Several limits on one scope (10 a
+	// second and 50,000 a day) are all checked and spent together, in the
+	// same round trip, all or nothing. Default: none; a scope without a
+	// configured limit learns one from the provider (see Observe, and
+	// Refusal).
+	Limits map[string][]Limit
 
-	// LimitOf, when set, chooses the limit of a scope and wins over Limits
+	// LimitOf, when set, chooses the limits of a scope and wins over Limits
 	// when it returns true (for accounts on different plans). Default nil.
-	LimitOf func(Scope) (Limit, bool)
+	LimitOf func(Scope) ([]Limit, bool)
 
 	// Cost returns how many units of the limit a task spends (weighted
 	// requests); values below 1 count as 1. Default: 1 for every task.
@@ -176,10 +182,12 @@ func (c Config) withDefaults() Config {
 // A missing, expired or malformed record means open. When Redis cannot answer
 // within StoreTimeout the gate fails open (logged) unless FailClosed is set.
 type Gate struct {
-	cfg     Config
-	store   store
-	open    *openCache
-	holders holders
+	cfg       Config
+	store     store
+	open      *openCache
+	holders   holders
+	successes successes
+	observed  atomic.Bool // Transport or Observe is in use: responses teach the budget
 
 	// The worker's clock and the jitter's randomness. The clock only aligns
 	// asynq's whole-second retry times, ages open-cache entries and dates a
@@ -229,14 +237,19 @@ func (g *Gate) clamp(d time.Duration) time.Duration {
 // Pause pauses s for d, clamped to [MinPause, Config.MaxPause]: the
 // deadline becomes max(existing, now+d), atomically, with now from Redis
 // TIME. It returns the deadline in force afterwards, which may be later than
-// the one proposed.
+// the one proposed. Use it by hand (a provider's incident); a refusal is
+// recorded by the Middleware or the Transport, which also learn from it.
 func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, error) {
+	return g.pause(ctx, s, d, refusalFacts{})
+}
+
+func (g *Gate) pause(ctx context.Context, s Scope, d time.Duration, r refusalFacts) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
 	k := scopeKeys(g.cfg.Prefix, s)
 	g.open.forget(k.pause) // before the round trip: this worker stops at once
-	until, rem, err := g.store.pause(ctx, k, g.clamp(d))
+	until, rem, err := g.store.pause(ctx, k, g.clamp(d), r)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}
@@ -274,12 +287,37 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	return nil
 }
 
-// limitOf returns the limit of s.
-func (g *Gate) limitOf(s Scope) Limit {
+// limitsOf returns the configured limits of s, zero limits left out.
+func (g *Gate) limitsOf(s Scope) []Limit {
+	ls := g.cfg.Limits[s.Provider]
 	if g.cfg.LimitOf != nil {
 		if l, ok := g.cfg.LimitOf(s); ok {
-			return l
+			ls = l
 		}
 	}
-	return g.cfg.Limits[s.Provider]
+	for i, l := range ls {
+		if l.IsZero() { // rare: copy without the zero ones
+			kept := slices.Clone(ls[:i])
+			for _, l := range ls[i:] {
+				if !l.IsZero() {
+					kept = append(kept, l)
+				}
+			}
+			return kept
+		}
+	}
+	return ls
+}
+
+// probe is how long the first request of a scope the gate knows nothing
+// about is given to bring back the budget its provider advertises, while
+// the other workers of the scope hold: zero (no probe) until responses are
+// observed (Transport, Observe), for the answer would never come. MaxHold
+// + one asynq tick, as long as a worker may hold for a reopening: a
+// provider slower than that to answer is probed again by the next task.
+func (g *Gate) probe() time.Duration {
+	if !g.observed.Load() || g.cfg.Tuning.MaxHold <= 0 {
+		return 0
+	}
+	return g.cfg.Tuning.MaxHold + asynqTick
 }

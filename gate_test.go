@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,17 +262,24 @@ func TestConfigDefaults(t *testing.T) {
 	if d := rd(50, &Refusal{}, nil); d != 12*time.Hour {
 		t.Errorf("late fallback = %v, want 12h", d)
 	}
-	// MaxHold 1.5s and ReopenJitter 1s: a 3s pause is deferred (longer than
-	// the hold) by 3s plus the jitter, within a tenth of the pause (300ms).
+	// MaxHold 1.5s: a 3s pause (longer than the hold plus asynq's 1s tick)
+	// is deferred to wake 2.5s before its deadline, to hold for it.
 	g2 := newWith(rdb, Config{}, hooks{rand: func() float64 { return 0.5 }})
 	ps := Scope{Provider: "paused"}
 	if _, err := g2.Pause(ctx, ps, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var d *Deferral
-	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 3150*time.Millisecond ||
-		d.Reason != ReasonPaused || !d.RetryAt.Equal(t0.Add(3150*time.Millisecond)) || d.Scope != ps {
-		t.Errorf("admit during a 3s pause = %v (%+v); want a 3.15s deferral", err, d)
+	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 500*time.Millisecond ||
+		d.Reason != ReasonPaused || !d.RetryAt.Equal(t0.Add(500*time.Millisecond)) || !d.Deadline.Equal(t0.Add(3*time.Second)) || d.Scope != ps {
+		t.Errorf("admit during a 3s pause = %v (%+v); want a 500ms deferral, for a 3s deadline", err, d)
+	}
+	// ReopenJitter 1s: a task without a holder place is paced after the
+	// deadline by a jitter within a tenth of the wait.
+	g2.cfg.Tuning.MaxHolders = -1
+	c.advance(time.Second)
+	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 2100*time.Millisecond {
+		t.Errorf("admit 2s before the deadline, no holder place = %v; want a 2.1s deferral", err)
 	}
 	// ReopenJitter < 0: no jitter. MaxHold < 0: even a 1s wait is deferred.
 	g3 := newWith(rdb, Config{Tuning: Tuning{ReopenJitter: -1, MaxHold: -1}}, hooks{rand: func() float64 { return 0.5 }})
@@ -477,8 +485,9 @@ func TestMiddlewareOutsideAsynqDefers(t *testing.T) {
 	for _, task := range []*asynq.Task{NewTask("poll", nil, s), NewTask("poll", nil, s, asynq.MaxRetry(0))} {
 		err := h.ProcessTask(ctx, task)
 		var d *Deferral
-		if !errors.As(err, &d) || d.Delay != 30*time.Second || d.Reason != ReasonPaused || !d.RetryAt.Equal(t0.Add(30*time.Second)) {
-			t.Errorf("paused scope, no asynq context: err = %v; want a 30s Deferral until t0+30s", err)
+		if !errors.As(err, &d) || d.Delay != 27500*time.Millisecond || d.Reason != ReasonPaused ||
+			!d.RetryAt.Equal(t0.Add(27500*time.Millisecond)) || !d.Deadline.Equal(t0.Add(30*time.Second)) {
+			t.Errorf("paused scope, no asynq context: err = %v; want a Deferral for the deadline t0+30s, back 2.5s before it", err)
 		}
 	}
 	if runs != 0 {
@@ -490,22 +499,26 @@ func TestMiddlewareOutsideAsynqDefers(t *testing.T) {
 // 1 count as 1.
 func TestLimitOfAndCost(t *testing.T) {
 	g := New(nil, Config{
-		Limits: map[string]Limit{"ups": PerSecond(5, 1)},
-		LimitOf: func(s Scope) (Limit, bool) {
-			if s.Account == "gold" {
-				return PerSecond(50, 10), true
+		Limits: map[string][]Limit{"ups": {PerSecond(5, 1)}},
+		LimitOf: func(s Scope) ([]Limit, bool) {
+			switch s.Account {
+			case "gold":
+				return []Limit{PerSecond(50, 10)}, true
+			case "stacked":
+				return []Limit{PerSecond(10, 10), {}, FixedWindow(50000, 24*time.Hour)}, true
 			}
-			return Limit{}, false
+			return nil, false
 		},
 		Cost: func(t *asynq.Task) int { n, _ := strconv.Atoi(string(t.Payload())); return n },
 	})
-	for s, want := range map[Scope]Limit{
-		{Provider: "ups", Account: "gold"}: PerSecond(50, 10),
-		{Provider: "ups", Account: "free"}: PerSecond(5, 1),
-		{Provider: "fedex"}:                {},
+	for s, want := range map[Scope][]Limit{
+		{Provider: "ups", Account: "gold"}:    {PerSecond(50, 10)},
+		{Provider: "ups", Account: "free"}:    {PerSecond(5, 1)},
+		{Provider: "ups", Account: "stacked"}: {PerSecond(10, 10), FixedWindow(50000, 24*time.Hour)}, // the zero limit left out
+		{Provider: "fedex"}:                   nil,
 	} {
-		if got := g.limitOf(s); got != want {
-			t.Errorf("limitOf(%v) = %v, want %v", s, got, want)
+		if got := g.limitsOf(s); !slices.Equal(got, want) {
+			t.Errorf("limitsOf(%v) = %v, want %v", s, got, want)
 		}
 	}
 	for payload, want := range map[string]int{"3": 3, "1": 1, "0": 1, "-4": 1, "x": 1} {
@@ -657,7 +670,7 @@ func TestMaxHolders(t *testing.T) {
 // in-process, so asynq's whole-second wake-ups leave no gap in the pace.
 func TestLimitedDeferralWakesBeforeItsSlot(t *testing.T) {
 	_, rdb := newMini(t)
-	g := New(rdb, Config{Limits: map[string]Limit{"ups": PerSecond(2, 1)}, Tuning: Tuning{MaxHold: 500 * time.Millisecond}})
+	g := New(rdb, Config{Limits: map[string][]Limit{"ups": {PerSecond(2, 1)}}, Tuning: Tuning{MaxHold: 500 * time.Millisecond}})
 	s := Scope{Provider: "ups"}
 	ctx := context.Background()
 	for i := range 2 { // now, then a reservation 500ms ahead (waited in-process)

@@ -24,3 +24,11 @@ func newWith(rdb redis.UniversalClient, cfg Config, h hooks) *Gate {
 	}
 	return newGate(rdb, cfg, h.now, h.rand)
 }
+
+// lims is the limits of a scope with the one limit l (none when l is zero).
+func lims(l Limit) []Limit {
+	if l.IsZero() {
+		return nil
+	}
+	return []Limit{l}
+}

@@ -22,10 +22,16 @@ import (
 // the setting for a fixed-window provider (the requests themselves arrive
 // with the workers' timer and network jitter added). For a token-bucket
 // provider use its bucket size.
+//
+// A fixed window limit (FixedWindow) instead counts requests in windows of
+// one Period, as many providers do, and lets the fleet spend each window's
+// Rate as it opens. Its windows are aligned to the provider's own as soon as
+// a refusal's hint or a reset header tells where they end.
 type Limit struct {
 	Rate   int           // requests per Period; 0 means no limit
 	Period time.Duration // the window Rate is counted over
-	Burst  int           // requests admitted at once; values below 1 mean 1
+	Burst  int           // requests admitted at once; values below 1 mean 1 (GCRA only)
+	Fixed  bool          // counted in fixed windows of Period (see FixedWindow)
 }
 
 // PerSecond returns a limit of rate requests per second with the given burst.
@@ -33,6 +39,22 @@ func PerSecond(rate, burst int) Limit { return Limit{Rate: rate, Period: time.Se
 
 // PerMinute returns a limit of rate requests per minute with the given burst.
 func PerMinute(rate, burst int) Limit { return Limit{Rate: rate, Period: time.Minute, Burst: burst} }
+
+// FixedWindow returns a limit of rate requests in each fixed window of
+// period, for a provider that counts that way ("40 requests per 5 seconds,
+// reset at the window's end"). The windows are aligned to the provider's as
+// soon as the gate learns where one ends (a refusal's hint, or a reset
+// header seen by Observe or Transport), and then admit until the window's
+// last second, or its last millisecond when the reset was read in
+// milliseconds (a reset read to the second may be up to a second late).
+// Before that, the first request of an idle scope starts the windows, as a
+// fleet spending its quota at once would, and a window admits only in its
+// first Tuning.MaxHold (at most half the period): spending kept at the head
+// of windows one period apart never puts more than rate requests into any
+// window of the provider's, wherever its windows start.
+func FixedWindow(rate int, period time.Duration) Limit {
+	return Limit{Rate: rate, Period: period, Fixed: true}
+}
 
 // IsZero reports whether l sets no limit.
 func (l Limit) IsZero() bool { return l.Rate <= 0 || l.Period <= 0 }
@@ -50,6 +72,9 @@ func (l Limit) String() string {
 		per = "min"
 	case time.Hour:
 		per = "h"
+	}
+	if l.Fixed {
+		return fmt.Sprintf("%d per %s window", l.Rate, l.Period)
 	}
 	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.burst())
 }

@@ -53,6 +53,9 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			ta := &taskAdmission{mustHold: at.last}
 			ta.unspent.Store(true)
 			err := next.ProcessTask(withAdmission(ctx, s, ta), t)
+			if err == nil {
+				g.successes.add(scopeKeys(g.cfg.Prefix, s).pause)
+			}
 			var r *Refusal
 			if errors.As(err, &r) {
 				err = g.refused(ctx, s, err, r.Hint, ta)
@@ -84,16 +87,19 @@ func (g *Gate) cost(t *asynq.Task) int {
 
 // admit returns nil once s may spend cost units now, waiting in-process for
 // short waits (or any wait when mustHold), or a *Deferral for longer waits.
+// It is the loop around decide: ask Redis (unless the open cache knows the
+// scope is open), do what decide says, ask again after a hold.
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
 	k := scopeKeys(g.cfg.Prefix, s)
-	l := g.limitOf(s)
-	if l.IsZero() && g.open.fresh(k.pause) {
+	ls := g.limitsOf(s)
+	if len(ls) == 0 && g.open.fresh(k.pause) {
 		return nil
 	}
-	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, limited: !l.IsZero(), mustHold: mustHold}
+	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
 	for {
 		gen := g.open.begin()
-		a, err := g.store.admit(ctx, k, l, cost, p.maxHold)
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold,
+			successes: g.successes.take(k.pause), probe: g.probe()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -103,12 +109,12 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 		v := decide(a, p, g.rand())
 		switch v.act {
 		case run:
-			if !p.limited {
+			if a.cacheable {
 				g.open.remember(k.pause, gen)
 			}
 			return sleep(ctx, v.wait)
 		case holdPause:
-			if !g.holders.acquire(k.pause, g.cfg.Tuning.MaxHolders) {
+			if !g.holders.acquire(k.pause, v.holders) {
 				return v.deferral.of(s)
 			}
 			err = sleep(ctx, v.wait)

@@ -1073,7 +1073,7 @@ func TestMiddlewarePacedReopen(t *testing.T) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		mwOnBackends(t, func(t *testing.T, e *mwEnv) {
-			g := e.gate(Config{Limits: map[string]Limit{"ups": PerSecond(5, 1)}, Tuning: Tuning{MaxHold: 2 * time.Second}})
+			g := e.gate(Config{Limits: map[string][]Limit{"ups": {PerSecond(5, 1)}}, Tuning: Tuning{MaxHold: 2 * time.Second}})
 			calls := mwNewCalls()
 			e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 				calls.enter(ctx)

@@ -86,7 +86,7 @@ func TestOpenCacheOwnPauseAndLimits(t *testing.T) {
 		t.Fatalf("right after its own Pause: %v, want a deferral", err)
 	}
 
-	g.cfg.Limits = map[string]Limit{"fedex": PerSecond(1000, 1000)}
+	g.cfg.Limits = map[string][]Limit{"fedex": {PerSecond(1000, 1000)}}
 	f := Scope{Provider: "fedex"}
 	for range 20 {
 		before := trips.Load()

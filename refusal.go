@@ -58,10 +58,16 @@ func (r *recorded) Unwrap() error { return r.err }
 // It runs even when the task's context has ended: the refusal happened.
 func (g *Gate) record(ctx context.Context, s Scope, hint time.Duration) (Pause, bool) {
 	d := hint
+	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
 	if d <= 0 {
 		d = g.cfg.FallbackPause
 	}
-	p, err := g.Pause(context.WithoutCancel(ctx), s, d)
+	if hint%time.Second == 0 {
+		facts.precision = time.Second // "try again in 5 seconds": read to the second
+	}
+	k := scopeKeys(g.cfg.Prefix, s)
+	facts.successes = g.successes.take(k.pause)
+	p, err := g.pause(context.WithoutCancel(ctx), s, d, facts)
 	if err != nil {
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,26 +29,116 @@ local function int(v) -- v from redis.pcall: an error (WRONGTYPE) is malformed t
 end
 `
 
-// pauseScript moves a scope's pause deadline later, never earlier.
+// pauseScript moves a scope's pause deadline later, never earlier, and
+// learns from the refusal that caused it.
 //
-// KEYS[1]: the scope's pause key
+// KEYS[1]: the scope's pause key   KEYS[2]: the scope's learned state (hash)
 // ARGV[1]: proposed pause, ms (already clamped to [1 s, max pause])
 // ARGV[2]: max pause, ms: a record farther ahead than this is malformed
 // ARGV[3]: the gate's announcement channel
+// ARGV[4]: 1 when the pause comes from a refusal with a hint (learn from it), else 0
+// ARGV[5]: successes of the scope not yet counted   ARGV[6]: the hint's precision, ms
 // returns: {deadline in force (Unix ms), remaining ms}
 //
 // deadline = max(existing, now + ARGV[1]); the key expires at the deadline.
 // KEYS[1] is published on ARGV[3] so gates forget that the scope was open.
+//
+// Learning (KEYS[2], fields): since (Unix ms, the reopening the count runs
+// from), ok (successes since), n and w (the learned limit: n per w ms),
+// b and bp (a reset of the provider's window, Unix ms, and its precision).
+// The first refusal of a cycle (the scope was open) closes it: what the scope
+// got accepted between its reopening and this refusal, over the window from
+// the reopening to the new deadline, is the quota the provider grants; w is
+// rounded to whole seconds when the hint was (a hint of "5 seconds" read at
+// any point of the last second). A cycle with no success halves n
+// (multiplicative decrease). Refusals of requests already in flight when the
+// scope paused do not count. The state expires after learnTTL without a
+// refusal: a quota learned long ago is a hint, not a law.
 var pauseScript = redis.NewScript(luaPrelude + `
 local deadline = now_ms + tonumber(ARGV[1])
 local cur = int(redis.pcall('GET', KEYS[1]))
 redis.call('PUBLISH', ARGV[3], KEYS[1])
+local open = not (cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[2]))
 if cur and cur > deadline and cur - now_ms <= tonumber(ARGV[2]) then
-  return {cur, cur - now_ms}
+  deadline = cur
+else
+  redis.call('SET', KEYS[1], deadline)
+  redis.call('PEXPIREAT', KEYS[1], deadline)
 end
-redis.call('SET', KEYS[1], deadline)
-redis.call('PEXPIREAT', KEYS[1], deadline)
+local okd = tonumber(ARGV[5])
+if okd > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.pcall('HINCRBY', KEYS[2], 'ok', okd) end
+if ARGV[4] == '1' and open then
+  local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n')
+  if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
+  local since, ok, n = int(v[1]), int(v[2]) or 0, int(v[3])
+  local prec = tonumber(ARGV[6])
+  if since and since < now_ms then
+    local w = deadline - since
+    if prec >= 1000 then w = math.floor((w + 500) / 1000) * 1000 end
+    if ok >= 1 and w >= 1000 and w <= 3600000 then
+      redis.call('HSET', KEYS[2], 'n', ok, 'w', w)
+    elseif ok == 0 and n then
+      redis.call('HSET', KEYS[2], 'n', math.max(1, math.floor(n / 2)))
+    end
+  end
+  redis.call('HSET', KEYS[2], 'since', deadline, 'ok', 0, 'b', deadline, 'bp', prec)
+  redis.call('PEXPIRE', KEYS[2], ` + learnTTLms + `)
+end
 return {deadline, deadline - now_ms}
+`)
+
+// learnTTL is how long what a scope learned (its limit, its window's
+// alignment) outlives the last refusal or observation that taught it.
+// Ten minutes: long enough to carry over between bursts of polling, short
+// enough that a provider's raised quota is found again within minutes.
+const learnTTLms = "600000"
+
+// observeScript records the budget a provider advertised on a response.
+//
+// KEYS[1]: the scope's budget (hash)   KEYS[2]: the scope's learned state (hash)
+// KEYS[3]: the scope's pause key (announced when the budget is first known)
+// ARGV[1]: remaining requests, or -1 when the response advertises no budget
+// ARGV[2]: ms until the budget is whole again (0: not advertised)
+// ARGV[3]: the quota's size (0: not advertised)   ARGV[4]: the reset's precision, ms
+// ARGV[5]: the gate's announcement channel
+// returns: {remaining in force (-1: none), reset (Unix ms, 0: none)}
+//
+// Budget fields: r (remaining to spend), u (reset, Unix ms), l (quota), f
+// (admitted and not yet answered), p (first-contact probe sent at, Unix ms),
+// s (the provider advertises nothing). The provider's count does not include
+// requests still in flight, so r = remaining − f, after this response leaves
+// f; within one window the lower of the recorded and the observed count wins
+// (responses arrive out of order). The record expires learnTTL after its
+// reset.
+var observeScript = redis.NewScript(luaPrelude + `
+local rem, reset, quota, prec = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local v = redis.pcall('HMGET', KEYS[1], 'r', 'u', 'f', 'p')
+if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[1]); v = {} end
+local r0, u0, f, p = int(v[1]), int(v[2]), int(v[3]) or 0, int(v[4])
+if rem < 0 then
+  if p and not r0 then
+    redis.call('HSET', KEYS[1], 's', 1)
+    redis.call('HDEL', KEYS[1], 'p')
+  end
+  return {-1, 0}
+end
+local fresh = not r0 and not p
+f = math.max(f - 1, 0)
+local r = math.max(rem - f, 0)
+local u = 0
+if reset > 0 then u = now_ms + reset end
+if r0 and u0 and u > 0 and math.abs(u - u0) <= math.max(prec, 1000) and r0 < r then r = r0 end
+redis.call('HSET', KEYS[1], 'r', r, 'f', f)
+redis.call('HDEL', KEYS[1], 'p', 's')
+if u > 0 then redis.call('HSET', KEYS[1], 'u', u) else redis.call('HDEL', KEYS[1], 'u') end
+if quota > 0 then redis.call('HSET', KEYS[1], 'l', quota) end
+redis.call('PEXPIREAT', KEYS[1], math.max(u, now_ms) + ` + learnTTLms + `)
+if u > 0 then
+  redis.call('HSET', KEYS[2], 'b', u, 'bp', prec)
+  redis.call('PEXPIRE', KEYS[2], ` + learnTTLms + `)
+end
+if fresh then redis.call('PUBLISH', ARGV[5], KEYS[3]) end
+return {r, u}
 `)
 
 // remainingScript reads a scope's pause.
@@ -63,77 +154,232 @@ end
 return {0, 0}
 `)
 
-// admitScript is the admission of one task: is the scope paused, and may it
-// spend capacity now? One round trip answers both.
+// admitScript is the admission of one task: is the scope paused, has its
+// advertised budget run out, and may its limits spend capacity now? One
+// round trip answers all of them, and spends what it admits.
 //
-// KEYS[1]: pause key (Unix ms)   KEYS[2]: limit TAT key (Unix µs)
-// KEYS[3]: reopening line key (Unix µs)
-// ARGV[1]: emission interval per unit of cost, µs (0: the scope has no limit)
-// ARGV[2]: burst (units)          ARGV[3]: cost (units)
-// ARGV[4]: hold, µs: how far ahead a slot may be reserved
-// ARGV[5]: max pause, ms
-// returns: {code, wait µs, pause deadline (Unix ms, 0 when open), now (Unix ms)}
+// KEYS[1]: pause (Unix ms)   KEYS[2]: reopening line (Unix µs)
+// KEYS[3]: budget (hash, see observeScript)   KEYS[4]: learned (hash, see pauseScript)
+// KEYS[5]: the learned limit's windows   KEYS[6..]: the state of each configured limit
+// ARGV[1]: cost (units)   ARGV[2]: hold, µs: how far ahead a slot may be reserved
+// ARGV[3]: max pause, ms   ARGV[4]: successes of the scope to add to the learned count
+// ARGV[5]: probe, ms: how long the first request of an unknown scope is given
 //
-//	code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
-//	code 1 paused: come back after wait, at the deadline or, with a limit, at
-//	       the next slot of the reopening line after it; nothing is spent
-//	code 2 limited: come back after wait, at the next slot of the line; nothing is spent
+//	to bring back the budget (0: responses are not observed, no probe)
 //
-// The limit is GCRA: TAT (theoretical arrival time) moves by interval×cost per
-// admission; a request is allowed once now ≥ TAT + interval×cost − interval×burst.
+// ARGV[6]: number of configured limits n, then 3 values per limit:
+//
+//	kind (0 GCRA, 1 fixed window), interval or period (µs), burst or rate
+//
+// returns: {code, wait µs, deadline (Unix ms, 0 when none), now (Unix ms),
+//
+//	          reopening budget (0 unknown), cacheable (1: nothing but the pause applies),
+//	          limited (1: the scope has limits, configured or learned)}
+//
+//		code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
+//		code 1 paused: come back after wait, at the deadline (a pause, the reset of a
+//		       spent budget, or a first-contact probe) or, with a limit, at the next
+//		       slot of the reopening line after it; nothing is spent
+//		code 2 limited: come back after wait, at the next slot of the line; nothing is spent
+//
+// A GCRA limit moves its TAT (theoretical arrival time) by interval×cost per
+// admission; a request is allowed once t ≥ TAT + interval×cost − interval×burst.
 // While a pause is in force the TAT is raised so the limit is empty at the
-// deadline: the first second after a pause stays within the rate. The line
-// spreads deferred tasks one interval×cost apart instead of waking them at once.
+// deadline: the first second after a pause stays within the rate.
+//
+// A fixed window limit counts admissions per window of its period. Windows
+// are aligned to the provider's reset when one was learned (a refusal's hint
+// or a reset header: learned.b, with precision learned.bp), and then admit
+// until precision before the window ends (a reset read to the second may be
+// up to a second late). Otherwise the first admission of an idle scope
+// starts the windows, as a fleet spending its quota at once would, and a
+// window admits only in its first min(hold, period/2): spending kept at the
+// head of windows one period apart never puts more than one window's quota
+// into any window of the provider's.
+//
+// A limit learned from refusals (learned.n per learned.w, see pauseScript)
+// applies as a fixed window aligned to the last refusal's reset when no limit
+// is configured and no budget is advertised.
+//
+// Several limits are all-or-nothing: the admission time is the earliest
+// instant every limit admits; within hold, each is spent for it, otherwise
+// none is and the task takes a slot of the line one interval (the smallest
+// GCRA interval × cost; 0 for fixed windows: they open at once) apart.
 var admitScript = redis.NewScript(luaPrelude + `
-local interval = tonumber(ARGV[1])
-local inc = interval * tonumber(ARGV[3])
-local tau = interval * tonumber(ARGV[2])
-local function line(earliest)
-  local slot = int(redis.pcall('GET', KEYS[3]))
+local cost, hold, maxp = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local okd, probe, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local function hget(key, ...) -- malformed (wrong type) reads as absent, and is dropped
+  local v = redis.pcall('HMGET', key, ...)
+  if type(v) ~= 'table' or v.err then redis.call('DEL', key); return {} end
+  return v
+end
+local function line(earliest, inc)
+  local slot = int(redis.pcall('GET', KEYS[2]))
   if not slot or slot < earliest then slot = earliest end
   local nxt = slot + inc
-  redis.call('SET', KEYS[3], nxt, 'PX', math.ceil((nxt - now_us) / 1000))
+  redis.call('SET', KEYS[2], nxt, 'PX', math.max(math.ceil((nxt - now_us) / 1000), 1))
   return slot - now_us
 end
+
+-- What the scope learned: successes since the last refusal, and the limit.
+local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp')
+local learned = int(ln[1])
+if okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then redis.call('HINCRBY', KEYS[4], 'ok', okd) end
+local bnd, bprec = int(ln[3]), int(ln[4]) or 0
+
+-- The limits: configured, or the learned one.
+local lim = {}
+for i = 1, n do
+  local j = 6 + (i - 1) * 3
+  lim[i] = {key = KEYS[5 + i], kind = tonumber(ARGV[j + 1]), per = tonumber(ARGV[j + 2]), r = tonumber(ARGV[j + 3])}
+end
+
+-- The advertised budget.
+local bg = hget(KEYS[3], 'r', 'u', 'l', 'f', 'p', 's')
+local b_r, b_u, b_l, b_f, b_p, b_s = int(bg[1]), int(bg[2]), int(bg[3]), int(bg[4]) or 0, int(bg[5]), bg[6]
+local budget = nil -- remaining to spend, when the budget applies
+local reopen = b_l or 0
+local block = nil -- a deadline (ms) the budget imposes
+if b_s then
+  -- the provider advertises nothing
+elseif b_r then
+  if b_u and now_ms < b_u then
+    if b_r - cost < 0 then block = b_u else budget = b_r end
+  elseif b_l and b_l >= cost then
+    budget = b_l -- the reset passed: the quota is whole again
+    b_u, b_f = nil, 0
+  end
+elseif b_p then
+  if now_ms < b_p + probe then block = b_p + probe
+  else redis.call('HSET', KEYS[3], 's', 1) end -- the probe brought nothing back
+elseif probe > 0 then
+  redis.call('HSET', KEYS[3], 'p', now_ms)
+  redis.call('PEXPIRE', KEYS[3], 3600000)
+end
+if n == 0 and learned and int(ln[2]) and not budget then
+  lim[1] = {key = KEYS[5], kind = 1, per = int(ln[2]) * 1000, r = learned}
+  n = 1
+  if reopen == 0 then reopen = learned end
+end
+local cacheable = (n == 0 and not budget and not block and not b_p) and 1 or 0
+if probe > 0 and not b_s and not b_r and not b_p then cacheable = 0 end
+
+-- The pause, or the budget's reset, in force.
 local deadline = int(redis.pcall('GET', KEYS[1]))
-if deadline and deadline > now_ms and deadline - now_ms <= tonumber(ARGV[5]) then
-  if interval == 0 then
-    return {1, (deadline - now_ms) * 1000, deadline, now_ms}
+if not (deadline and deadline > now_ms and deadline - now_ms <= maxp) then deadline = nil end
+if block and (not deadline or block > deadline) then deadline = block end
+
+-- Limits: the earliest instant t ≥ start every limit admits.
+local function fixed_state(l)
+  if not l.st then
+    local raw = redis.pcall('HGETALL', l.key)
+    if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
+    l.st = {}
+    for i = 1, #raw, 2 do l.st[raw[i]] = int(raw[i + 1]) end
   end
-  local empty = deadline * 1000 + tau - interval
-  local tat = int(redis.pcall('GET', KEYS[2]))
-  if not tat or tat < empty then
-    redis.call('SET', KEYS[2], empty, 'PX', math.ceil((empty - now_us) / 1000) + 1)
+  return l.st
+end
+local function fixed_window(l, t) -- start of the window of t, and until when it admits
+  local st = fixed_state(l)
+  local a, allow = nil, nil
+  if bnd then a, allow = bnd * 1000, math.max(l.per - bprec * 1000, 1)
+  else a, allow = st.a or t, math.max(math.min(hold, math.floor(l.per / 2)), 1) end
+  local s = a + math.floor((t - a) / l.per) * l.per
+  return s, s + allow, a
+end
+local function earliest(l, t)
+  if l.kind == 0 then
+    local tat = int(redis.pcall('GET', l.key))
+    l.tat = tat
+    local inc, tau = l.per * cost, l.per * l.r
+    if not tat or tat < now_us then tat = now_us end
+    return math.max(t, tat + inc - tau)
   end
-  return {1, line(deadline * 1000), deadline, now_ms}
+  local st = fixed_state(l)
+  for _ = 1, 3 do
+    local s, stop = fixed_window(l, t)
+    if t < stop and (st[tostring(s)] or 0) + cost <= l.r then return t end
+    t = s + l.per
+  end
+  return t
 end
-if interval == 0 then
-  return {0, 0, 0, now_ms}
+local function spend(l, t)
+  if l.kind == 0 then
+    local nt = math.max(l.tat or now_us, now_us) + l.per * cost
+    redis.call('SET', l.key, nt, 'PX', math.max(math.ceil((nt - now_us) / 1000), 1))
+    return
+  end
+  local s, _, a = fixed_window(l, t)
+  local st = fixed_state(l)
+  for f, _ in pairs(st) do
+    if f ~= 'a' and tonumber(f) and tonumber(f) < s - l.per then redis.call('HDEL', l.key, f) end
+  end
+  if not bnd and not st.a then redis.call('HSET', l.key, 'a', a) end
+  redis.call('HINCRBY', l.key, tostring(s), cost)
+  redis.call('PEXPIRE', l.key, math.ceil((s + 2 * l.per - now_us) / 1000))
 end
-local tat = int(redis.pcall('GET', KEYS[2]))
-if not tat or tat < now_us then tat = now_us end
-local new_tat = tat + inc
-local wait = new_tat - tau - now_us
-if wait <= tonumber(ARGV[4]) then
-  redis.call('SET', KEYS[2], new_tat, 'PX', math.ceil((new_tat - now_us) / 1000))
-  if wait < 0 then wait = 0 end
-  return {0, wait, 0, now_ms}
+
+if deadline then
+  local wait = (deadline - now_ms) * 1000
+  if n > 0 then
+    local inc = nil
+    for i = 1, n do
+      local l = lim[i]
+      if l.kind == 0 then
+        -- empty at the deadline: raise the TAT, spend nothing
+        local empty = deadline * 1000 + l.per * l.r - l.per
+        local tat = int(redis.pcall('GET', l.key))
+        if not tat or tat < empty then
+          redis.call('SET', l.key, empty, 'PX', math.ceil((empty - now_us) / 1000) + 1)
+        end
+        if not inc or l.per * cost < inc then inc = l.per * cost end
+      end
+    end
+    wait = line(deadline * 1000, inc or 0)
+  end
+  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1)}
 end
-return {2, line(new_tat - tau), 0, now_ms}
+
+local at = now_us
+for _ = 1, 4 do
+  local before = at
+  for i = 1, n do at = math.max(at, earliest(lim[i], at)) end
+  if at == before then break end
+end
+local wait = at - now_us
+if wait <= hold then
+  for i = 1, n do spend(lim[i], at) end
+  if budget then
+    redis.call('HSET', KEYS[3], 'r', budget - cost, 'f', b_f + cost)
+    if not b_u then redis.call('HDEL', KEYS[3], 'u') end
+  end
+  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1)}
+end
+local inc = nil
+for i = 1, n do
+  if lim[i].kind == 0 and (not inc or lim[i].per * cost < inc) then inc = lim[i].per * cost end
+end
+return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1}
 `)
 
 // keys are the Redis keys of one scope. Every key of a scope shares one hash
 // tag built from the scope, so multi-key scripts stay Redis Cluster safe,
 // while different scopes spread over slots:
 //
-//	<prefix>:{<provider>:<account>}:pause   shared pause deadline, Unix ms
-//	<prefix>:{<provider>:<account>}:tat     throughput limit state (GCRA), Unix µs
-//	<prefix>:{<provider>:<account>}:line    next reopening slot, Unix µs
+//	<prefix>:{<provider>:<account>}:pause    shared pause deadline, Unix ms
+//	<prefix>:{<provider>:<account>}:tat      the first limit's state: GCRA TAT, Unix µs
+//	<prefix>:{<provider>:<account>}:win      ... or, for a fixed window, counts by window (hash)
+//	<prefix>:{<provider>:<account>}:tat2 …   the second limit's state, and so on
+//	<prefix>:{<provider>:<account>}:line     next reopening slot, Unix µs
+//	<prefix>:{<provider>:<account>}:budget   the budget the provider advertises (hash)
+//	<prefix>:{<provider>:<account>}:learn    what refusals taught: limit, window alignment (hash)
+//	<prefix>:{<provider>:<account>}:lwin     counts by window of the learned limit (hash)
 //
 // Provider and account are escaped so that neither can end the hash tag or
 // make two scopes collide: '%', ':', '{' and '}' become %25, %3A, %7B, %7D.
 type keys struct {
-	pause, tat, line string
+	base                                      string
+	pause, tat, line, budget, learn, learnWin string
 }
 
 var (
@@ -143,7 +389,20 @@ var (
 
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
-	return keys{pause: base + "pause", tat: base + "tat", line: base + "line"}
+	return keys{base: base, pause: base + "pause", tat: base + "tat", line: base + "line",
+		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin"}
+}
+
+// limit returns the state key of the i-th limit l of the scope.
+func (k keys) limit(i int, l Limit) string {
+	name := "tat"
+	if l.Fixed {
+		name = "win"
+	}
+	if i > 0 {
+		name += strconv.Itoa(i + 1)
+	}
+	return k.base + name
 }
 
 // store runs the scripts with a bounded timeout.
@@ -222,12 +481,25 @@ func want(v []int64, n int, err error) error {
 
 // pause records a pause of d (clamped by the caller) and returns the
 // deadline in force and the time remaining until it, both per Redis TIME.
-func (s *store) pause(ctx context.Context, k keys, d time.Duration) (until time.Time, remaining time.Duration, err error) {
-	v, err := s.run(ctx, pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel())
+// A refusal's pause (r) also teaches the scope (see pauseScript).
+func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFacts) (until time.Time, remaining time.Duration, err error) {
+	learn := 0
+	if r.hinted {
+		learn = 1
+	}
+	v, err := s.run(ctx, pauseScript, []string{k.pause, k.learn}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel(),
+		learn, r.successes, r.precision.Milliseconds())
 	if err = want(v, 2, err); err != nil {
 		return time.Time{}, 0, err
 	}
 	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
+}
+
+// refusalFacts is what a refusal tells the scope beyond its pause.
+type refusalFacts struct {
+	hinted    bool          // the provider gave a wait: the pause ends at its window's reset
+	precision time.Duration // of that wait: a second when read in whole seconds
+	successes int64         // successes of the scope not yet counted
 }
 
 // remaining reads the pause of a scope.
@@ -244,10 +516,13 @@ func (s *store) remaining(ctx context.Context, k keys) (until time.Time, remaini
 
 // admission is the answer of admitScript.
 type admission struct {
-	code  int64         // admitted, paused or limited
-	wait  time.Duration // see admitScript
-	until time.Time     // the pause deadline, zero when not paused
-	now   time.Time     // Redis TIME of the decision
+	code      int64         // admitted, paused or limited
+	wait      time.Duration // see admitScript
+	until     time.Time     // the pause deadline, zero when not paused
+	now       time.Time     // Redis TIME of the decision
+	reopen    int64         // requests the scope may send when it reopens, 0 unknown
+	cacheable bool          // only a pause can stop the scope (see openCache)
+	limited   bool          // the scope has limits, configured or learned
 }
 
 const (
@@ -256,17 +531,53 @@ const (
 	limited
 )
 
-func (s *store) admit(ctx context.Context, k keys, l Limit, cost int, hold time.Duration) (admission, error) {
-	v, err := s.run(ctx, admitScript, []string{k.pause, k.tat, k.line},
-		l.interval(), l.burst(), cost, hold.Microseconds(), s.maxPause.Milliseconds())
-	if err = want(v, 4, err); err != nil {
+// admitRequest is what admitScript is asked.
+type admitRequest struct {
+	limits    []Limit
+	cost      int
+	hold      time.Duration
+	successes int64         // successes of the scope not yet counted
+	probe     time.Duration // first-contact probe (0: responses are not observed)
+}
+
+func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, error) {
+	ks := make([]string, 0, 5+len(r.limits))
+	ks = append(ks, k.pause, k.line, k.budget, k.learn, k.learnWin)
+	args := make([]any, 0, 6+3*len(r.limits))
+	args = append(args, r.cost, r.hold.Microseconds(), s.maxPause.Milliseconds(), r.successes, r.probe.Milliseconds(), len(r.limits))
+	for i, l := range r.limits {
+		ks = append(ks, k.limit(i, l))
+		if l.Fixed {
+			args = append(args, 1, l.Period.Microseconds(), l.Rate)
+		} else {
+			args = append(args, 0, l.interval(), l.burst())
+		}
+	}
+	v, err := s.run(ctx, admitScript, ks, args...)
+	if err = want(v, 7, err); err != nil {
 		return admission{}, err
 	}
-	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3])}
+	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3]),
+		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1}
 	if v[2] != 0 {
 		a.until = time.UnixMilli(v[2])
 	}
 	return a, nil
+}
+
+// observation is the budget a response advertised.
+type observation struct {
+	remaining int64         // -1: the response advertises no budget
+	reset     time.Duration // until the budget is whole again, 0 unknown
+	limit     int64         // the quota's size, 0 unknown
+	precision time.Duration // of reset
+}
+
+// observe records an observation (see observeScript).
+func (s *store) observe(ctx context.Context, k keys, o observation) error {
+	v, err := s.run(ctx, observeScript, []string{k.budget, k.learn, k.pause},
+		o.remaining, o.reset.Milliseconds(), o.limit, o.precision.Milliseconds(), s.channel())
+	return want(v, 2, err)
 }
 
 // channel is where pauses are announced (see openCache).

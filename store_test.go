@@ -46,7 +46,7 @@ func TestStorePauseRecord(t *testing.T) {
 			st := testStore(e.rdb, e.prefix)
 			k := scopeKeys(e.prefix, Scope{Provider: "ups", Account: "acct-1"})
 
-			until, rem, err := st.pause(ctx, k, 30*time.Second)
+			until, rem, err := st.pause(ctx, k, 30*time.Second, refusalFacts{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, prefix)
 	k := scopeKeys(prefix, Scope{Provider: "ups"})
-	_, rem, err := st.pause(ctx, k, MinPause)
+	_, rem, err := st.pause(ctx, k, MinPause, refusalFacts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	var off []string
 	for i := range 3000 {
 		k := scopeKeys(prefix, Scope{Provider: "expiry", Account: strconv.Itoa(i)})
-		until, _, err := st.pause(ctx, k, MinPause)
+		until, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, "qgtest")
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	if _, _, err := st.pause(ctx, k, 5*time.Second); err != nil {
+	if _, _, err := st.pause(ctx, k, 5*time.Second, refusalFacts{}); err != nil {
 		t.Fatal(err)
 	}
 	c.mr.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
@@ -192,11 +192,11 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if err != nil || rem != 0 || !until.IsZero() {
 		t.Errorf("remaining = %v, %v, %v; want open", until, rem, err)
 	}
-	a, err := st.admit(ctx, k, Limit{}, 1, 0)
+	a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
 	if err != nil || a.code != admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
-	until, rem, err = st.pause(ctx, k, 2*time.Second)
+	until, rem, err = st.pause(ctx, k, 2*time.Second, refusalFacts{})
 	if err != nil || rem != 2*time.Second || !until.Equal(t0.Add(8*time.Second)) {
 		t.Errorf("pause over an expired record = %v, %v, %v; want %v, 2s", until, rem, err, t0.Add(8*time.Second))
 	}
@@ -226,11 +226,11 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if err != nil || rem != 0 || !until.IsZero() {
 					t.Errorf("record %q: remaining = %v, %v, %v; want open", v, until, rem, err)
 				}
-				a, err := st.admit(ctx, k, Limit{}, 1, 0)
+				a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
 				if err != nil || a.code != admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
-				until, rem, err = st.pause(ctx, k, 10*time.Second)
+				until, rem, err = st.pause(ctx, k, 10*time.Second, refusalFacts{})
 				if err != nil {
 					t.Errorf("record %q: pause: %v", v, err)
 					continue
@@ -271,10 +271,10 @@ func TestStoreWrongType(t *testing.T) {
 				if _, rem, err := st.remaining(ctx, k); err != nil || rem != 0 {
 					t.Errorf("%s: remaining %v, %v; want open", k.pause, rem, err)
 				}
-				if a, err := st.admit(ctx, k, Limit{}, 1, 0); err != nil || a.code != admitted {
+				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.pause, a, err)
 				}
-				if _, rem, err := st.pause(ctx, k, 10*time.Second); err != nil || rem != 10*time.Second {
+				if _, rem, err := st.pause(ctx, k, 10*time.Second, refusalFacts{}); err != nil || rem != 10*time.Second {
 					t.Errorf("%s: pause %v, %v; want 10s", k.pause, rem, err)
 				}
 				if typ := e.rdb.Type(ctx, k.pause).Val(); typ != "string" {
@@ -298,7 +298,7 @@ func runAdmitSteps(t *testing.T, c *miniClock, st *store, k keys, l Limit, hold 
 	t.Helper()
 	for i, s := range steps {
 		c.advance(s.advance)
-		a, err := st.admit(context.Background(), k, l, s.cost, hold)
+		a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: s.cost, hold: hold})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -390,7 +390,7 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		if _, _, err := st.pause(context.Background(), k, 5*time.Second); err != nil {
+		if _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, Limit{}, time.Second, []admitStep{
@@ -409,10 +409,10 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		st.pause(context.Background(), k, 5*time.Second)
+		st.pause(context.Background(), k, 5*time.Second, refusalFacts{})
 		c.advance(time.Second)
 		for _, l := range []Limit{{}, PerSecond(10, 3)} {
-			a, err := st.admit(context.Background(), k, l, 1, 0)
+			a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: 1, hold: 0})
 			if err != nil || a.code != paused || !a.until.Equal(t0.Add(5*time.Second)) {
 				t.Errorf("limit %v: admit = %+v, %v; want paused until t0+5s", l, a, err)
 			}
@@ -423,7 +423,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		l := PerSecond(10, 3)
-		if _, _, err := st.pause(context.Background(), k, 5*time.Second); err != nil {
+		if _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -450,7 +450,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		l := PerSecond(10, 3)
-		st.pause(context.Background(), k, 5*time.Second)
+		st.pause(context.Background(), k, 5*time.Second, refusalFacts{})
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
 			{0, 1, paused, 5 * time.Second},
 			{0, 1, paused, 5100 * ms},
@@ -492,7 +492,7 @@ func TestAdmitBothBackends(t *testing.T) {
 			l := Limit{Rate: 1, Period: time.Hour, Burst: 2}
 			var got []admission
 			for range 4 {
-				a, err := st.admit(ctx, k, l, 1, 2*time.Second)
+				a, err := st.admit(ctx, k, admitRequest{limits: lims(l), cost: 1, hold: 2 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -521,10 +521,10 @@ func TestAdmitBothBackends(t *testing.T) {
 				}
 			}
 			// A pause on top: paused, nothing admitted, wait to a slot after it.
-			if _, _, err := st.pause(ctx, k, 30*time.Second); err != nil {
+			if _, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{}); err != nil {
 				t.Fatal(err)
 			}
-			a, err := st.admit(ctx, k, Limit{}, 1, 0)
+			a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
 			if err != nil || a.code != paused || a.wait <= 0 || a.wait > 30*time.Second {
 				t.Errorf("admit while paused = %+v, %v; want paused, wait in (0, 30s]", a, err)
 			}
@@ -693,7 +693,7 @@ func TestStoreTimeout(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 30*time.Second {
 		t.Errorf("run took %v with a 100ms store timeout", elapsed) // the client alone would block forever
 	}
-	if _, _, err := st.pause(ctx, k, time.Minute); !errors.Is(err, ErrStoreTimeout) {
+	if _, _, err := st.pause(ctx, k, time.Minute, refusalFacts{}); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("pause on a silent store: %v, want ErrStoreTimeout", err)
 	}
 	if err := st.resume(ctx, k); !errors.Is(err, ErrStoreTimeout) {

@@ -170,7 +170,7 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 			Tuning: quotagate.Tuning{MaxHold: r.s.hold, MaxHolders: r.s.holders},
 		}
 		if r.mode.Limit {
-			gcfg.Limits = map[string]quotagate.Limit{constrained: r.s.quota.limit()}
+			gcfg.Limits = map[string][]quotagate.Limit{constrained: {r.s.quota.limit()}}
 		}
 		g := quotagate.New(e.rdb, gcfg)
 		defer g.Close()
