@@ -66,7 +66,7 @@ else
   redis.call('PEXPIREAT', KEYS[1], deadline)
 end
 local okd = tonumber(ARGV[5])
-if okd > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.pcall('HINCRBY', KEYS[2], 'ok', okd) end
+if okd > 0 and open and redis.call('EXISTS', KEYS[2]) == 1 then redis.pcall('HINCRBY', KEYS[2], 'ok', okd) end
 if ARGV[4] == '1' and open then
   local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n')
   if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
@@ -224,7 +224,6 @@ end
 -- What the scope learned: successes since the last refusal, and the limit.
 local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp')
 local learned = int(ln[1])
-if okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then redis.call('HINCRBY', KEYS[4], 'ok', okd) end
 local bnd, bprec = int(ln[3]), int(ln[4]) or 0
 
 -- The limits: configured, or the learned one.
@@ -268,6 +267,9 @@ if probe > 0 and not b_s and not b_r and not b_p then cacheable = 0 end
 local deadline = int(redis.pcall('GET', KEYS[1]))
 if not (deadline and deadline > now_ms and deadline - now_ms <= maxp) then deadline = nil end
 if block and (not deadline or block > deadline) then deadline = block end
+-- Successes count toward the learning cycle that began at the last
+-- reopening; those reported while paused belong to the window that closed.
+if okd > 0 and not deadline and redis.call('EXISTS', KEYS[4]) == 1 then redis.pcall('HINCRBY', KEYS[4], 'ok', okd) end
 
 -- Limits: the earliest instant t ≥ start every limit admits.
 local function fixed_state(l)
