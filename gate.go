@@ -217,11 +217,28 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 // trip per admission. It does not close the Redis client.
 func (g *Gate) Close() error { return g.open.close() }
 
-// Pause is a scope's pause deadline as Redis keeps it.
+// Pause is a scope's pause deadline as Redis keeps it and, from State,
+// what the gate knows of the scope's quota.
 type Pause struct {
 	Scope     Scope
-	Until     time.Time     // the deadline in force, per Redis TIME
+	Until     time.Time     // the deadline in force, per Redis TIME; zero when open
 	Remaining time.Duration // Until minus Redis TIME when it was read
+
+	// Budget is what the provider advertised on its responses (see
+	// Observe); nil when it advertises nothing or nothing was observed.
+	Budget *Budget
+	// Learned is the limit the scope learned from refusals (a fixed window:
+	// what the provider accepted between a reopening and the next refusal);
+	// zero when none, or once ten minutes passed without a refusal.
+	Learned Limit
+}
+
+// Budget is a scope's quota as its provider advertised it, spent by the
+// admissions since.
+type Budget struct {
+	Remaining int64     // requests left, counting those admitted and not yet answered
+	Limit     int64     // the quota's size; 0 when not advertised
+	Reset     time.Time // when the quota is whole again; zero when unknown
 }
 
 func (p Pause) String() string {
@@ -263,16 +280,18 @@ func (g *Gate) Remaining(ctx context.Context, s Scope) (time.Duration, error) {
 	return p.Remaining, err
 }
 
-// State returns the pause of s; Until is zero when s is open.
+// State returns the pause of s (Until is zero when s is open), the budget
+// its provider advertised and the limit it learned from refusals.
 func (g *Gate) State(ctx context.Context, s Scope) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	until, rem, err := g.store.remaining(ctx, scopeKeys(g.cfg.Prefix, s))
+	p, err := g.store.state(ctx, scopeKeys(g.cfg.Prefix, s))
 	if err != nil {
-		return Pause{}, fmt.Errorf("quotagate: read pause of %s: %w", s.Provider, err)
+		return Pause{}, fmt.Errorf("quotagate: read state of %s: %w", s.Provider, err)
 	}
-	return Pause{Scope: s, Until: until, Remaining: rem}, nil
+	p.Scope = s
+	return p, nil
 }
 
 // Resume opens s now, deleting its pause. Tasks already deferred keep their

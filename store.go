@@ -154,6 +154,28 @@ end
 return {0, 0}
 `)
 
+// stateScript reads what the gate knows of a scope.
+//
+// KEYS[1]: pause   KEYS[2]: budget (hash)   KEYS[3]: learned (hash)
+// ARGV[1]: max pause, ms
+// returns: {deadline (Unix ms, 0 when open), remaining ms, budget remaining
+//           (-1 when none), budget reset (Unix ms, 0 unknown or past), quota
+//           (0 unknown), learned n (0 none), learned window ms}
+var stateScript = redis.NewScript(luaPrelude + `
+local cur = int(redis.pcall('GET', KEYS[1]))
+local out = {0, 0, -1, 0, 0, 0, 0}
+if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then out[1], out[2] = cur, cur - now_ms end
+local b = redis.pcall('HMGET', KEYS[2], 'r', 'u', 'l')
+if type(b) == 'table' and not b.err and int(b[1]) then
+  local r, u, l = int(b[1]), int(b[2]), int(b[3])
+  if u and u <= now_ms then u = nil; if l then r = l end end
+  out[3], out[4], out[5] = r, u or 0, l or 0
+end
+local ln = redis.pcall('HMGET', KEYS[3], 'n', 'w')
+if type(ln) == 'table' and not ln.err and int(ln[1]) and int(ln[2]) then out[6], out[7] = int(ln[1]), int(ln[2]) end
+return out
+`)
+
 // admitScript is the admission of one task: is the scope paused, has its
 // advertised budget run out, and may its limits spend capacity now? One
 // round trip answers all of them, and spends what it admits.
@@ -502,6 +524,28 @@ type refusalFacts struct {
 	hinted    bool          // the provider gave a wait: the pause ends at its window's reset
 	precision time.Duration // of that wait: a second when read in whole seconds
 	successes int64         // successes of the scope not yet counted
+}
+
+// state reads what the gate knows of a scope (see stateScript).
+func (s *store) state(ctx context.Context, k keys) (Pause, error) {
+	v, err := s.run(ctx, stateScript, []string{k.pause, k.budget, k.learn}, s.maxPause.Milliseconds())
+	if err = want(v, 7, err); err != nil {
+		return Pause{}, err
+	}
+	var p Pause
+	if v[0] != 0 {
+		p.Until, p.Remaining = time.UnixMilli(v[0]), time.Duration(v[1])*time.Millisecond
+	}
+	if v[2] >= 0 {
+		p.Budget = &Budget{Remaining: v[2], Limit: v[4]}
+		if v[3] != 0 {
+			p.Budget.Reset = time.UnixMilli(v[3])
+		}
+	}
+	if v[5] > 0 {
+		p.Learned = FixedWindow(int(v[5]), time.Duration(v[6])*time.Millisecond)
+	}
+	return p, nil
 }
 
 // remaining reads the pause of a scope.
