@@ -137,7 +137,7 @@ func ExampleGate_Middleware() {
 	mux.HandleFunc("tracking:poll", func(ctx context.Context, t *asynq.Task) error {
 		calls++
 		// Resolve the provider client and poll. When the provider refuses:
-		//	return &quotagate.Refusal{Hint: hint} // hint from quotagate.HintFrom(resp, body)
+		//	return &quotagate.Refusal{Hint: hint} // hint from hint.From(resp, body)
 		return nil
 	})
 

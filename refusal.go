@@ -10,7 +10,7 @@ import (
 
 // Refusal is the error a handler returns, or wraps, when the provider refused
 // a request for its quota (HTTP 429, or 503 with a Retry-After). Hint is the
-// provider's retry hint (see HintFrom); 0 means none could be read.
+// provider's retry hint (see hint.From); 0 means none could be read.
 //
 // The Middleware records the refusal as a pause of the task's scope (Hint,
 // or Config.FallbackPause when there is none) and fills in Until, the shared

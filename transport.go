@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+
+	"github.com/quotagate/quotagate/hint"
 )
 
 // Transport returns an http.RoundTripper that applies the gate to every
@@ -21,8 +23,8 @@ import (
 // of a second round trip.
 //
 // When the response is a refusal (429, or 503 with Retry-After) the transport
-// records the pause itself, with the hint read by HintFrom from the headers
-// and the first MaxHintBody bytes of the body, and returns the response
+// records the pause itself, with the hint read by hint.From from the headers
+// and the first hint.MaxBody bytes of the body, and returns the response
 // unchanged: its body still reads from the first byte.
 func (g *Gate) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
@@ -60,14 +62,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var prefix []byte
 	if resp.Body != nil {
-		prefix, _ = io.ReadAll(io.LimitReader(resp.Body, MaxHintBody))
+		prefix, _ = io.ReadAll(io.LimitReader(resp.Body, hint.MaxBody))
 		resp.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
-	hint, _ := HintFrom(resp, prefix)
-	t.g.record(ctx, sc.scope, &Refusal{Hint: hint})
+	wait, _ := hint.From(resp, prefix)
+	t.g.record(ctx, sc.scope, &Refusal{Hint: wait})
 	return resp, nil
 }
 

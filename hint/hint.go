@@ -1,4 +1,4 @@
-package quotagate
+package hint
 
 import (
 	"bytes"
@@ -17,36 +17,36 @@ import (
 // kept in this one file and tested shape by shape (hint_test.go), decoys
 // included. Widening them is a protocol change; add a test for every new shape.
 
-// MaxHintBody is how many bytes of a body the parsers read at most (64 KiB).
-// HintFrom, HintFromAt and HintFromText look at this prefix only and ignore
+// MaxBody is how many bytes of a body the parsers read at most (64 KiB).
+// From, FromAt and FromText look at this prefix only and ignore
 // the rest; a JSON document cut by the limit is read as text.
-const MaxHintBody = 64 << 10
+const MaxBody = 64 << 10
 
-// hintMax is the longest hint accepted: longer values (and values that
+// maxHint is the longest hint accepted: longer values (and values that
 // overflow time.Duration) are "no hint". The caller clamps real hints to its
 // own maximum; this bound only rejects nonsense.
-const hintMax = 10 * 365 * 24 * time.Hour
+const maxHint = 10 * 365 * 24 * time.Hour
 
-// hintJSONDepth is how deep into a JSON body fields are looked for: the
+// jsonDepth is how deep into a JSON body fields are looked for: the
 // top-level value is depth 0, {"error":{"retry_after":5}} has its field in an
 // object at depth 1.
-const hintJSONDepth = 8
+const jsonDepth = 8
 
-// hintMaxNumber bounds the length of a numeric token in a header or a JSON
+// maxNumber bounds the length of a numeric token in a header or a JSON
 // field. No real hint needs more; longer numbers are rejected unparsed.
-const hintMaxNumber = 64
+const maxNumber = 64
 
-// HintFrom returns the retry hint of a refused response, measured against
+// From returns the retry hint of a refused response, measured against
 // the response's Date header or, without one, the current time. It is
-// HintFromAt(resp, body, time.Now()); see HintFromAt for the sources it reads.
-func HintFrom(resp *http.Response, body []byte) (time.Duration, bool) {
-	return HintFromAt(resp, body, time.Now())
+// FromAt(resp, body, time.Now()); see FromAt for the sources it reads.
+func From(resp *http.Response, body []byte) (time.Duration, bool) {
+	return FromAt(resp, body, time.Now())
 }
 
-// HintFromAt returns the retry hint of a refused response (typically HTTP 429
+// FromAt returns the retry hint of a refused response (typically HTTP 429
 // or 503): how long the provider asked callers to wait. body is the response
-// body the caller has already read (HintFromAt never reads resp.Body); only
-// its first MaxHintBody bytes are examined. resp may be nil (body only), its
+// body the caller has already read (FromAt never reads resp.Body); only
+// its first MaxBody bytes are examined. resp may be nil (body only), its
 // Header may be nil, body may be nil (headers only).
 //
 // The sources are tried in this order; the first that yields a hint wins, and
@@ -74,9 +74,9 @@ func HintFrom(resp *http.Response, body []byte) (time.Duration, bool) {
 //	                         "10s", "0.250s", as in Google's RetryInfo). Key
 //	                         case, '_' and '-' do not matter. If several
 //	                         fields carry a hint, the longest wins.
-//	body, prose              every JSON string value through HintFromText
+//	body, prose              every JSON string value through FromText
 //	                         (the longest hint wins), or, when the body prefix
-//	                         is not valid JSON, HintFromText on the prefix
+//	                         is not valid JSON, FromText on the prefix
 //
 // HTTP-dates and epoch values are measured against the response's Date
 // header when it is present and valid, else against now; now is used for
@@ -94,48 +94,48 @@ func HintFrom(resp *http.Response, body []byte) (time.Duration, bool) {
 // A hint is always positive and at most 10 years (3650 days); anything
 // longer, or overflowing time.Duration, is no hint (ok is false). The caller
 // clamps accepted hints to its own maximum.
-func HintFromAt(resp *http.Response, body []byte, now time.Time) (time.Duration, bool) {
+func FromAt(resp *http.Response, body []byte, now time.Time) (time.Duration, bool) {
 	if resp != nil {
 		h := resp.Header
 		ref := now
-		if t, ok := hintDate(h); ok {
+		if t, ok := date(h); ok {
 			ref = t
 		}
-		if d, ok := hintRetryAfter(hintHeader(h, "Retry-After"), ref); ok {
+		if d, ok := retryAfter(header(h, "Retry-After"), ref); ok {
 			return d, true
 		}
 		for _, name := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
-			if d, ok := hintFirst(hintHeader(h, name), func(v string) (time.Duration, bool) {
-				return hintDelta(v, time.Millisecond, false)
+			if d, ok := first(header(h, name), func(v string) (time.Duration, bool) {
+				return delta(v, time.Millisecond, false)
 			}); ok {
 				return d, true
 			}
 		}
-		if d, ok := hintRateLimit(hintHeader(h, "RateLimit")); ok {
+		if d, ok := rateLimit(header(h, "RateLimit")); ok {
 			return d, true
 		}
-		if d, ok := hintFirst(hintHeader(h, "RateLimit-Reset"), func(v string) (time.Duration, bool) {
-			return hintReset(v, ref)
+		if d, ok := first(header(h, "RateLimit-Reset"), func(v string) (time.Duration, bool) {
+			return reset(v, ref)
 		}); ok {
 			return d, true
 		}
-		if d, ok := hintFirst(hintHeader(h, "X-RateLimit-Reset-After"), func(v string) (time.Duration, bool) {
-			return hintDelta(v, time.Second, false)
+		if d, ok := first(header(h, "X-RateLimit-Reset-After"), func(v string) (time.Duration, bool) {
+			return delta(v, time.Second, false)
 		}); ok {
 			return d, true
 		}
-		if d, ok := hintFirst(hintHeader(h, "X-RateLimit-Reset"), func(v string) (time.Duration, bool) {
-			return hintReset(v, ref)
+		if d, ok := first(header(h, "X-RateLimit-Reset"), func(v string) (time.Duration, bool) {
+			return reset(v, ref)
 		}); ok {
 			return d, true
 		}
 	}
-	return hintBody(body)
+	return fromBody(body)
 }
 
-// HintFromText reads a retry hint from prose, such as the message of an error
+// FromText reads a retry hint from prose, such as the message of an error
 // body: "Rate limit exceeded. Please try again in 15 seconds." gives 15s.
-// Only the first MaxHintBody bytes of s are examined, case does not matter,
+// Only the first MaxBody bytes of s are examined, case does not matter,
 // and the first phrase that yields a positive duration wins.
 //
 // A phrase is a lead-in (again, retry, retry-after, retrying, wait, waiting,
@@ -153,15 +153,15 @@ func HintFromAt(resp *http.Response, body []byte, now time.Time) (time.Duration,
 // "try again in 500ms" are hints, while rates and windows ("2 calls per
 // second", "limit of 100 requests in 60 seconds"), counts ("3 retries left"),
 // numbers without a unit ("retry after 30"), "try again later", zero and
-// negative durations are not. Rounding follows HintFromAt: a duration with
+// negative durations are not. Rounding follows FromAt: a duration with
 // any millisecond part rounds up to the whole millisecond, any other to the
 // whole second.
-func HintFromText(s string) (time.Duration, bool) {
-	if len(s) > MaxHintBody {
-		s = s[:MaxHintBody]
+func FromText(s string) (time.Duration, bool) {
+	if len(s) > MaxBody {
+		s = s[:MaxBody]
 	}
-	for _, m := range hintProse.FindAllStringSubmatchIndex(s, -1) {
-		if d, ok := hintProseDuration(s[m[2]:m[3]]); ok {
+	for _, m := range prose.FindAllStringSubmatchIndex(s, -1) {
+		if d, ok := proseDuration(s[m[2]:m[3]]); ok {
 			return d, true
 		}
 	}
@@ -173,55 +173,55 @@ func HintFromText(s string) (time.Duration, bool) {
 // Every accepted shape and every decoy is a row in hint_test.go; change the
 // tests with the grammar. RE2 (package regexp) runs in linear time.
 const (
-	hintUnitRE      = `(?:milliseconds?|millis|msecs?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)`
-	hintComponentRE = `\d{1,12}(?:\.\d{1,12})?\s*` + hintUnitRE
+	unitRE      = `(?:milliseconds?|millis|msecs?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)`
+	componentRE = `\d{1,12}(?:\.\d{1,12})?\s*` + unitRE
 )
 
 var (
-	// hintProse finds a wait phrase: lead-in, fillers, separator, duration
+	// prose finds a wait phrase: lead-in, fillers, separator, duration
 	// (group 1), then a character that is not a letter or digit (so "5
 	// sessions" is not "5 s"), or the end.
-	hintProse = regexp.MustCompile(`(?i)\b(?:again|retry-after|retry|retrying|wait|waiting|after|available|resets?)` +
+	prose = regexp.MustCompile(`(?i)\b(?:again|retry-after|retry|retrying|wait|waiting|after|available|resets?)` +
 		`(?:\s+(?:in|after|for|at\s+least|about|approximately|around|roughly|another|again)){0,3}` +
 		`(?:\s*:\s*|\s+)` +
-		`(` + hintComponentRE + `(?:(?:\s*,\s*|\s+and\s+|\s*)` + hintComponentRE + `){0,3})` +
+		`(` + componentRE + `(?:(?:\s*,\s*|\s+and\s+|\s*)` + componentRE + `){0,3})` +
 		`(?:[^\pL\pN]|$)`)
 
-	// hintComponent splits a duration found by hintProse into its parts.
-	hintComponent = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(` + hintUnitRE + `)`)
+	// component splits a duration found by prose into its parts.
+	component = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(` + unitRE + `)`)
 
-	// hintProtoDuration is a protobuf JSON Duration such as "10s" or "0.250s".
-	hintProtoDuration = regexp.MustCompile(`^(\d+(?:\.\d+)?)s$`)
+	// protoRE is a protobuf JSON Duration such as "10s" or "0.250s".
+	protoRE = regexp.MustCompile(`^(\d+(?:\.\d+)?)s$`)
 )
 
-// hintProseDuration sums the parts of a duration matched by hintProse.
-func hintProseDuration(s string) (time.Duration, bool) {
+// proseDuration sums the parts of a duration matched by prose.
+func proseDuration(s string) (time.Duration, bool) {
 	var total time.Duration
 	gran := time.Second
-	for _, p := range hintComponent.FindAllStringSubmatch(s, -1) {
-		unit := hintUnit(p[2])
+	for _, p := range component.FindAllStringSubmatch(s, -1) {
+		unit := unitOf(p[2])
 		if unit == 0 {
 			return 0, false
 		}
-		d, ok := hintParseDecimal(p[1], false)
+		d, ok := parseDecimal(p[1], false)
 		if !ok {
 			return 0, false
 		}
-		ns, ok := d.scale(int64(unit), int64(hintMax))
+		ns, ok := d.scale(int64(unit), int64(maxHint))
 		if !ok {
 			return 0, false
 		}
-		total += time.Duration(ns) // each part <= hintMax, at most 4 parts: no overflow
-		if total > hintMax {
+		total += time.Duration(ns) // each part <= maxHint, at most 4 parts: no overflow
+		if total > maxHint {
 			return 0, false
 		}
 		gran = min(gran, unit)
 	}
-	return hintRound(total, gran)
+	return round(total, gran)
 }
 
-// hintUnit maps a unit word of hintUnitRE to its duration.
-func hintUnit(u string) time.Duration {
+// unitOf maps a unit word of unitRE to its duration.
+func unitOf(u string) time.Duration {
 	switch strings.ToLower(u) {
 	case "ms", "msec", "msecs", "millis", "millisecond", "milliseconds":
 		return time.Millisecond
@@ -237,9 +237,9 @@ func hintUnit(u string) time.Duration {
 	return 0
 }
 
-// hintHeader returns the values of the named field. Canonical keys are what
+// header returns the values of the named field. Canonical keys are what
 // net/http produces; keys set by hand in another case are found too.
-func hintHeader(h http.Header, name string) []string {
+func header(h http.Header, name string) []string {
 	if vs := h.Values(name); len(vs) > 0 {
 		return vs
 	}
@@ -257,8 +257,8 @@ func hintHeader(h http.Header, name string) []string {
 	return vs
 }
 
-// hintFirst returns the hint of the first value that yields one.
-func hintFirst(values []string, parse func(string) (time.Duration, bool)) (time.Duration, bool) {
+// first returns the hint of the first value that yields one.
+func first(values []string, parse func(string) (time.Duration, bool)) (time.Duration, bool) {
 	for _, v := range values {
 		if d, ok := parse(strings.Trim(v, " \t")); ok {
 			return d, true
@@ -267,9 +267,9 @@ func hintFirst(values []string, parse func(string) (time.Duration, bool)) (time.
 	return 0, false
 }
 
-// hintDate returns the response's Date header when it is a valid HTTP-date.
-func hintDate(h http.Header) (time.Time, bool) {
-	for _, v := range hintHeader(h, "Date") {
+// date returns the response's Date header when it is a valid HTTP-date.
+func date(h http.Header) (time.Time, bool) {
+	for _, v := range header(h, "Date") {
 		if t, err := http.ParseTime(strings.Trim(v, " \t")); err == nil {
 			return t, true
 		}
@@ -277,24 +277,24 @@ func hintDate(h http.Header) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// hintRetryAfter reads Retry-After: delay-seconds or an HTTP-date.
-func hintRetryAfter(values []string, ref time.Time) (time.Duration, bool) {
-	return hintFirst(values, func(v string) (time.Duration, bool) {
-		if d, ok := hintDelta(v, time.Second, false); ok {
+// retryAfter reads Retry-After: delay-seconds or an HTTP-date.
+func retryAfter(values []string, ref time.Time) (time.Duration, bool) {
+	return first(values, func(v string) (time.Duration, bool) {
+		if d, ok := delta(v, time.Second, false); ok {
 			return d, true
 		}
 		t, err := http.ParseTime(v)
 		if err != nil {
 			return 0, false
 		}
-		return hintUntil(t, ref, time.Second)
+		return until(t, ref, time.Second)
 	})
 }
 
-// hintReset reads a reset value that is epoch milliseconds (>= 1e12), epoch
+// reset reads a reset value that is epoch milliseconds (>= 1e12), epoch
 // seconds (>= 1e9) or delta seconds.
-func hintReset(v string, ref time.Time) (time.Duration, bool) {
-	d, ok := hintParseDecimal(v, false)
+func reset(v string, ref time.Time) (time.Duration, bool) {
+	d, ok := parseDecimal(v, false)
 	if !ok || d.digits == "" {
 		return 0, false
 	}
@@ -304,59 +304,59 @@ func hintReset(v string, ref time.Time) (time.Duration, bool) {
 		if !ok {
 			return 0, false
 		}
-		return hintUntil(time.Unix(0, ns), ref, time.Millisecond)
+		return until(time.Unix(0, ns), ref, time.Millisecond)
 	case intDigits >= 10: // >= 1e9: epoch seconds
 		ns, ok := d.scale(int64(time.Second), 1<<63-1)
 		if !ok {
 			return 0, false
 		}
-		return hintUntil(time.Unix(0, ns), ref, time.Second)
+		return until(time.Unix(0, ns), ref, time.Second)
 	}
-	return hintDelta(v, time.Second, false)
+	return delta(v, time.Second, false)
 }
 
-// hintUntil is the time from ref to t, rounded up to gran.
-func hintUntil(t, ref time.Time, gran time.Duration) (time.Duration, bool) {
-	return hintRound(t.Sub(ref), gran) // Sub saturates; hintRound rejects that
+// until is the time from ref to t, rounded up to gran.
+func until(t, ref time.Time, gran time.Duration) (time.Duration, bool) {
+	return round(t.Sub(ref), gran) // Sub saturates; round rejects that
 }
 
-// hintDelta reads a decimal number of units, rounded up to the whole unit
+// delta reads a decimal number of units, rounded up to the whole unit
 // for milliseconds and to the whole second for longer units.
-func hintDelta(v string, unit time.Duration, allowExp bool) (time.Duration, bool) {
-	d, ok := hintParseDecimal(v, allowExp)
+func delta(v string, unit time.Duration, allowExp bool) (time.Duration, bool) {
+	d, ok := parseDecimal(v, allowExp)
 	if !ok {
 		return 0, false
 	}
-	ns, ok := d.scale(int64(unit), int64(hintMax))
+	ns, ok := d.scale(int64(unit), int64(maxHint))
 	if !ok {
 		return 0, false
 	}
-	return hintRound(time.Duration(ns), min(unit, time.Second))
+	return round(time.Duration(ns), min(unit, time.Second))
 }
 
-// hintRound rounds d up to a multiple of gran and accepts it as a hint when
-// it is positive and at most hintMax.
-func hintRound(d, gran time.Duration) (time.Duration, bool) {
-	if d <= 0 || d > hintMax {
+// round rounds d up to a multiple of gran and accepts it as a hint when
+// it is positive and at most maxHint.
+func round(d, gran time.Duration) (time.Duration, bool) {
+	if d <= 0 || d > maxHint {
 		return 0, false
 	}
 	if r := d % gran; r != 0 {
 		d += gran - r
 	}
-	if d > hintMax {
+	if d > maxHint {
 		return 0, false
 	}
 	return d, true
 }
 
-// hintRateLimit reads the RateLimit field of the IETF draft. List form
+// rateLimit reads the RateLimit field of the IETF draft. List form
 // (draft 08 and later): items such as `"default";r=0;t=10`, where r is the
 // remaining quota and t the seconds until it resets. When some item is
 // exhausted (r=0) the wait is the largest t among the exhausted items (every
 // exhausted quota has to reset); otherwise it is the smallest t. Dictionary
 // form (draft 07): `limit=100, remaining=0, reset=10`, where reset counts as
 // an item's t.
-func hintRateLimit(values []string) (time.Duration, bool) {
+func rateLimit(values []string) (time.Duration, bool) {
 	if len(values) == 0 {
 		return 0, false
 	}
@@ -366,8 +366,8 @@ func hintRateLimit(values []string) (time.Duration, bool) {
 		shortest       time.Duration // smallest t among all items
 		shortestExists bool
 	)
-	for _, member := range hintSplitList(strings.Join(values, ",")) {
-		name, value, dict, params := hintParseMember(member)
+	for _, member := range splitList(strings.Join(values, ",")) {
+		name, value, dict, params := parseMember(member)
 		var t string
 		var hasT, isExhausted bool
 		if dict {
@@ -377,7 +377,7 @@ func hintRateLimit(values []string) (time.Duration, bool) {
 			t, hasT = value, true
 		} else {
 			t, hasT = params["t"]
-			if r, ok := hintParseDecimal(params["r"], false); ok && r.digits == "" {
+			if r, ok := parseDecimal(params["r"], false); ok && r.digits == "" {
 				isExhausted = true
 				exhausted = true
 			}
@@ -385,7 +385,7 @@ func hintRateLimit(values []string) (time.Duration, bool) {
 		if !hasT {
 			continue
 		}
-		d, ok := hintDelta(t, time.Second, false)
+		d, ok := delta(t, time.Second, false)
 		if !ok {
 			continue
 		}
@@ -402,9 +402,9 @@ func hintRateLimit(values []string) (time.Duration, bool) {
 	return shortest, shortestExists
 }
 
-// hintSplitList splits a structured-field list or dictionary on the commas
+// splitList splits a structured-field list or dictionary on the commas
 // that are outside quoted strings.
-func hintSplitList(s string) []string {
+func splitList(s string) []string {
 	var out []string
 	quoted, escaped, start := false, false, 0
 	for i := 0; i < len(s); i++ {
@@ -423,10 +423,10 @@ func hintSplitList(s string) []string {
 	return append(out, strings.Trim(s[start:], " \t"))
 }
 
-// hintParseMember parses one list member `"name";k=v;k2=v2` or `name;k=v`, or
+// parseMember parses one list member `"name";k=v;k2=v2` or `name;k=v`, or
 // one dictionary member `name=value;k=v` (dict is true, value is set). Parameters without a value are recorded as "?1" (true). It is
 // lenient: RFC 8941 details that do not matter here are not checked.
-func hintParseMember(m string) (name, value string, dict bool, params map[string]string) {
+func parseMember(m string) (name, value string, dict bool, params map[string]string) {
 	rest := m
 	if strings.HasPrefix(rest, `"`) {
 		end := 1
@@ -471,11 +471,11 @@ func hintParseMember(m string) (name, value string, dict bool, params map[string
 	return name, value, dict, params
 }
 
-// hintBody reads the body: JSON fields, then JSON string values as prose,
+// fromBody reads the body: JSON fields, then JSON string values as prose,
 // or the whole prefix as prose when it is not JSON.
-func hintBody(body []byte) (time.Duration, bool) {
-	if len(body) > MaxHintBody {
-		body = body[:MaxHintBody]
+func fromBody(body []byte) (time.Duration, bool) {
+	if len(body) > MaxBody {
+		body = body[:MaxBody]
 	}
 	doc := bytes.TrimSpace(body)
 	if len(doc) == 0 {
@@ -486,7 +486,7 @@ func hintBody(body []byte) (time.Duration, bool) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err == nil {
-			var w hintWalk
+			var w walker
 			w.walk(v, 0)
 			if w.field > 0 {
 				return w.field, true
@@ -494,23 +494,23 @@ func hintBody(body []byte) (time.Duration, bool) {
 			return w.prose, w.prose > 0
 		}
 	}
-	return HintFromText(string(body))
+	return FromText(string(body))
 }
 
-// hintWalk collects the longest field hint and the longest prose hint of a
+// walker collects the longest field hint and the longest prose hint of a
 // decoded JSON document.
-type hintWalk struct {
+type walker struct {
 	field, prose time.Duration
 }
 
-func (w *hintWalk) walk(v any, depth int) {
-	if depth > hintJSONDepth {
+func (w *walker) walk(v any, depth int) {
+	if depth > jsonDepth {
 		return
 	}
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
-			if d, ok := hintField(k, x); ok {
+			if d, ok := field(k, x); ok {
 				w.field = max(w.field, d)
 			}
 			w.walk(x, depth+1)
@@ -520,67 +520,67 @@ func (w *hintWalk) walk(v any, depth int) {
 			w.walk(x, depth+1)
 		}
 	case string:
-		if d, ok := HintFromText(v); ok {
+		if d, ok := FromText(v); ok {
 			w.prose = max(w.prose, d)
 		}
 	}
 }
 
-// hintKeyFold drops the separators of a JSON key: retry_after, retry-after
+// keyFold drops the separators of a JSON key: retry_after, retry-after
 // and retryAfter all name the same field.
-var hintKeyFold = strings.NewReplacer("_", "", "-", "")
+var keyFold = strings.NewReplacer("_", "", "-", "")
 
-// hintField reads a JSON member that names a retry hint.
-func hintField(key string, v any) (time.Duration, bool) {
-	switch strings.ToLower(hintKeyFold.Replace(key)) {
+// field reads a JSON member that names a retry hint.
+func field(key string, v any) (time.Duration, bool) {
+	switch strings.ToLower(keyFold.Replace(key)) {
 	case "retryafter", "retryafterseconds", "retryaftersecs", "retryaftersec":
 		switch v := v.(type) {
 		case json.Number:
-			return hintDelta(v.String(), time.Second, true)
+			return delta(v.String(), time.Second, true)
 		case string:
 			s := strings.TrimSpace(v)
-			if d, ok := hintDelta(s, time.Second, false); ok {
+			if d, ok := delta(s, time.Second, false); ok {
 				return d, true
 			}
-			return hintProto(s)
+			return protoDuration(s)
 		}
 	case "retryafterms", "retryaftermillis", "retryaftermilliseconds":
 		switch v := v.(type) {
 		case json.Number:
-			return hintDelta(v.String(), time.Millisecond, true)
+			return delta(v.String(), time.Millisecond, true)
 		case string:
-			return hintDelta(strings.TrimSpace(v), time.Millisecond, false)
+			return delta(strings.TrimSpace(v), time.Millisecond, false)
 		}
 	case "retrydelay":
 		if s, ok := v.(string); ok {
-			return hintProto(strings.TrimSpace(s))
+			return protoDuration(strings.TrimSpace(s))
 		}
 	}
 	return 0, false
 }
 
-// hintProto reads a protobuf JSON Duration ("10s", "1.5s", "0.250s").
-func hintProto(s string) (time.Duration, bool) {
-	m := hintProtoDuration.FindStringSubmatch(s)
+// protoDuration reads a protobuf JSON Duration ("10s", "1.5s", "0.250s").
+func protoDuration(s string) (time.Duration, bool) {
+	m := protoRE.FindStringSubmatch(s)
 	if m == nil {
 		return 0, false
 	}
-	return hintDelta(m[1], time.Second, false)
+	return delta(m[1], time.Second, false)
 }
 
-// hintDecimal is a non-negative decimal number: digits × 10^exp, where digits
+// decimal is a non-negative decimal number: digits × 10^exp, where digits
 // has no leading or trailing zeros ("" is zero).
-type hintDecimal struct {
+type decimal struct {
 	digits string
 	exp    int
 }
 
-// hintParseDecimal parses 1*DIGIT ["." 1*DIGIT], and with allowExp a JSON
+// parseDecimal parses 1*DIGIT ["." 1*DIGIT], and with allowExp a JSON
 // exponent ("e" ["+"/"-"] 1*DIGIT). Signs, NaN, Inf, hexadecimal, "5." and
-// ".5" are rejected, and so is anything longer than hintMaxNumber bytes.
-func hintParseDecimal(s string, allowExp bool) (hintDecimal, bool) {
-	if len(s) == 0 || len(s) > hintMaxNumber {
-		return hintDecimal{}, false
+// ".5" are rejected, and so is anything longer than maxNumber bytes.
+func parseDecimal(s string, allowExp bool) (decimal, bool) {
+	if len(s) == 0 || len(s) > maxNumber {
+		return decimal{}, false
 	}
 	digitsAt := func(i int) int {
 		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
@@ -590,13 +590,13 @@ func hintParseDecimal(s string, allowExp bool) (hintDecimal, bool) {
 	}
 	i := digitsAt(0)
 	if i == 0 {
-		return hintDecimal{}, false
+		return decimal{}, false
 	}
 	whole, frac := s[:i], ""
 	if i < len(s) && s[i] == '.' {
 		j := digitsAt(i + 1)
 		if j == i+1 {
-			return hintDecimal{}, false
+			return decimal{}, false
 		}
 		frac, i = s[i+1:j], j
 	}
@@ -609,7 +609,7 @@ func hintParseDecimal(s string, allowExp bool) (hintDecimal, bool) {
 		}
 		j := digitsAt(i)
 		if j == i {
-			return hintDecimal{}, false
+			return decimal{}, false
 		}
 		for _, c := range s[i:j] {
 			if exp < 1e6 { // saturate: the magnitude checks in scale only need "huge"
@@ -622,21 +622,21 @@ func hintParseDecimal(s string, allowExp bool) (hintDecimal, bool) {
 		i = j
 	}
 	if i != len(s) {
-		return hintDecimal{}, false
+		return decimal{}, false
 	}
 	digits := strings.TrimLeft(whole+frac, "0")
 	exp -= len(frac)
 	trimmed := strings.TrimRight(digits, "0")
 	exp += len(digits) - len(trimmed)
 	if trimmed == "" {
-		return hintDecimal{}, true
+		return decimal{}, true
 	}
-	return hintDecimal{digits: trimmed, exp: exp}, true
+	return decimal{digits: trimmed, exp: exp}, true
 }
 
 // scale returns ⌈d × unit⌉ when it is at most limit (unit >= 1, limit >= 1).
 // The arithmetic is exact; the magnitude checks keep it small.
-func (d hintDecimal) scale(unit, limit int64) (int64, bool) {
+func (d decimal) scale(unit, limit int64) (int64, bool) {
 	if d.digits == "" {
 		return 0, true
 	}
