@@ -3,7 +3,6 @@ package hint
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"net/http"
 	"regexp"
 	"slices"
@@ -566,101 +565,4 @@ func protoDuration(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return delta(m[1], time.Second, false)
-}
-
-// decimal is a non-negative decimal number: digits × 10^exp, where digits
-// has no leading or trailing zeros ("" is zero).
-type decimal struct {
-	digits string
-	exp    int
-}
-
-// parseDecimal parses 1*DIGIT ["." 1*DIGIT], and with allowExp a JSON
-// exponent ("e" ["+"/"-"] 1*DIGIT). Signs, NaN, Inf, hexadecimal, "5." and
-// ".5" are rejected, and so is anything longer than maxNumber bytes.
-func parseDecimal(s string, allowExp bool) (decimal, bool) {
-	if len(s) == 0 || len(s) > maxNumber {
-		return decimal{}, false
-	}
-	digitsAt := func(i int) int {
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-		return i
-	}
-	i := digitsAt(0)
-	if i == 0 {
-		return decimal{}, false
-	}
-	whole, frac := s[:i], ""
-	if i < len(s) && s[i] == '.' {
-		j := digitsAt(i + 1)
-		if j == i+1 {
-			return decimal{}, false
-		}
-		frac, i = s[i+1:j], j
-	}
-	exp := 0
-	if allowExp && i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		neg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			neg, i = s[i] == '-', i+1
-		}
-		j := digitsAt(i)
-		if j == i {
-			return decimal{}, false
-		}
-		for _, c := range s[i:j] {
-			if exp < 1e6 { // saturate: the magnitude checks in scale only need "huge"
-				exp = exp*10 + int(c-'0')
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-		i = j
-	}
-	if i != len(s) {
-		return decimal{}, false
-	}
-	digits := strings.TrimLeft(whole+frac, "0")
-	exp -= len(frac)
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
-	if trimmed == "" {
-		return decimal{}, true
-	}
-	return decimal{digits: trimmed, exp: exp}, true
-}
-
-// scale returns ⌈d × unit⌉ when it is at most limit (unit >= 1, limit >= 1).
-// The arithmetic is exact; the magnitude checks keep it small.
-func (d decimal) scale(unit, limit int64) (int64, bool) {
-	if d.digits == "" {
-		return 0, true
-	}
-	switch mag := len(d.digits) + d.exp; { // d < 10^mag and d >= 10^(mag-1)
-	case mag > 20: // d >= 10^20 > any limit / unit
-		return 0, false
-	case mag < -40: // 0 < d × unit < 10^-40 × 2^63 < 1
-		return 1, true
-	}
-	ten := big.NewInt(10)
-	num, _ := new(big.Int).SetString(d.digits, 10)
-	num.Mul(num, big.NewInt(unit))
-	den := big.NewInt(1)
-	if d.exp > 0 {
-		num.Mul(num, new(big.Int).Exp(ten, big.NewInt(int64(d.exp)), nil))
-	} else if d.exp < 0 {
-		den.Exp(ten, big.NewInt(int64(-d.exp)), nil)
-	}
-	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
-	if r.Sign() > 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsInt64() || q.Int64() > limit {
-		return 0, false
-	}
-	return q.Int64(), true
 }
