@@ -53,7 +53,7 @@ func textAt(s string, ref time.Time, instants bool) (time.Duration, bool) {
 		}
 	}
 	take(firstPhrase(s, prose, proseDuration))
-	if instants {
+	if instants && isoDate.MatchString(s) { // a cheap scan first: most texts have no date
 		take(firstPhrase(s, isoProse, func(v string) (time.Duration, bool) {
 			t, gran, ok := parseInstant(v)
 			if !ok {
@@ -61,6 +61,8 @@ func textAt(s string, ref time.Time, instants bool) (time.Duration, bool) {
 			}
 			return until(t, ref, gran)
 		}))
+	}
+	if instants && tenDigits.MatchString(s) {
 		take(firstPhrase(s, epochProse, func(v string) (time.Duration, bool) {
 			return reset(v, ref)
 		}))
@@ -121,6 +123,11 @@ var (
 	// lead-in stays a count ("retry after 30" is no hint).
 	epochProse = regexp.MustCompile(`(?i)\b(?:banned|blocked|locked|suspended|throttled|limited|available|again|retry)` +
 		`\s+(?:until|till)(?:\s*:)?\s*(\d{10,13}(?:\.\d{1,9})?)` + endRE)
+
+	// isoDate and tenDigits are the cheap scans that decide whether the
+	// instant grammars are worth running on a text.
+	isoDate   = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
+	tenDigits = regexp.MustCompile(`\d{10}`)
 
 	// component splits a duration found by prose into its parts.
 	component = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)` + quoteRE + `\s*(` + unitRE + `)`)
