@@ -30,15 +30,18 @@
 //	                         "6m0s", "20ms": a duration; an ISO 8601 instant
 //	                         (Atlassian "2024-07-22T06:23Z", Vimeo) or an
 //	                         HTTP-date
-//	the rate-limit family    every other field named with "ratelimit" or
-//	                         "rate-limit" and a reset word: X-Rate-Limit-Reset
+//	the rate-limit family    every other field named with "ratelimit",
+//	                         "rate-limit" or "quota" and a reset word:
+//	                         X-Rate-Limit-Reset
 //	                         (X, Okta), X-<Vendor>-RateLimit-Reset
 //	                         (Contentful, Brevo's x-sib-), -Reset-After and
 //	                         X-RateLimit-Retry-After (deltas), a qualified
 //	                         x-ratelimit-reset-requests / -tokens (OpenAI,
 //	                         Groq: "6m0s") or anthropic-ratelimit-*-reset
 //	                         (RFC 3339), -Ms / -Millis names (milliseconds),
-//	                         Zendesk-RateLimit-<endpoint> `resets=41`. A reset
+//	                         Zendesk-RateLimit-<endpoint> `resets=41`,
+//	                         x-ms-user-quota-resets-after "00:00:03" (Azure
+//	                         Resource Graph). A reset
 //	                         pairs with the remaining count of the same quota
 //	                         (x-ratelimit-remaining-requests): the wait is the
 //	                         longest reset among the quotas with nothing
