@@ -393,6 +393,9 @@ func FuzzFromText(f *testing.F) {
 			f.Add(tt.text)
 		}
 	}
+	for _, tt := range shapeTextRows {
+		f.Add(tt.text)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, ok := hint.FromText(s)
 		check(t, d, ok)
