@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,6 +189,7 @@ type Gate struct {
 	holders   holders
 	successes successes
 	observed  atomic.Bool // Transport or Observe is in use: responses teach the budget
+	silent    sync.Map    // pause key → when its provider last advertised no budget
 
 	// The worker's clock and the jitter's randomness. The clock only aligns
 	// asynq's whole-second retry times, ages open-cache entries and dates a

@@ -47,12 +47,13 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				return exhausted{err}
 			}
 			at := attemptOf(ctx, t)
-			if err := g.admit(ctx, s, g.cost(t), at.last); err != nil {
+			probe, err := g.admission(ctx, s, g.cost(t), at.last)
+			if err != nil {
 				return err
 			}
-			ta := &taskAdmission{mustHold: at.last}
+			ta := &taskAdmission{mustHold: at.last, probe: probe}
 			ta.unspent.Store(true)
-			err := next.ProcessTask(withAdmission(ctx, s, ta), t)
+			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			if err == nil {
 				g.successes.add(scopeKeys(g.cfg.Prefix, s).pause)
 			}
@@ -87,13 +88,20 @@ func (g *Gate) cost(t *asynq.Task) int {
 
 // admit returns nil once s may spend cost units now, waiting in-process for
 // short waits (or any wait when mustHold), or a *Deferral for longer waits.
-// It is the loop around decide: ask Redis (unless the open cache knows the
-// scope is open), do what decide says, ask again after a hold.
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
+	_, err := g.admission(ctx, s, cost, mustHold)
+	return err
+}
+
+// admission is admit, also telling whether the request admitted is a first
+// contact's probe (its response is awaited: see Transport). It is the loop
+// around decide: ask Redis (unless the open cache knows the scope is open),
+// do what decide says, ask again after a hold.
+func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) (probe bool, err error) {
 	k := scopeKeys(g.cfg.Prefix, s)
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
-		return nil
+		return false, nil
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
 	for {
@@ -102,9 +110,9 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			successes: g.successes.take(k.pause), probe: g.probe()})
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return false, ctx.Err()
 			}
-			return g.storeFailed(s, "admit", err)
+			return false, g.storeFailed(s, "admit", err)
 		}
 		v := decide(a, p, g.rand())
 		switch v.act {
@@ -112,20 +120,20 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			if a.cacheable {
 				g.open.remember(k.pause, gen)
 			}
-			return sleep(ctx, v.wait)
+			return a.probe, sleep(ctx, v.wait)
 		case holdPause:
 			if !g.holders.acquire(k.pause, v.holders) {
-				return v.deferral.of(s)
+				return false, v.deferral.of(s)
 			}
 			err = sleep(ctx, v.wait)
 			g.holders.release(k.pause)
 		case hold:
 			err = sleep(ctx, v.wait)
 		case deferTask:
-			return v.deferral.of(s)
+			return false, v.deferral.of(s)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/hint"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
@@ -398,9 +399,9 @@ func TestTimeline1RefusalWith15sHintPausesScopeAndRetriesAfterIt(t *testing.T) {
 			// a JSON body.
 			resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Content-Type": {"application/json"}}}
 			body := []byte(`{"error":{"code":"RATE_LIMITED","message":"Rate limit exceeded. Please try again in 15 seconds."}}`)
-			hint, ok := HintFrom(resp, body)
+			hint, ok := hint.From(resp, body)
 			if !ok || hint != 15*time.Second {
-				return fmt.Errorf("HintFrom = %v, %v; want 15s, true", hint, ok)
+				return fmt.Errorf("hint.From = %v, %v; want 15s, true", hint, ok)
 			}
 			return &Refusal{Hint: hint, Err: errors.New("ups: HTTP 429")}
 		})
@@ -575,9 +576,9 @@ func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 		e.serve(g, func(ctx context.Context, task *asynq.Task) error {
 			calls.enter(ctx)
 			body := []byte(`{"error":"Too many requests, please slow down"}`)
-			hint, ok := HintFrom(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}, body)
+			hint, ok := hint.From(&http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}, body)
 			if ok {
-				return fmt.Errorf("HintFrom = %v, true; want no hint", hint)
+				return fmt.Errorf("hint.From = %v, true; want no hint", hint)
 			}
 			return &Refusal{Hint: hint} // 0: none
 		})

@@ -99,6 +99,7 @@ type scopeCtx struct {
 type taskAdmission struct {
 	unspent  atomic.Bool
 	mustHold bool
+	probe    bool // the admission is a first contact's probe
 	refused  atomic.Pointer[Pause]
 }
 

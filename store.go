@@ -159,8 +159,9 @@ return {0, 0}
 // KEYS[1]: pause   KEYS[2]: budget (hash)   KEYS[3]: learned (hash)
 // ARGV[1]: max pause, ms
 // returns: {deadline (Unix ms, 0 when open), remaining ms, budget remaining
-//           (-1 when none), budget reset (Unix ms, 0 unknown or past), quota
-//           (0 unknown), learned n (0 none), learned window ms}
+//
+//	(-1 when none), budget reset (Unix ms, 0 unknown or past), quota
+//	(0 unknown), learned n (0 none), learned window ms}
 var stateScript = redis.NewScript(luaPrelude + `
 local cur = int(redis.pcall('GET', KEYS[1]))
 local out = {0, 0, -1, 0, 0, 0, 0}
@@ -261,6 +262,7 @@ local b_r, b_u, b_l, b_f, b_p, b_s = int(bg[1]), int(bg[2]), int(bg[3]), int(bg[
 local budget = nil -- remaining to spend, when the budget applies
 local reopen = b_l or 0
 local block = nil -- a deadline (ms) the budget imposes
+local probing = 0 -- this admission is a first contact's probe
 if b_s then
   -- the provider advertises nothing
 elseif b_r then
@@ -276,6 +278,7 @@ elseif b_p then
 elseif probe > 0 then
   redis.call('HSET', KEYS[3], 'p', now_ms)
   redis.call('PEXPIRE', KEYS[3], 3600000)
+  probing = 1
 end
 if n == 0 and learned and int(ln[2]) and not budget then
   lim[1] = {key = KEYS[5], kind = 1, per = int(ln[2]) * 1000, r = learned}
@@ -361,7 +364,7 @@ if deadline then
     end
     wait = line(deadline * 1000, inc or 0)
   end
-  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1)}
+  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1), 0}
 end
 
 local at = now_us
@@ -377,13 +380,13 @@ if wait <= hold then
     redis.call('HSET', KEYS[3], 'r', budget - cost, 'f', b_f + cost)
     if not b_u then redis.call('HDEL', KEYS[3], 'u') end
   end
-  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1)}
+  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1), probing}
 end
 local inc = nil
 for i = 1, n do
   if lim[i].kind == 0 and (not inc or lim[i].per * cost < inc) then inc = lim[i].per * cost end
 end
-return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1}
+return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1, 0}
 `)
 
 // keys are the Redis keys of one scope. Every key of a scope shares one hash
@@ -569,6 +572,7 @@ type admission struct {
 	reopen    int64         // requests the scope may send when it reopens, 0 unknown
 	cacheable bool          // only a pause can stop the scope (see openCache)
 	limited   bool          // the scope has limits, configured or learned
+	probe     bool          // a first contact's probe: its response's budget is awaited
 }
 
 const (
@@ -600,11 +604,11 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 		}
 	}
 	v, err := s.run(ctx, admitScript, ks, args...)
-	if err = want(v, 7, err); err != nil {
+	if err = want(v, 8, err); err != nil {
 		return admission{}, err
 	}
 	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3]),
-		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1}
+		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1, probe: v[7] == 1}
 	if v[2] != 0 {
 		a.until = time.UnixMilli(v[2])
 	}

@@ -2,8 +2,13 @@ package quotagate
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"time"
+
+	"github.com/quotagate/quotagate/hint"
 )
 
 // Transport returns an http.RoundTripper that applies the gate to every
@@ -14,21 +19,28 @@ import (
 // nil).
 //
 // Before sending, the request is admitted like a task: while the scope is
-// paused, or its limit has no capacity within Config.MaxHold, no request
-// leaves and RoundTrip returns a *Deferral (inside an asynq handler, return
-// it and the task is deferred without spending a retry). The first request
-// of a task the Middleware has just admitted spends that admission instead
-// of a second round trip.
+// paused, its advertised budget is spent, or its limit has no capacity
+// within Tuning.MaxHold, no request leaves and RoundTrip returns a *Deferral
+// (inside an asynq handler, return it and the task is deferred without
+// spending a retry). The first request of a task the Middleware has just
+// admitted spends that admission instead of a second round trip.
 //
-// When the response is a refusal (429, or 503 with Retry-After) the transport
-// records the pause itself (once: when the handler then returns a Refusal for
-// it, the Middleware does not record it again), with the hint read by HintFrom from the headers
-// and the first MaxHintBody bytes of the body, and returns the response
-// unchanged: its body still reads from the first byte.
+// Every response is observed (see Observe): the budget the provider
+// advertises becomes shared state of the scope. When the response is a
+// refusal (429, or 503 with Retry-After) the transport also records the
+// pause itself, once (when the handler then returns a Refusal for it, the
+// Middleware does not record it again), with the hint read by hint.From from
+// the headers and the first hint.MaxBody bytes of the body, and returns the
+// response unchanged: its body still reads from the first byte.
+//
+// While a gate has a Transport, the first request of a scope it knows
+// nothing about goes alone: the others wait, at most Tuning.MaxHold and one
+// second, for the budget its response brings back.
 func (g *Gate) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	g.observed.Store(true)
 	return &transport{g: g, base: base}
 }
 
@@ -43,10 +55,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	if sc.task == nil || !sc.task.unspent.CompareAndSwap(true, false) {
+	var probe bool
+	if sc.task != nil && sc.task.unspent.CompareAndSwap(true, false) {
+		probe = sc.task.probe
+	} else {
 		err := sc.scope.Validate()
 		if err == nil {
-			err = t.g.admit(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
+			probe, err = t.g.admission(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
 		}
 		if err != nil {
 			if req.Body != nil {
@@ -56,19 +71,23 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || !isRefusal(resp) {
+	if err != nil {
 		return resp, err
+	}
+	t.g.observe(ctx, sc.scope, resp, probe)
+	if !isRefusal(resp) {
+		return resp, nil
 	}
 	var prefix []byte
 	if resp.Body != nil {
-		prefix, _ = io.ReadAll(io.LimitReader(resp.Body, MaxHintBody))
+		prefix, _ = io.ReadAll(io.LimitReader(resp.Body, hint.MaxBody))
 		resp.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
-	hint, _ := HintFrom(resp, prefix)
-	if p, ok := t.g.record(ctx, sc.scope, hint); ok && sc.task != nil {
+	wait, _ := hint.From(resp, prefix)
+	if p, ok := t.g.record(ctx, sc.scope, wait); ok && sc.task != nil {
 		sc.task.refused.Store(&p) // the Middleware will not record it again
 	}
 	return resp, nil
@@ -78,4 +97,61 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func isRefusal(resp *http.Response) bool {
 	return resp.StatusCode == http.StatusTooManyRequests ||
 		resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
+}
+
+// Observe reads the budget a provider advertises on a response of scope s
+// (X-RateLimit-Limit/Remaining/Reset and their variants, the IETF RateLimit
+// fields; see hint.BudgetFrom) and keeps it as shared state of the scope in
+// Redis: admissions then spend it, counting the requests still in flight,
+// and when it is spent the scope waits for its reset, before any refusal.
+// A budget is a provider's word for one window: once its reset passes the
+// scope starts whole again, and a record ten minutes past its reset is
+// forgotten. Transport observes every response; call Observe for each
+// response of a handler that uses its own client (refusals still go back as
+// a Refusal). Observe never blocks a scope on a missing or stale record.
+//
+// A response that advertises nothing costs no round trip once the gate knows
+// the scope's provider advertises nothing (through Transport, none unless it
+// answers a first contact's probe).
+func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	g.observed.Store(true)
+	k := scopeKeys(g.cfg.Prefix, s)
+	at, seen := g.silent.Load(k.pause)
+	report := !seen || g.now().Sub(at.(time.Time)) >= silentFor
+	if err := g.observe(ctx, s, resp, report); err != nil {
+		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
+	}
+	return nil
+}
+
+// silentFor is how long a gate remembers that a scope's provider advertised
+// no budget before it tells Redis again (which ends a first-contact probe).
+const silentFor = 10 * time.Minute
+
+// observe records the budget resp advertises. A response that advertises
+// nothing is recorded only when report is set: it answers a first contact's
+// probe (the scope's peers wait for it), or Observe has not told Redis in a
+// while.
+func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, report bool) error {
+	k := scopeKeys(g.cfg.Prefix, s)
+	o := observation{remaining: -1}
+	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
+		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Millisecond}
+		if b.Reset%time.Second == 0 {
+			o.precision = time.Second
+		}
+		g.silent.Delete(k.pause)
+	} else if !report {
+		return nil
+	} else {
+		g.silent.Store(k.pause, g.now())
+	}
+	err := g.store.observe(context.WithoutCancel(ctx), k, o)
+	if err != nil {
+		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
+	}
+	return err
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/hint"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -114,8 +114,8 @@ func TestHintSeconds(t *testing.T) {
 	}
 	// The prose reads back as exactly the hint through the library's parser.
 	for _, s := range []int{1, 8, 15} {
-		if d, ok := quotagate.HintFromText(refusalMessage(s)); !ok || d != time.Duration(s)*time.Second {
-			t.Errorf("HintFromText(%q) = %v, %v", refusalMessage(s), d, ok)
+		if d, ok := hint.FromText(refusalMessage(s)); !ok || d != time.Duration(s)*time.Second {
+			t.Errorf("hint.FromText(%q) = %v, %v", refusalMessage(s), d, ok)
 		}
 	}
 }
@@ -163,7 +163,7 @@ func TestCarrier(t *testing.T) {
 		if resp.Header.Get("Retry-After") != "" || !strings.Contains(string(body), `"rate_limited"`) {
 			t.Fatalf("refusal %q: want the hint in the JSON prose only", body)
 		}
-		d, ok := quotagate.HintFrom(resp, body)
+		d, ok := hint.From(resp, body)
 		if !ok {
 			t.Fatalf("no hint in %q", body)
 		}

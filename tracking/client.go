@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/hint"
 )
 
 // Status is a shipment's state as the carrier reports it.
@@ -88,7 +89,7 @@ const maxBody = 1 << 20
 //	429 {"error": {"code": "rate_limited", "message": "Rate limit exceeded. Please try again in 15 seconds."}}
 //
 // The retry hint of a 429 (or of a 503 with Retry-After) is read by
-// quotagate.HintFrom from the headers or, as with this API, from the prose of
+// hint.From from the headers or, as with this API, from the prose of
 // the JSON body, and returned in a *quotagate.Refusal; without a readable
 // hint the Refusal's Hint is 0 and the gate falls back on its own schedule.
 //
@@ -140,7 +141,7 @@ func (c *HTTPClient) Track(ctx context.Context, number string) (Result, error) {
 		return r, nil
 	}
 
-	body, err := io.ReadAll(io.LimitReader(resp.Body, quotagate.MaxHintBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, hint.MaxBody))
 	if err != nil {
 		return Result{}, fmt.Errorf("tracking: read HTTP %d answer: %w", resp.StatusCode, err)
 	}
@@ -157,8 +158,8 @@ func (c *HTTPClient) Track(ctx context.Context, number string) (Result, error) {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
-		hint, _ := quotagate.HintFrom(resp, body) // 0 when unreadable: the gate's fallback applies
-		return Result{}, &quotagate.Refusal{Hint: hint, Err: apiErr}
+		wait, _ := hint.From(resp, body) // 0 when unreadable: the gate's fallback applies
+		return Result{}, &quotagate.Refusal{Hint: wait, Err: apiErr}
 	case resp.StatusCode == http.StatusNotFound:
 		return Result{}, fmt.Errorf("%w %s: %w", ErrUnknownNumber, number, apiErr)
 	}

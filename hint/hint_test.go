@@ -1,4 +1,4 @@
-package quotagate_test
+package hint_test
 
 import (
 	"fmt"
@@ -7,22 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/hint"
 )
 
-// hintTenYears is the longest hint the parsers accept.
-const hintTenYears = 10 * 365 * 24 * time.Hour
+// tenYears is the longest hint the parsers accept.
+const tenYears = 10 * 365 * 24 * time.Hour
 
-// hintT0 is the reference instant of the header tests: the response's Date
-// when a row sets one, else the now passed to HintFromAt.
-var hintT0 = time.Date(2025, time.March, 4, 5, 6, 7, 0, time.UTC)
+// t0 is the reference instant of the header tests: the response's Date
+// when a row sets one, else the now passed to FromAt.
+var t0 = time.Date(2025, time.March, 4, 5, 6, 7, 0, time.UTC)
 
-func hintHTTPDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+func httpDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
 
-// hintTextRows are the accepted prose shapes (ok) and the decoys (!ok). The
-// rows are the contract of HintFromText: add one for every shape you widen
+// textRows are the accepted prose shapes (ok) and the decoys (!ok). The
+// rows are the contract of FromText: add one for every shape you widen
 // the grammar for.
-var hintTextRows = []struct {
+var textRows = []struct {
 	text string
 	want time.Duration // 0: no hint
 }{
@@ -64,7 +64,7 @@ var hintTextRows = []struct {
 	{"2 calls per second allowed; try again in 3 seconds", 3 * time.Second},
 	{"try again in 0 seconds, or retry in 4 seconds", 4 * time.Second},
 	{"try again in 999999999999 hours, or retry in 2s", 2 * time.Second},
-	{"try again in 87600 hours", hintTenYears},
+	{"try again in 87600 hours", tenYears},
 	{"try again in 0.000000000001 seconds", time.Second},
 
 	// Decoys: rates, windows, counts, no number, no unit, bad numbers.
@@ -105,36 +105,36 @@ var hintTextRows = []struct {
 	{"autoretry in 5 seconds", 0},
 }
 
-func TestHintFromText(t *testing.T) {
-	for _, tt := range hintTextRows {
-		got, ok := quotagate.HintFromText(tt.text)
+func TestFromText(t *testing.T) {
+	for _, tt := range textRows {
+		got, ok := hint.FromText(tt.text)
 		if got != tt.want || ok != (tt.want > 0) {
-			t.Errorf("HintFromText(%.80q) = %v, %v; want %v, %v", tt.text, got, ok, tt.want, tt.want > 0)
+			t.Errorf("FromText(%.80q) = %v, %v; want %v, %v", tt.text, got, ok, tt.want, tt.want > 0)
 		}
 	}
 }
 
-func TestHintFromTextReadsOnlyMaxHintBody(t *testing.T) {
-	pad := strings.Repeat(" ", quotagate.MaxHintBody)
-	if d, ok := quotagate.HintFromText(pad + "try again in 5 seconds"); ok {
-		t.Errorf("hint past MaxHintBody: got %v, want none", d)
+func TestFromTextReadsOnlyMaxBody(t *testing.T) {
+	pad := strings.Repeat(" ", hint.MaxBody)
+	if d, ok := hint.FromText(pad + "try again in 5 seconds"); ok {
+		t.Errorf("hint past MaxBody: got %v, want none", d)
 	}
-	if d, ok := quotagate.HintFromText(pad[:quotagate.MaxHintBody-30] + "try again in 5 seconds"); d != 5*time.Second || !ok {
-		t.Errorf("hint inside MaxHintBody: got %v, %v; want 5s, true", d, ok)
+	if d, ok := hint.FromText(pad[:hint.MaxBody-30] + "try again in 5 seconds"); d != 5*time.Second || !ok {
+		t.Errorf("hint inside MaxBody: got %v, %v; want 5s, true", d, ok)
 	}
 }
 
-// hintRow is one response: header fields in order (name, value, name, value,
-// ...; a name may repeat), a body and the now passed to HintFromAt.
-type hintRow struct {
+// row is one response: header fields in order (name, value, name, value,
+// ...; a name may repeat), a body and the now passed to FromAt.
+type row struct {
 	name   string
 	header []string
 	body   string
-	now    time.Time // zero: hintT0
+	now    time.Time // zero: t0
 	want   time.Duration
 }
 
-func (r hintRow) response() *http.Response {
+func (r row) response() *http.Response {
 	h := http.Header{}
 	for i := 0; i+1 < len(r.header); i += 2 {
 		h.Add(r.header[i], r.header[i+1])
@@ -142,33 +142,33 @@ func (r hintRow) response() *http.Response {
 	return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h}
 }
 
-func hintRun(t *testing.T, rows []hintRow) {
+func run(t *testing.T, rows []row) {
 	t.Helper()
 	for _, r := range rows {
 		now := r.now
 		if now.IsZero() {
-			now = hintT0
+			now = t0
 		}
 		var body []byte
 		if r.body != "" {
 			body = []byte(r.body)
 		}
-		got, ok := quotagate.HintFromAt(r.response(), body, now)
+		got, ok := hint.FromAt(r.response(), body, now)
 		if got != r.want || ok != (r.want > 0) {
-			t.Errorf("%s: HintFromAt = %v, %v; want %v, %v", r.name, got, ok, r.want, r.want > 0)
+			t.Errorf("%s: FromAt = %v, %v; want %v, %v", r.name, got, ok, r.want, r.want > 0)
 		}
 	}
 }
 
-func TestHintRetryAfter(t *testing.T) {
-	in30 := hintHTTPDate(hintT0.Add(30 * time.Second))
-	hintRun(t, []hintRow{
+func TestRetryAfter(t *testing.T) {
+	in30 := httpDate(t0.Add(30 * time.Second))
+	run(t, []row{
 		{name: "delay-seconds", header: []string{"Retry-After", "120"}, want: 120 * time.Second},
 		{name: "delay-seconds with OWS", header: []string{"Retry-After", " 7\t"}, want: 7 * time.Second},
 		{name: "fraction rounds up", header: []string{"Retry-After", "1.5"}, want: 2 * time.Second},
 		{name: "small fraction rounds up to 1s", header: []string{"Retry-After", "0.2"}, want: time.Second},
 		{name: "leading zeros", header: []string{"Retry-After", "007"}, want: 7 * time.Second},
-		{name: "ten years", header: []string{"Retry-After", "315360000"}, want: hintTenYears},
+		{name: "ten years", header: []string{"Retry-After", "315360000"}, want: tenYears},
 		{name: "zero", header: []string{"Retry-After", "0"}},
 		{name: "negative", header: []string{"Retry-After", "-5"}},
 		{name: "minus zero", header: []string{"Retry-After", "-0"}},
@@ -186,22 +186,22 @@ func TestHintRetryAfter(t *testing.T) {
 		{name: "overflow", header: []string{"Retry-After", "99999999999999999999999"}},
 		{name: "100,000 digits", header: []string{"Retry-After", strings.Repeat("9", 100_000)}},
 		{name: "IMF-fixdate against now", header: []string{"Retry-After", in30}, want: 30 * time.Second},
-		{name: "RFC 850 date", header: []string{"Retry-After", hintT0.Add(30 * time.Second).Format("Monday, 02-Jan-06 15:04:05 GMT")}, want: 30 * time.Second},
-		{name: "asctime date", header: []string{"Retry-After", hintT0.Add(30 * time.Second).Format(time.ANSIC)}, want: 30 * time.Second},
-		{name: "date against Date header, local clock ahead", header: []string{"Date", hintHTTPDate(hintT0), "Retry-After", in30}, now: hintT0.Add(100 * time.Second), want: 30 * time.Second},
-		{name: "date against Date header, local clock behind", header: []string{"Date", hintHTTPDate(hintT0.Add(20 * time.Second)), "Retry-After", in30}, want: 10 * time.Second},
+		{name: "RFC 850 date", header: []string{"Retry-After", t0.Add(30 * time.Second).Format("Monday, 02-Jan-06 15:04:05 GMT")}, want: 30 * time.Second},
+		{name: "asctime date", header: []string{"Retry-After", t0.Add(30 * time.Second).Format(time.ANSIC)}, want: 30 * time.Second},
+		{name: "date against Date header, local clock ahead", header: []string{"Date", httpDate(t0), "Retry-After", in30}, now: t0.Add(100 * time.Second), want: 30 * time.Second},
+		{name: "date against Date header, local clock behind", header: []string{"Date", httpDate(t0.Add(20 * time.Second)), "Retry-After", in30}, want: 10 * time.Second},
 		{name: "invalid Date header falls back to now", header: []string{"Date", "yesterday", "Retry-After", in30}, want: 30 * time.Second},
-		{name: "date against sub-second now rounds up", header: []string{"Retry-After", in30}, now: hintT0.Add(300 * time.Millisecond), want: 30 * time.Second},
-		{name: "past date", header: []string{"Retry-After", hintHTTPDate(hintT0.Add(-10 * time.Second))}},
+		{name: "date against sub-second now rounds up", header: []string{"Retry-After", in30}, now: t0.Add(300 * time.Millisecond), want: 30 * time.Second},
+		{name: "past date", header: []string{"Retry-After", httpDate(t0.Add(-10 * time.Second))}},
 		{name: "date equal to Date header", header: []string{"Date", in30, "Retry-After", in30}},
-		{name: "date past relative to Date header", header: []string{"Date", hintHTTPDate(hintT0.Add(60 * time.Second)), "Retry-After", in30}},
+		{name: "date past relative to Date header", header: []string{"Date", httpDate(t0.Add(60 * time.Second)), "Retry-After", in30}},
 		{name: "year 9999", header: []string{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"}},
 		{name: "second value when the first is garbage", header: []string{"Retry-After", "soon", "Retry-After", "12"}, want: 12 * time.Second},
 	})
 }
 
-func TestHintHeaders(t *testing.T) {
-	hintRun(t, []hintRow{
+func TestHeaders(t *testing.T) {
+	run(t, []row{
 		// retry-after-ms (OpenAI, Azure).
 		{name: "retry-after-ms", header: []string{"retry-after-ms", "1500"}, want: 1500 * time.Millisecond},
 		{name: "retry-after-ms fraction rounds up to ms", header: []string{"retry-after-ms", "250.2"}, want: 251 * time.Millisecond},
@@ -227,21 +227,21 @@ func TestHintHeaders(t *testing.T) {
 		{name: "RateLimit garbage", header: []string{"RateLimit", `;;;==,,"`}},
 		{name: "RateLimit unterminated string", header: []string{"RateLimit", `"abc\`}},
 		{name: "RateLimit-Reset delta", header: []string{"RateLimit-Reset", "10"}, want: 10 * time.Second},
-		{name: "RateLimit-Reset epoch seconds (GitLab)", header: []string{"RateLimit-Reset", fmt.Sprint(hintT0.Unix() + 45)}, want: 45 * time.Second},
+		{name: "RateLimit-Reset epoch seconds (GitLab)", header: []string{"RateLimit-Reset", fmt.Sprint(t0.Unix() + 45)}, want: 45 * time.Second},
 
 		// X-RateLimit-Reset-After (Discord) and X-RateLimit-Reset.
 		{name: "X-RateLimit-Reset-After", header: []string{"X-RateLimit-Reset-After", "1.2"}, want: 2 * time.Second},
 		{name: "X-RateLimit-Reset delta", header: []string{"X-RateLimit-Reset", "30"}, want: 30 * time.Second},
-		{name: "X-RateLimit-Reset largest delta", header: []string{"X-RateLimit-Reset", "315360000"}, want: hintTenYears},
+		{name: "X-RateLimit-Reset largest delta", header: []string{"X-RateLimit-Reset", "315360000"}, want: tenYears},
 		{name: "X-RateLimit-Reset delta below 1e9 over ten years", header: []string{"X-RateLimit-Reset", "999999999"}},
-		{name: "X-RateLimit-Reset epoch seconds", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.Unix() + 60)}, want: 60 * time.Second},
-		{name: "X-RateLimit-Reset epoch seconds with fraction", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.Unix()+60) + ".25"}, want: 61 * time.Second},
-		{name: "X-RateLimit-Reset epoch ms", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.UnixMilli() + 1500)}, want: 1500 * time.Millisecond},
-		{name: "X-RateLimit-Reset epoch ms against sub-ms now", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.UnixMilli() + 1500)}, now: hintT0.Add(100 * time.Microsecond), want: 1500 * time.Millisecond},
-		{name: "X-RateLimit-Reset epoch against Date header", header: []string{"Date", hintHTTPDate(hintT0), "X-RateLimit-Reset", fmt.Sprint(hintT0.Unix() + 60)}, now: hintT0.Add(time.Hour), want: 60 * time.Second},
-		{name: "X-RateLimit-Reset epoch against sub-second now", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.Unix() + 60)}, now: hintT0.Add(300 * time.Millisecond), want: 60 * time.Second},
-		{name: "X-RateLimit-Reset epoch past", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.Unix() - 1)}},
-		{name: "X-RateLimit-Reset epoch ms past", header: []string{"X-RateLimit-Reset", fmt.Sprint(hintT0.UnixMilli() - 1)}},
+		{name: "X-RateLimit-Reset epoch seconds", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, want: 60 * time.Second},
+		{name: "X-RateLimit-Reset epoch seconds with fraction", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix()+60) + ".25"}, want: 61 * time.Second},
+		{name: "X-RateLimit-Reset epoch ms", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() + 1500)}, want: 1500 * time.Millisecond},
+		{name: "X-RateLimit-Reset epoch ms against sub-ms now", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() + 1500)}, now: t0.Add(100 * time.Microsecond), want: 1500 * time.Millisecond},
+		{name: "X-RateLimit-Reset epoch against Date header", header: []string{"Date", httpDate(t0), "X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, now: t0.Add(time.Hour), want: 60 * time.Second},
+		{name: "X-RateLimit-Reset epoch against sub-second now", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, now: t0.Add(300 * time.Millisecond), want: 60 * time.Second},
+		{name: "X-RateLimit-Reset epoch past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() - 1)}},
+		{name: "X-RateLimit-Reset epoch ms past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() - 1)}},
 		{name: "X-RateLimit-Reset exponent", header: []string{"X-RateLimit-Reset", "1e12"}},
 		{name: "X-RateLimit-Reset epoch seconds past year 2262", header: []string{"X-RateLimit-Reset", "999999999999"}},
 		{name: "X-RateLimit-Reset overflowing epoch", header: []string{"X-RateLimit-Reset", "99999999999999999999"}},
@@ -252,20 +252,20 @@ func TestHintHeaders(t *testing.T) {
 	})
 }
 
-func TestHintNonCanonicalKey(t *testing.T) {
+func TestNonCanonicalKey(t *testing.T) {
 	resp := &http.Response{Header: http.Header{"retry-after": {"9"}, "x-ratelimit-reset": {"30"}}}
-	if d, ok := quotagate.HintFromAt(resp, nil, hintT0); d != 9*time.Second || !ok {
+	if d, ok := hint.FromAt(resp, nil, t0); d != 9*time.Second || !ok {
 		t.Errorf("non-canonical Retry-After: got %v, %v; want 9s, true", d, ok)
 	}
 }
 
-func TestHintPrecedence(t *testing.T) {
-	hintRun(t, []hintRow{
+func TestPrecedence(t *testing.T) {
+	run(t, []row{
 		{name: "Retry-After beats retry-after-ms and body", header: []string{"Retry-After", "5", "retry-after-ms", "9000"}, body: `{"retry_after": 30}`, want: 5 * time.Second},
 		{name: "Retry-After beats every header", header: []string{"Retry-After", "5", "RateLimit", `"d";r=0;t=60`, "X-RateLimit-Reset-After", "60", "X-RateLimit-Reset", "60"}, want: 5 * time.Second},
 		{name: "Retry-After: 0 lets retry-after-ms speak", header: []string{"Retry-After", "0", "retry-after-ms", "1500"}, want: 1500 * time.Millisecond},
 		{name: "garbage Retry-After lets retry-after-ms speak", header: []string{"Retry-After", "soon", "retry-after-ms", "1500"}, want: 1500 * time.Millisecond},
-		{name: "past Retry-After lets the body speak", header: []string{"Retry-After", hintHTTPDate(hintT0.Add(-10 * time.Second))}, body: `{"retry_after": 7}`, want: 7 * time.Second},
+		{name: "past Retry-After lets the body speak", header: []string{"Retry-After", httpDate(t0.Add(-10 * time.Second))}, body: `{"retry_after": 7}`, want: 7 * time.Second},
 		{name: "retry-after-ms beats RateLimit", header: []string{"retry-after-ms", "1500", "RateLimit", `"d";r=0;t=10`}, want: 1500 * time.Millisecond},
 		{name: "RateLimit beats X-RateLimit-Reset-After", header: []string{"RateLimit", `"d";r=0;t=10`, "X-RateLimit-Reset-After", "3"}, want: 10 * time.Second},
 		{name: "RateLimit without t lets the next speak", header: []string{"RateLimit", `"d";r=0`, "X-RateLimit-Reset-After", "4"}, want: 4 * time.Second},
@@ -277,14 +277,14 @@ func TestHintPrecedence(t *testing.T) {
 	})
 }
 
-// hintNest wraps the JSON value v in depth objects {"a": ...}.
-func hintNest(depth int, v string) string {
+// nest wraps the JSON value v in depth objects {"a": ...}.
+func nest(depth int, v string) string {
 	return strings.Repeat(`{"a":`, depth) + v + strings.Repeat("}", depth)
 }
 
-func TestHintBody(t *testing.T) {
-	pad := strings.Repeat("x", quotagate.MaxHintBody)
-	hintRun(t, []hintRow{
+func TestBody(t *testing.T) {
+	pad := strings.Repeat("x", hint.MaxBody)
+	run(t, []row{
 		// JSON fields.
 		{name: "retry_after", body: `{"retry_after": 5}`, want: 5 * time.Second},
 		{name: "retryAfter fraction", body: `{"retryAfter": 2.5}`, want: 3 * time.Second},
@@ -304,8 +304,8 @@ func TestHintBody(t *testing.T) {
 		{name: "retryDelay 1.5s", body: `{"retryDelay":"1.5s"}`, want: 2 * time.Second},
 		{name: "retryDelay 0.250s", body: `{"retryDelay":"0.250s"}`, want: time.Second},
 		{name: "longest field wins", body: `{"retry_after": 5, "error": {"retry_after_ms": 8000}}`, want: 8 * time.Second},
-		{name: "depth 8", body: hintNest(8, `{"retry_after": 5}`), want: 5 * time.Second},
-		{name: "depth 9", body: hintNest(9, `{"retry_after": 5}`)},
+		{name: "depth 8", body: nest(8, `{"retry_after": 5}`), want: 5 * time.Second},
+		{name: "depth 9", body: nest(9, `{"retry_after": 5}`)},
 		{name: "negative", body: `{"retry_after": -5}`},
 		{name: "zero", body: `{"retry_after": 0}`},
 		{name: "minus zero", body: `{"retry_after": -0}`},
@@ -329,22 +329,22 @@ func TestHintBody(t *testing.T) {
 		{name: "prose decoy", body: `{"message":"limit of 100 requests in 60 seconds"}`},
 		{name: "top-level string", body: `"try again in 5 seconds"`, want: 5 * time.Second},
 		{name: "top-level number", body: `5`},
-		{name: "prose at depth 9", body: hintNest(9, `"try again in 5 seconds"`)},
+		{name: "prose at depth 9", body: nest(9, `"try again in 5 seconds"`)},
 
 		// Text bodies.
 		{name: "text", body: "Too Many Requests. Retry after 3 sec", want: 3 * time.Second},
 		{name: "HTML", body: "<html><body><h1>429</h1><p>Try again in 2 minutes.</p></body></html>", want: 2 * time.Minute},
 		{name: "invalid JSON read as text", body: `{"message": "try again in 9 seconds"`, want: 9 * time.Second},
 		{name: "invalid JSON field is not prose", body: `{"retry_after": 5`},
-		{name: "JSON cut at MaxHintBody read as text", body: `{"message":"try again in 9 seconds","pad":"` + pad + `"}`, want: 9 * time.Second},
-		{name: "field after MaxHintBody", body: `{"pad":"` + pad + `","retry_after":5}`},
-		{name: "text after MaxHintBody", body: pad + " try again in 5 seconds"},
+		{name: "JSON cut at MaxBody read as text", body: `{"message":"try again in 9 seconds","pad":"` + pad + `"}`, want: 9 * time.Second},
+		{name: "field after MaxBody", body: `{"pad":"` + pad + `","retry_after":5}`},
+		{name: "text after MaxBody", body: pad + " try again in 5 seconds"},
 		{name: "whitespace body", body: " \n\t "},
 		{name: "deep nesting", body: strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)},
 	})
 }
 
-func TestHintNilInputs(t *testing.T) {
+func TestNilInputs(t *testing.T) {
 	body := []byte(`{"retry_after": 5}`)
 	for _, tt := range []struct {
 		name string
@@ -359,27 +359,27 @@ func TestHintNilInputs(t *testing.T) {
 		{"header without body", &http.Response{Header: http.Header{"Retry-After": {"3"}}}, nil, 3 * time.Second},
 		{"empty header, empty body", &http.Response{Header: http.Header{}}, []byte{}, 0},
 	} {
-		got, ok := quotagate.HintFromAt(tt.resp, tt.body, hintT0)
+		got, ok := hint.FromAt(tt.resp, tt.body, t0)
 		if got != tt.want || ok != (tt.want > 0) {
 			t.Errorf("%s: got %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.want > 0)
 		}
 	}
 }
 
-func TestHintFromUsesNow(t *testing.T) {
+func TestFromUsesNow(t *testing.T) {
 	resp := &http.Response{Header: http.Header{}}
-	resp.Header.Set("Retry-After", hintHTTPDate(time.Now().Add(time.Hour)))
-	d, ok := quotagate.HintFrom(resp, nil)
+	resp.Header.Set("Retry-After", httpDate(time.Now().Add(time.Hour)))
+	d, ok := hint.From(resp, nil)
 	if !ok || d <= 58*time.Minute || d > time.Hour {
-		t.Errorf("HintFrom(date in one hour) = %v, %v; want about 1h", d, ok)
+		t.Errorf("From(date in one hour) = %v, %v; want about 1h", d, ok)
 	}
 }
 
-// hintCheck is the invariant of every parser: a hint is positive and at most
+// check is the invariant of every parser: a hint is positive and at most
 // ten years, and "no hint" is 0.
-func hintCheck(t *testing.T, d time.Duration, ok bool) {
+func check(t *testing.T, d time.Duration, ok bool) {
 	t.Helper()
-	if ok && (d <= 0 || d > hintTenYears) {
+	if ok && (d <= 0 || d > tenYears) {
 		t.Fatalf("hint %v out of (0, 10 years]", d)
 	}
 	if !ok && d != 0 {
@@ -387,25 +387,28 @@ func hintCheck(t *testing.T, d time.Duration, ok bool) {
 	}
 }
 
-func FuzzHintFromText(f *testing.F) {
-	for _, tt := range hintTextRows {
+func FuzzFromText(f *testing.F) {
+	for _, tt := range textRows {
 		if len(tt.text) < 1000 {
 			f.Add(tt.text)
 		}
 	}
+	for _, tt := range shapeTextRows {
+		f.Add(tt.text)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := quotagate.HintFromText(s)
-		hintCheck(t, d, ok)
+		d, ok := hint.FromText(s)
+		check(t, d, ok)
 	})
 }
 
-func FuzzHintFrom(f *testing.F) {
-	date := hintHTTPDate(hintT0)
+func FuzzFrom(f *testing.F) {
+	date := httpDate(t0)
 	f.Add("120", "", "", "", "", date, []byte(nil))
-	f.Add(hintHTTPDate(hintT0.Add(30*time.Second)), "1500", `"d";r=0;t=10`, "1.2", "30", date, []byte(`{"retry_after": 5}`))
-	f.Add("0", "0.5", `limit=100, remaining=0, reset=10`, "", fmt.Sprint(hintT0.UnixMilli()+1500), "", []byte(`{"error":{"details":[{"retryDelay":"0.250s"}]}}`))
-	f.Add("", "", "", "", fmt.Sprint(hintT0.Unix()+60), "yesterday", []byte("Too many requests, retry after 3 sec"))
-	for _, tt := range hintTextRows {
+	f.Add(httpDate(t0.Add(30*time.Second)), "1500", `"d";r=0;t=10`, "1.2", "30", date, []byte(`{"retry_after": 5}`))
+	f.Add("0", "0.5", `limit=100, remaining=0, reset=10`, "", fmt.Sprint(t0.UnixMilli()+1500), "", []byte(`{"error":{"details":[{"retryDelay":"0.250s"}]}}`))
+	f.Add("", "", "", "", fmt.Sprint(t0.Unix()+60), "yesterday", []byte("Too many requests, retry after 3 sec"))
+	for _, tt := range textRows {
 		if len(tt.text) < 1000 {
 			f.Add("", "", "", "", "", "", []byte(`{"message":"`+tt.text+`"}`))
 		}
@@ -421,9 +424,9 @@ func FuzzHintFrom(f *testing.F) {
 				h.Set(kv[0], kv[1])
 			}
 		}
-		d, ok := quotagate.HintFromAt(&http.Response{StatusCode: 429, Header: h}, body, hintT0)
-		hintCheck(t, d, ok)
-		d, ok = quotagate.HintFromAt(nil, body, hintT0)
-		hintCheck(t, d, ok)
+		d, ok := hint.FromAt(&http.Response{StatusCode: 429, Header: h}, body, t0)
+		check(t, d, ok)
+		d, ok = hint.FromAt(nil, body, t0)
+		check(t, d, ok)
 	})
 }

@@ -1,14 +1,14 @@
-package quotagate_test
+package hint_test
 
 import (
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/hint"
 )
 
-func ExampleHintFromText() {
+func ExampleFromText() {
 	for _, s := range []string{
 		"Rate limit exceeded. Please try again in 15 seconds.",
 		"retry in 10.5s",
@@ -17,7 +17,7 @@ func ExampleHintFromText() {
 		"limit of 100 requests in 60 seconds", // a window, not a wait
 		"try again later",
 	} {
-		d, ok := quotagate.HintFromText(s)
+		d, ok := hint.FromText(s)
 		fmt.Println(d, ok)
 	}
 	// Output:
@@ -29,7 +29,7 @@ func ExampleHintFromText() {
 	// 0s false
 }
 
-func ExampleHintFrom() {
+func ExampleFrom() {
 	// A 429 as a provider sends it: a Retry-After header and a JSON body.
 	resp := &http.Response{
 		StatusCode: http.StatusTooManyRequests,
@@ -37,18 +37,18 @@ func ExampleHintFrom() {
 	}
 	body := []byte(`{"error":{"message":"Rate limit exceeded. Please try again in 20 seconds."}}`)
 
-	d, ok := quotagate.HintFrom(resp, body)
+	d, ok := hint.From(resp, body)
 	fmt.Println(d, ok) // Retry-After wins
 
 	resp.Header.Del("Retry-After")
-	d, ok = quotagate.HintFrom(resp, body)
+	d, ok = hint.From(resp, body)
 	fmt.Println(d, ok) // the message is read as prose
 	// Output:
 	// 15s true
 	// 20s true
 }
 
-func ExampleHintFromAt() {
+func ExampleFromAt() {
 	// An HTTP-date is measured against the response's Date header, so a
 	// skewed local clock (now) does not change the hint.
 	date := time.Date(2025, time.March, 4, 5, 6, 7, 0, time.UTC)
@@ -60,6 +60,6 @@ func ExampleHintFromAt() {
 		},
 	}
 	now := date.Add(10 * time.Minute)
-	fmt.Println(quotagate.HintFromAt(resp, nil, now))
+	fmt.Println(hint.FromAt(resp, nil, now))
 	// Output: 30s true
 }
