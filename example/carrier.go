@@ -15,19 +15,22 @@ import (
 
 // carrier is a fake carrier API on loopback. It speaks the protocol of
 // tracking.HTTPClient and, when it has a quota, enforces it per credential
-// for real: over quota it answers 429 with the retry hint only in the prose
+// for real: over quota it answers 429 with the retry hint in the prose
 // of a JSON field, like the provider in the article:
 //
 //	{"error":{"code":"rate_limited","message":"Rate limit exceeded. Please try again in 1 second."}}
+//
+// With headers, it also advertises the credential's budget on every
+// response, 200 and 429 alike (see setBudgetHeaders), and adds the hint of a
+// 429 as Retry-After.
 //
 // It also keeps the figures the demo reports, measured where they happen:
 // requests, acceptances and refusals, and refusals sent into a window the
 // carrier had already announced as closed.
 type carrier struct {
-	name    string
-	quota   *quotaSpec    // nil: no quota at all
-	latency time.Duration // time to answer, after the quota decision
-	now     func() time.Time
+	name string
+	carrierOptions
+	now func() time.Time
 
 	mu       sync.Mutex
 	accounts map[string]*account // by credential
@@ -69,22 +72,32 @@ type arrival struct {
 // the worker's middleware chain (Unix ns). See run.instrument.
 const enteredHeader = "X-Demo-Entered"
 
+// carrierOptions say how a carrier behaves.
+type carrierOptions struct {
+	quota   *quotaSpec    // nil: no quota at all
+	latency time.Duration // time to answer, after the quota decision
+	headers bool          // advertise the budget on every response (-headers)
+	// origin is when each credential's fixed windows start: the start of
+	// the run, on a whole second, like a provider whose windows follow the
+	// clock. Zero: at the credential's first request.
+	origin time.Time
+}
+
 // newCarrier starts a carrier on loopback that accepts the given
-// credentials; quota nil means unconstrained. Each credential's quota clock
-// starts with its first request (fixed windows are aligned to it).
-func newCarrier(name string, quota *quotaSpec, latency time.Duration, credentials ...string) *carrier {
-	c := makeCarrier(name, quota, latency, time.Now, credentials...)
+// credentials.
+func newCarrier(name string, o carrierOptions, credentials ...string) *carrier {
+	c := makeCarrier(name, o, time.Now, credentials...)
 	c.srv = httptest.NewServer(c.handler())
 	return c
 }
 
 // makeCarrier returns a carrier on the clock now, not yet serving.
-func makeCarrier(name string, quota *quotaSpec, latency time.Duration, now func() time.Time, credentials ...string) *carrier {
-	c := &carrier{name: name, quota: quota, latency: latency, now: now, accounts: map[string]*account{}}
+func makeCarrier(name string, o carrierOptions, now func() time.Time, credentials ...string) *carrier {
+	c := &carrier{name: name, carrierOptions: o, now: now, accounts: map[string]*account{}}
 	for _, cred := range credentials {
 		a := &account{}
-		if quota != nil {
-			a.quota = quota.newModel(time.Time{})
+		if o.quota != nil {
+			a.quota = o.quota.newModel(o.origin)
 		}
 		c.accounts[cred] = a
 	}
@@ -105,17 +118,22 @@ func (c *carrier) handler() http.Handler {
 
 // track answers one poll.
 func (c *carrier) track(w http.ResponseWriter, r *http.Request) {
-	now := c.now()
 	cred, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 
 	c.mu.Lock()
+	// The clock is read under the lock, so the models see arrivals in
+	// order: a fixed window must never be asked about an earlier window
+	// after a later one (it would reset its counter).
+	now := c.now()
 	a, known := c.accounts[cred]
 	ok, wait := known, time.Duration(0)
+	var b budget
 	if known {
 		c.stats.Requests++
 		c.log = append(c.log, arrival{at: now, entered: parseEntered(r.Header.Get(enteredHeader))})
 		if a.quota != nil {
 			ok, wait = a.quota.take(now)
+			b = a.quota.budget(now)
 		}
 		switch {
 		case ok:
@@ -134,19 +152,37 @@ func (c *carrier) track(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, apiError("unauthorized", "Invalid API key."))
 		return
 	}
+	if c.headers && a.quota != nil {
+		setBudgetHeaders(w.Header(), b)
+	}
 	c.sleep(r)
 	if !ok {
-		secs := hintSeconds(wait)
+		secs := hintSeconds(c.quota.hint(wait))
 		c.mu.Lock()
 		if until := now.Add(time.Duration(secs) * time.Second); until.After(a.closedUntil) {
 			a.closedUntil = until // told from now on
 		}
 		c.mu.Unlock()
+		if c.headers {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
 		writeJSON(w, http.StatusTooManyRequests, apiError("rate_limited", refusalMessage(secs)))
 		return
 	}
 	number := r.PathValue("number")
 	writeJSON(w, http.StatusOK, tracking.Result{Number: number, Status: statusOf(number), UpdatedAt: now.UTC().Truncate(time.Second)})
+}
+
+// setBudgetHeaders advertises b as GitHub-style X-RateLimit-* fields, with
+// the reset as Reddit's X-Ratelimit-Reset and the IETF draft's
+// RateLimit-Reset have it: delta seconds ("approximate number of seconds to
+// end of period"), rounded up so a client that waits it out finds the slot
+// free. Remaining counts this request as spent when it was accepted, and
+// is 0 on a refusal. Reset is 0 when nothing is spent.
+func setBudgetHeaders(h http.Header, b budget) {
+	h.Set("X-RateLimit-Limit", strconv.Itoa(b.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(b.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64((b.Reset+time.Second-1)/time.Second), 10))
 }
 
 // sleep is the carrier's processing time: the answer, 429 included, reaches

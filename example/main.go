@@ -3,9 +3,19 @@
 //
 //	go run ./example                 fixed-window carrier, everything in-process
 //	go run ./example -model bucket   token-bucket carrier
+//	go run ./example -model sliding  sliding-window carrier (its hint: the whole window)
+//	go run ./example -headers        the carrier advertises its budget on every response
 //	go run ./example -json           final figures as JSON, one object per line
 //	go run ./example -ui :8080       also serve asynqmon, keep serving until Ctrl-C
 //	go run ./example -redis redis://localhost:6379/0
+//	go run ./example -bench -runs 3 -redis redis://127.0.0.1:6390/0
+//
+// -bench runs the issues' measurement instead of one table: every scenario
+// of bench.go (fixed window 40 per 5 s, token bucket 8/s burst 10, sliding
+// window 40 per 5 s with -headers, and the first two with -headers), each
+// in every mode, 200 polls all at the constrained carrier, 20 workers,
+// asynq's DelayedTaskCheckInterval 1 s; it prints requests per accepted poll
+// and wall time per mode beside the quota's ideal, as min–max over -runs.
 //
 // The modes, run one after another on the same seed and quota, each on fresh
 // state (fresh carrier counters, its own asynq queue and gate key prefix):
@@ -25,9 +35,13 @@
 // are mostly waited out in-process (Config.MaxHold), so for a good look use a
 // longer window: go run ./example -ui :8080 -window 10s -rate 30 -polls 100.
 //
+// The constrained carrier's windows start with each mode's run, on a whole
+// second.
+//
 // Files: carrier.go is the fake carrier and quota.go its quota models;
 // run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
-// behind the figures, report.go prints them; ui.go serves asynqmon.
+// behind the figures, report.go prints them; bench.go is -bench; ui.go
+// serves asynqmon.
 package main
 
 import (
@@ -57,21 +71,42 @@ func main() {
 // options are the command's flags.
 type options struct {
 	settings
-	modes   string
-	redis   string
-	ui      string
-	jsonOut bool
+	modes     string
+	redis     string
+	ui        string
+	jsonOut   bool
+	bench     bool
+	runs      int
+	scenarios string
 }
+
+// The defaults that differ between the demo and -bench: the demo keeps
+// asynq's forwarder fast and shows that the free carrier's polls are not
+// held up by the constrained one's pauses; -bench measures the issues'
+// setting (DelayedTaskCheckInterval 1 s, every poll at the constrained
+// carrier, so the ideal is the quota's alone: 23.75 s for the bucket).
+const (
+	// 100 ms: retry times are whole seconds, and asynq's default forwarder
+	// interval of 5 s would add up to 5 s to every 1-second pause; 100 ms
+	// keeps the added delay small for one cheap Redis call per tick.
+	demoDelayedCheck  = 100 * time.Millisecond
+	benchDelayedCheck = time.Second
+	demoFree          = 15 // percent
+	benchFree         = 0
+)
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.quota.Model, "model", "fixed", "the carrier's quota model: fixed (N requests per window) or bucket (token bucket)")
-	fs.IntVar(&o.quota.Rate, "rate", 10, "fixed: requests per window; bucket: tokens per second")
+	fs.StringVar(&o.quota.Model, "model", modelFixed, "the carrier's quota model: fixed (N requests per window), bucket (token bucket) or sliding (N in any window, hint: the whole window)")
+	fs.IntVar(&o.quota.Rate, "rate", 10, "fixed, sliding: requests per window; bucket: tokens per second")
 	fs.IntVar(&o.quota.Burst, "burst", 10, "bucket: its size")
-	fs.DurationVar(&o.quota.Window, "window", time.Second, "fixed: the window's length")
-	fs.IntVar(&o.polls, "polls", 200, fmt.Sprintf("tracking numbers to poll (%d%% at the carrier without quota)", freeShare))
+	fs.DurationVar(&o.quota.Window, "window", time.Second, "fixed, sliding: the window's length")
+	fs.BoolVar(&o.headers, "headers", false, "the carrier advertises its budget on every response (X-RateLimit-Limit, -Remaining, -Reset in delta seconds) and sends Retry-After on 429")
+	fs.IntVar(&o.polls, "polls", 200, "tracking numbers to poll")
+	fs.IntVar(&o.free, "free", -1, fmt.Sprintf("percent of the polls at the carrier without quota (default %d, with -bench %d)", demoFree, benchFree))
+	fs.DurationVar(&o.delayedCheck, "delayed-check", 0, fmt.Sprintf("asynq DelayedTaskCheckInterval (default %v, with -bench %v)", demoDelayedCheck, benchDelayedCheck))
 	fs.IntVar(&o.workers, "workers", 20, "asynq Concurrency")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload and of the gate's jitter")
 	fs.DurationVar(&o.latency, "latency", 25*time.Millisecond, "the carriers' answer time")
@@ -81,17 +116,57 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
 	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
 	fs.StringVar(&o.ui, "ui", "", "serve asynqmon on this address (e.g. :8080) and keep serving until Ctrl-C")
-	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode per line) instead of the table")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode (and run) per line) instead of the table")
+	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
+	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")
+	fs.StringVar(&o.scenarios, "scenarios", scenarioNames(), "-bench: scenarios to run, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.bench {
+		// The scenarios set the quota: a quota flag would be ignored.
+		var conflict error
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "model", "rate", "burst", "window", "headers", "ui":
+				conflict = fmt.Errorf("-%s does not go with -bench (the scenarios set the quota; see -scenarios)", f.Name)
+			}
+		})
+		if conflict != nil {
+			return o, conflict
+		}
+	}
+	o.free = pick(o.free, -1, demoFree, benchFree, o.bench)
+	o.delayedCheck = pick(o.delayedCheck, 0, demoDelayedCheck, benchDelayedCheck, o.bench)
 	if err := o.quota.validate(); err != nil {
 		return o, err
 	}
-	if o.polls < 1 || o.workers < 1 {
+	switch {
+	case o.polls < 1 || o.workers < 1:
 		return o, errors.New("-polls and -workers must be at least 1")
+	case o.free < 0 || o.free > 100:
+		return o, fmt.Errorf("-free %d: want a percentage, 0 to 100", o.free)
+	case o.delayedCheck <= 0:
+		return o, fmt.Errorf("-delayed-check %v: want a positive interval", o.delayedCheck)
+	case o.runs < 1:
+		return o, fmt.Errorf("-runs %d: want at least 1", o.runs)
 	}
 	return o, nil
+}
+
+// pick returns v unless it is unset, else the default of the demo or of
+// -bench.
+func pick[T comparable](v, unset, demo, bench T, isBench bool) T {
+	switch {
+	case v != unset:
+		return v
+	case isBench:
+		return bench
+	}
+	return demo
 }
 
 // selectModes returns the modes named in list, in their usual order.
@@ -130,6 +205,12 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var list []scenario
+	if o.bench {
+		if list, err = selectScenarios(o.scenarios); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -148,10 +229,14 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	}
 
 	prog := &progress{w: stderr, tty: isTerminal(stderr)}
-	polls := workload(o.polls, o.seed)
+	if o.bench {
+		_, err := runBench(ctx, e, o, list, run, stdout, prog)
+		return err
+	}
+	polls := workload(o.polls, o.free, o.seed)
 	var all []figures
 	for _, m := range run {
-		f, err := runMode(ctx, e, m, o.settings, polls, prog)
+		f, err := runMode(ctx, e, m.Name, m, o.settings, polls, prog)
 		if err != nil {
 			return err
 		}
@@ -193,8 +278,8 @@ func openEnv(o options) (env, func(), error) {
 		return env{
 			opt: opt,
 			rdb: rdb,
-			names: func(m mode) (string, string) {
-				n := "quotagate-demo:" + id + ":" + m.Name
+			names: func(label string) (string, string) {
+				n := "quotagate-demo:" + id + ":" + label
 				return n, n
 			},
 			keep:   o.ui != "",
@@ -215,7 +300,7 @@ func openEnv(o options) (env, func(), error) {
 	return env{
 			opt:   asynq.RedisClientOpt{Addr: m.Addr()},
 			rdb:   rdb,
-			names: func(md mode) (string, string) { return md.Name, "quotagate:" + md.Name },
+			names: func(label string) (string, string) { return label, "quotagate:" + label },
 		}, func() {
 			rdb.Close()
 			m.Close()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,21 +25,23 @@ func TestModesEndToEnd(t *testing.T) {
 	e := env{
 		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
 		rdb:   rdb,
-		names: func(md mode) (string, string) { return "test:" + md.Name, "qgtest:" + md.Name },
+		names: func(label string) (string, string) { return "test:" + label, "qgtest:" + label },
 	}
 	s := settings{
-		quota:   quotaSpec{Model: "fixed", Rate: 10, Window: time.Second},
-		polls:   40,
-		workers: 8,
-		seed:    1,
-		latency: 25 * time.Millisecond,
-		timeout: 2 * time.Minute,
+		quota:        quotaSpec{Model: "fixed", Rate: 10, Window: time.Second},
+		polls:        40,
+		free:         demoFree,
+		workers:      8,
+		seed:         1,
+		latency:      25 * time.Millisecond,
+		timeout:      2 * time.Minute,
+		delayedCheck: demoDelayedCheck,
 	}
-	polls := workload(s.polls, s.seed)
+	polls := workload(s.polls, s.free, s.seed)
 
 	got := map[string]figures{}
 	for _, md := range modes {
-		f, err := runMode(context.Background(), e, md, s, polls, nil)
+		f, err := runMode(context.Background(), e, md.Name, md, s, polls, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", md.Name, err)
 		}
@@ -116,10 +119,102 @@ func TestJSON(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-model", "sliding"}, {"-rate", "0"}, {"-polls", "0"}, {"-modes", "local,fast"},
+		{"-model", "leaky"}, {"-rate", "0"}, {"-polls", "0"}, {"-modes", "local,fast"},
+		{"-free", "101"}, {"-delayed-check", "-1s"}, {"-runs", "0"}, {"extra"},
+		{"-bench", "-model", "bucket"}, {"-bench", "-headers"}, {"-bench", "-scenarios", "fixed,leaky"},
+		{"-bench", "-scenarios", ","},
 	} {
 		if err := realMain(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+// TestFlagDefaults: the demo and -bench differ in their defaults only
+// where the issues' measurement says so; an explicit value wins.
+func TestFlagDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		free  int
+		check time.Duration
+	}{
+		{nil, demoFree, demoDelayedCheck},
+		{[]string{"-bench"}, benchFree, benchDelayedCheck},
+		{[]string{"-bench", "-free", "15", "-delayed-check", "100ms"}, 15, 100 * time.Millisecond},
+		{[]string{"-free", "0", "-delayed-check", "1s"}, 0, time.Second},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if o.free != c.free || o.delayedCheck != c.check {
+			t.Errorf("%v: -free %d, -delayed-check %v; want %d, %v", c.args, o.free, o.delayedCheck, c.free, c.check)
+		}
+	}
+}
+
+// TestBench runs -bench's loop on a tiny scenario, twice, and reads its
+// table: counts only.
+func TestBench(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	e := env{
+		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
+		rdb:   rdb,
+		names: func(label string) (string, string) { return "bench:" + label, "qgbench:" + label },
+	}
+	o, err := parseFlags([]string{"-bench", "-polls", "24", "-workers", "8", "-runs", "2", "-delayed-check", "100ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scenario{Name: "tiny", Quota: quotaSpec{Model: modelSliding, Rate: 10, Window: time.Second}, Headers: true}
+	run := []mode{modes[2]} // gate+limit: the quickest to finish
+	var out bytes.Buffer
+	results, err := runBench(context.Background(), e, o, []scenario{sc}, run, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	if len(results) != 1 || results[0].ideal != 2*time.Second {
+		t.Fatalf("results %+v: want one scenario of ideal 2s (24 polls, 10 per second)", results)
+	}
+	for _, md := range run {
+		runs := results[0].byMode[md.Name]
+		if len(runs) != 2 {
+			t.Fatalf("%s: %d runs, want 2", md.Name, len(runs))
+		}
+		for _, f := range runs {
+			if f.Completed != 24 || f.Accepted != 24 || f.Scenario != "tiny" || f.Run < 1 {
+				t.Errorf("%s run %d: %+v", md.Name, f.Run, f)
+			}
+			if f.Waste < 1 {
+				t.Errorf("%s run %d: %v requests per accepted", md.Name, f.Run, f.Waste)
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "| sliding window, 10 requests per 1s; budget in headers") || strings.Count(last, "×,") != 1 || !strings.HasSuffix(last, "| 2 s |") {
+		t.Fatalf("table row %q", last)
+	}
+}
+
+func TestBenchCell(t *testing.T) {
+	f := func(waste float64, wall time.Duration, done int) figures {
+		return figures{Polls: 200, Completed: done, Waste: waste, Wall: wall}
+	}
+	for _, c := range []struct {
+		runs []figures
+		want string
+	}{
+		{nil, "–"},
+		{[]figures{f(1.04, 21100*time.Millisecond, 200)}, "1.04×, 21.1 s"},
+		{[]figures{f(1.06, 22*time.Second, 200), f(1.04, 21100*time.Millisecond, 200)}, "1.04–1.06×, 21.1–22.0 s"},
+		{[]figures{f(1, 20*time.Second, 200), f(1.001, 20010*time.Millisecond, 199)}, "1.00×, 20.0 s (1 run(s) incomplete)"},
+	} {
+		if got := benchCell(c.runs); got != c.want {
+			t.Errorf("benchCell = %q, want %q", got, c.want)
 		}
 	}
 }

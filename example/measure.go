@@ -22,6 +22,8 @@ import (
 
 // figures are the results of one mode, as printed.
 type figures struct {
+	Scenario    string        `json:"scenario,omitempty"` // -bench
+	Run         int           `json:"run,omitempty"`      // -bench: 1, 2, ...
 	Mode        string        `json:"mode"`
 	Polls       int           `json:"polls"`
 	Completed   int           `json:"completed"`

@@ -2,12 +2,15 @@ package main
 
 import (
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate"
 	"github.com/quotagate/quotagate/hint"
 )
 
@@ -132,6 +135,11 @@ func TestIdeal(t *testing.T) {
 		{quotaSpec{Model: "fixed", Rate: 5, Window: 10 * time.Second}, 12, 20 * time.Second},
 		{bucket, 5, 0}, {bucket, 10, 0}, {bucket, 170, 16 * time.Second},
 		{quotaSpec{Model: "bucket", Rate: 8, Burst: 10}, 200, 23750 * time.Millisecond},
+		{quotaSpec{Model: "bucket", Rate: 3, Burst: 1}, 4, 3 * (time.Second / 3)}, // the model's interval, 1/3 s, is whole ns: 333333333
+		{quotaSpec{Model: "sliding", Rate: 40, Window: 5 * time.Second}, 200, 20 * time.Second},
+		{quotaSpec{Model: "sliding", Rate: 40, Window: 5 * time.Second}, 201, 25 * time.Second},
+		{quotaSpec{Model: "sliding", Rate: 3, Window: time.Second}, 7, 2 * time.Second},
+		{quotaSpec{Model: "fixed", Rate: 40, Window: 5 * time.Second}, 170, 20 * time.Second},
 	} {
 		if got := c.q.ideal(c.p); got != c.want {
 			t.Errorf("%v: ideal(%d) = %v, want %v", c.q, c.p, got, c.want)
@@ -144,7 +152,7 @@ func TestIdeal(t *testing.T) {
 // already-closed window.
 func TestCarrier(t *testing.T) {
 	now := t0
-	c := makeCarrier("acme", &quotaSpec{Model: "fixed", Rate: 2, Window: time.Second}, 0,
+	c := makeCarrier("acme", carrierOptions{quota: &quotaSpec{Model: "fixed", Rate: 2, Window: time.Second}},
 		func() time.Time { return now }, "secret")
 	h := c.handler()
 	get := func(cred string) *http.Response {
@@ -160,7 +168,7 @@ func TestCarrier(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Header.Get("Retry-After") != "" || !strings.Contains(string(body), `"rate_limited"`) {
+		if resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") != "" || !strings.Contains(string(body), `"rate_limited"`) {
 			t.Fatalf("refusal %q: want the hint in the JSON prose only", body)
 		}
 		d, ok := hint.From(resp, body)
@@ -213,5 +221,259 @@ func TestLeaks(t *testing.T) {
 	}
 	if got := leaks(log, pauses); got != 1 {
 		t.Fatalf("leaks = %d, want 1", got)
+	}
+}
+
+func TestSlidingLog(t *testing.T) {
+	spec := quotaSpec{Model: "sliding", Rate: 3, Window: time.Second}
+	q := spec.newModel(t0)
+	runSteps(t, q, []step{
+		{at: 0, ok: true},
+		{at: 200 * time.Millisecond, ok: true},
+		{at: 400 * time.Millisecond, ok: true},
+		{at: 500 * time.Millisecond, wait: 500 * time.Millisecond, hint: 1},  // the slot of +0 frees at +1 s
+		{at: time.Second, ok: true},                                          // ... and is taken
+		{at: 1100 * time.Millisecond, wait: 100 * time.Millisecond, hint: 1}, // the slot of +0.2 s: refusals are not logged
+		{at: 1200 * time.Millisecond, ok: true},
+		{at: 1399 * time.Millisecond, wait: time.Millisecond, hint: 1},
+		{at: 1400 * time.Millisecond, ok: true},
+		{at: 5 * time.Second, ok: true}, // all expired
+		{at: 5 * time.Second, ok: true},
+		{at: 5 * time.Second, ok: true},
+		{at: 5 * time.Second, wait: time.Second, hint: 1},
+	})
+	// Whatever the exact wait, the carrier's hint is the whole window.
+	long := quotaSpec{Model: "sliding", Rate: 40, Window: 5 * time.Second}
+	for _, wait := range []time.Duration{time.Millisecond, 2 * time.Second, 5 * time.Second} {
+		if h := hintSeconds(long.hint(wait)); h != 5 {
+			t.Errorf("sliding hint for an exact wait of %v: %d s, want 5", wait, h)
+		}
+		if h := hintSeconds(quotaSpec{Model: "fixed", Rate: 40, Window: 5 * time.Second}.hint(wait)); h != hintSeconds(wait) {
+			t.Errorf("fixed hint for %v: %d s, want the exact wait rounded up", wait, h)
+		}
+	}
+}
+
+// TestSlidingLogExact drives the sliding log with a seeded random
+// workload (bursts and lulls) and checks it against its definition: no
+// window of its length ever holds more than n acceptances, and it refuses
+// only when the window ending with the request already holds n.
+func TestSlidingLogExact(t *testing.T) {
+	const n, w = 40, 5 * time.Second
+	q := quotaSpec{Model: "sliding", Rate: n, Window: w}.newModel(t0)
+	rng := rand.New(rand.NewPCG(7, 9))
+	var accepted []time.Time
+	inWindow := func(now time.Time) int { // acceptances in (now-w, now]
+		c := 0
+		for _, a := range accepted {
+			if now.Sub(a) < w {
+				c++
+			}
+		}
+		return c
+	}
+	now, refused := t0, 0
+	for range 5000 {
+		if rng.IntN(10) == 0 {
+			now = now.Add(time.Duration(rng.Int64N(int64(3 * time.Second)))) // a lull
+		} else {
+			now = now.Add(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
+		}
+		full := inWindow(now) >= n
+		ok, wait := q.take(now)
+		switch {
+		case ok && full:
+			t.Fatalf("at +%v: accepted with %d already in the window", now.Sub(t0), n)
+		case !ok && !full:
+			t.Fatalf("at +%v: refused with %d in the window", now.Sub(t0), inWindow(now))
+		case ok:
+			accepted = append(accepted, now)
+		default:
+			refused++
+			if ok2, _ := q.take(now.Add(wait)); !ok2 {
+				t.Fatalf("at +%v: refused again after its exact wait %v", now.Sub(t0), wait)
+			}
+			accepted = append(accepted, now.Add(wait))
+			now = now.Add(wait)
+		}
+	}
+	for i, a := range accepted {
+		c := 0
+		for _, b := range accepted[i:] {
+			if b.Sub(a) < w {
+				c++
+			}
+		}
+		if c > n {
+			t.Fatalf("%d acceptances in the window starting at +%v, want at most %d", c, a.Sub(t0), n)
+		}
+	}
+	if refused == 0 || len(accepted) < 1000 {
+		t.Fatalf("%d accepted, %d refused: the workload does not test the limit", len(accepted), refused)
+	}
+}
+
+// TestBudget: what each model advertises after each request.
+func TestBudget(t *testing.T) {
+	type bstep struct {
+		at   time.Duration
+		ok   bool
+		want budget
+	}
+	for _, c := range []struct {
+		q     quotaSpec
+		steps []bstep
+	}{
+		{quotaSpec{Model: "fixed", Rate: 2, Window: time.Second}, []bstep{
+			{0, true, budget{2, 1, time.Second}},
+			{300 * time.Millisecond, true, budget{2, 0, 700 * time.Millisecond}},
+			{400 * time.Millisecond, false, budget{2, 0, 600 * time.Millisecond}},
+			{2500 * time.Millisecond, true, budget{2, 1, 500 * time.Millisecond}}, // a later window
+		}},
+		{quotaSpec{Model: "sliding", Rate: 2, Window: time.Second}, []bstep{
+			{0, true, budget{2, 1, time.Second}},
+			{300 * time.Millisecond, true, budget{2, 0, 700 * time.Millisecond}}, // one slot frees at +1 s
+			{400 * time.Millisecond, false, budget{2, 0, 600 * time.Millisecond}},
+			{1100 * time.Millisecond, true, budget{2, 0, 200 * time.Millisecond}}, // the slot of +0.3 s is next
+			{1300 * time.Millisecond, true, budget{2, 0, 800 * time.Millisecond}},
+		}},
+		{quotaSpec{Model: "bucket", Rate: 4, Burst: 3}, []bstep{ // a token per 250 ms
+			{0, true, budget{3, 2, 250 * time.Millisecond}},
+			{0, true, budget{3, 1, 250 * time.Millisecond}},
+			{100 * time.Millisecond, true, budget{3, 0, 150 * time.Millisecond}},
+			{200 * time.Millisecond, false, budget{3, 0, 50 * time.Millisecond}},
+			{250 * time.Millisecond, true, budget{3, 0, 250 * time.Millisecond}},
+			{900 * time.Millisecond, true, budget{3, 1, 100 * time.Millisecond}},
+		}},
+	} {
+		m := c.q.newModel(t0)
+		for i, s := range c.steps {
+			now := t0.Add(s.at)
+			ok, _ := m.take(now)
+			if got := m.budget(now); ok != s.ok || got != s.want {
+				t.Fatalf("%v, step %d at +%v: %v, %+v; want %v, %+v", c.q, i, s.at, ok, got, s.ok, s.want)
+			}
+		}
+	}
+}
+
+// TestCarrierHeaders: with headers, every answer of the constrained
+// carrier, 200 and 429, advertises the budget; a 429 also carries its hint
+// as Retry-After, equal to the prose, and the library reads it.
+func TestCarrierHeaders(t *testing.T) {
+	type answer struct {
+		at                      time.Duration
+		status                  int
+		limit, remaining, reset string
+		retryAfter              string // 429 only
+	}
+	for _, c := range []struct {
+		q       quotaSpec
+		answers []answer
+	}{
+		{quotaSpec{Model: "fixed", Rate: 2, Window: 5 * time.Second}, []answer{
+			{0, 200, "2", "1", "5", ""},
+			{1200 * time.Millisecond, 200, "2", "0", "4", ""}, // 3.8 s left: rounded up
+			{1300 * time.Millisecond, 429, "2", "0", "4", "4"},
+			{5 * time.Second, 200, "2", "1", "5", ""},
+		}},
+		{quotaSpec{Model: "sliding", Rate: 2, Window: 5 * time.Second}, []answer{
+			{0, 200, "2", "1", "5", ""},
+			{3 * time.Second, 200, "2", "0", "2", ""},
+			{3500 * time.Millisecond, 429, "2", "0", "2", "5"}, // the slot of +0 frees in 1.5 s; the hint says the window
+			{5 * time.Second, 200, "2", "0", "3", ""},
+		}},
+		{quotaSpec{Model: "bucket", Rate: 8, Burst: 2}, []answer{
+			{0, 200, "2", "1", "1", ""}, // a token in 125 ms: rounded up
+			{0, 200, "2", "0", "1", ""},
+			{0, 429, "2", "0", "1", "1"},
+		}},
+	} {
+		now := t0
+		car := makeCarrier("acme", carrierOptions{quota: &c.q, headers: true, origin: t0}, func() time.Time { return now }, "secret")
+		h := car.handler()
+		for i, a := range c.answers {
+			now = t0.Add(a.at)
+			req := httptest.NewRequest("GET", "/v1/shipments/AC0000000001", nil)
+			req.Header.Set("Authorization", "Bearer secret")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			resp := rec.Result()
+			hd := resp.Header
+			got := answer{a.at, resp.StatusCode, hd.Get("X-RateLimit-Limit"), hd.Get("X-RateLimit-Remaining"), hd.Get("X-RateLimit-Reset"), hd.Get("Retry-After")}
+			if got != a {
+				t.Fatalf("%v, request %d: %+v, want %+v", c.q, i, got, a)
+			}
+			if a.status != 429 {
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(body), refusalMessage(mustAtoi(t, a.retryAfter))) {
+				t.Fatalf("%v, request %d: body %q does not say Retry-After %s s in prose", c.q, i, body, a.retryAfter)
+			}
+			if d, ok := hint.From(resp, body); !ok || d != time.Duration(mustAtoi(t, a.retryAfter))*time.Second {
+				t.Fatalf("%v, request %d: the library reads %v, %v", c.q, i, d, ok)
+			}
+		}
+	}
+
+	// The carrier without quota advertises nothing, headers or not.
+	free := makeCarrier("swift", carrierOptions{headers: true}, time.Now, "secret")
+	req := httptest.NewRequest("GET", "/v1/shipments/SW0000000001", nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	rec := httptest.NewRecorder()
+	free.handler().ServeHTTP(rec, req)
+	if rec.Code != 200 || rec.Header().Get("X-RateLimit-Remaining") != "" {
+		t.Fatalf("free carrier: HTTP %d, headers %v", rec.Code, rec.Header())
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCarrierOrigin: the fixed windows start at the carrier's origin (the
+// run's start on a whole second), not at the first request.
+func TestCarrierOrigin(t *testing.T) {
+	now := t0
+	c := makeCarrier("acme", carrierOptions{quota: &quotaSpec{Model: "fixed", Rate: 1, Window: time.Second}, origin: t0},
+		func() time.Time { return now }, "secret")
+	h := c.handler()
+	for i, s := range []struct {
+		at     time.Duration
+		status int
+	}{
+		{900 * time.Millisecond, 200},
+		{1000 * time.Millisecond, 200}, // a new window at +1 s, not at +1.9 s
+		{1500 * time.Millisecond, 429},
+	} {
+		now = t0.Add(s.at)
+		req := httptest.NewRequest("GET", "/v1/shipments/AC0000000001", nil)
+		req.Header.Set("Authorization", "Bearer secret")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != s.status {
+			t.Fatalf("request %d at +%v: HTTP %d, want %d", i, s.at, rec.Code, s.status)
+		}
+	}
+}
+
+func TestConfiguredLimit(t *testing.T) {
+	for _, c := range []struct {
+		q    quotaSpec
+		want quotagate.Limit
+	}{
+		{quotaSpec{Model: "fixed", Rate: 40, Window: 5 * time.Second}, quotagate.FixedWindow(40, 5*time.Second)},
+		{quotaSpec{Model: "sliding", Rate: 40, Window: 5 * time.Second}, quotagate.Limit{Rate: 40, Period: 5 * time.Second, Burst: 1}},
+		{quotaSpec{Model: "bucket", Rate: 8, Burst: 10}, quotagate.Limit{Rate: 8, Period: time.Second, Burst: 10}},
+	} {
+		if got := configuredLimit(c.q); got != c.want {
+			t.Errorf("configuredLimit(%v) = %+v, want %+v", c.q, got, c.want)
+		}
 	}
 }

@@ -12,24 +12,32 @@ import (
 // place on a terminal, printed once per mode otherwise. A nil *progress
 // prints nothing.
 type progress struct {
-	w   io.Writer
-	tty bool
+	w      io.Writer
+	tty    bool
+	prefix string // what runs, before the mode's name (-bench: scenario and run)
+}
+
+// setPrefix sets what the lines say before the mode's name.
+func (p *progress) setPrefix(s string) {
+	if p != nil {
+		p.prefix = s
+	}
 }
 
 func (p *progress) update(mode string, done, total, requests, refused int, elapsed time.Duration) {
 	if p == nil || !p.tty {
 		return
 	}
-	fmt.Fprintf(p.w, "\r%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs\x1b[K",
-		mode, done, total, requests, refused, elapsed.Seconds())
+	fmt.Fprintf(p.w, "\r%s%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs\x1b[K",
+		p.prefix, mode, done, total, requests, refused, elapsed.Seconds())
 }
 
 func (p *progress) finish(f figures) {
 	if p == nil {
 		return
 	}
-	line := fmt.Sprintf("%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs",
-		f.Mode, f.Completed, f.Polls, f.Requests, f.Refused, f.Wall.Seconds())
+	line := fmt.Sprintf("%s%-10s %4d/%d polls done  %5d requests  %4d refused  %5.1fs",
+		p.prefix, f.Mode, f.Completed, f.Polls, f.Requests, f.Refused, f.Wall.Seconds())
 	if p.tty {
 		fmt.Fprintf(p.w, "\r%s\x1b[K\n", line)
 		return
@@ -45,8 +53,12 @@ func printTable(w io.Writer, s settings, polls []poll, all []figures) {
 			nFree++
 		}
 	}
-	fmt.Fprintf(w, "carrier %s: %s per credential; carrier %s: no quota; carrier latency %v\n",
-		constrained, s.quota, free, s.latency)
+	advertised := ""
+	if s.headers {
+		advertised = ", budget in headers"
+	}
+	fmt.Fprintf(w, "carrier %s: %s per credential%s; carrier %s: no quota; carrier latency %v\n",
+		constrained, s.quota, advertised, free, s.latency)
 	fmt.Fprintf(w, "workload: %d polls (%d %s, %d %s), %d workers, seed %d\n\n",
 		len(polls), len(polls)-nFree, constrained, nFree, free, s.workers, s.seed)
 

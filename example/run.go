@@ -48,24 +48,21 @@ const (
 	swiftCredential = "swift-demo-secret-key-never-logged"
 )
 
-// freeShare is the part of the polls that go to the free carrier, in percent.
-const freeShare = 15
-
 // poll is one tracking number of the workload.
 type poll struct {
 	Carrier string
 	Number  string
 }
 
-// workload returns n polls, freeShare% of them at the free carrier, with
-// numbers and order drawn from seed.
-func workload(n int, seed uint64) []poll {
+// workload returns n polls, freePct percent of them at the free carrier,
+// with numbers and order drawn from seed.
+func workload(n, freePct int, seed uint64) []poll {
 	rng := rand.New(rand.NewPCG(seed, 0x51ca7e))
 	seen := map[string]bool{}
 	polls := make([]poll, 0, n)
 	for i := range n {
 		c, prefix := constrained, "AC"
-		if i < n*freeShare/100 {
+		if i < n*freePct/100 {
 			c, prefix = free, "SW"
 		}
 		for {
@@ -85,35 +82,35 @@ func workload(n int, seed uint64) []poll {
 type env struct {
 	opt    asynq.RedisConnOpt
 	rdb    redis.UniversalClient
-	names  func(m mode) (queue, prefix string) // distinct per mode: fresh state
-	keep   bool                                // keep each mode's queue afterwards (for -ui)
-	remove bool                                // delete each mode's queue afterwards (real Redis)
+	names  func(label string) (queue, prefix string) // distinct per label: fresh state
+	keep   bool                                      // keep each mode's queue afterwards (for -ui)
+	remove bool                                      // delete each mode's queue afterwards (real Redis)
 }
 
 // settings are the flags a run depends on.
 type settings struct {
 	quota   quotaSpec
+	headers bool // the constrained carrier advertises its budget (-headers)
 	polls   int
+	free    int // percent of the polls at the carrier without quota
 	workers int
 	seed    uint64
 	latency time.Duration
 	timeout time.Duration // per mode
 	hold    time.Duration // quotagate Config.MaxHold (0: its default)
 	holders int           // quotagate Config.MaxHolders (0: its default)
+	// delayedCheck is asynq's DelayedTaskCheckInterval: how often its
+	// forwarder moves due retries back to the queue.
+	delayedCheck time.Duration
 }
 
-// runMode runs the workload in mode m on fresh state and returns its figures.
-func runMode(ctx context.Context, e env, m mode, s settings, polls []poll, prog *progress) (figures, error) {
-	queue, prefix := e.names(m)
+// runMode runs the workload in mode m on fresh state, under names made from
+// label (unique per run of a mode), and returns its figures.
+func runMode(ctx context.Context, e env, label string, m mode, s settings, polls []poll, prog *progress) (figures, error) {
+	queue, prefix := e.names(label)
 	r := &run{mode: m, s: s, total: len(polls)}
 
-	// Fresh carriers: fresh quota and counters.
-	acme := newCarrier(constrained, &s.quota, s.latency, acmeCredential)
-	defer acme.Close()
-	swift := newCarrier(free, nil, s.latency, swiftCredential)
-	defer swift.Close()
-
-	// Enqueue everything first; the clock starts with the server.
+	// Enqueue everything first.
 	client := asynq.NewClient(e.opt)
 	defer client.Close()
 	carriers := map[string]tracking.Carrier{
@@ -126,10 +123,22 @@ func runMode(ctx context.Context, e env, m mode, s settings, polls []poll, prog 
 		}
 	}
 
+	// The run starts on the next whole second, and the constrained
+	// carrier's windows with it, as a provider's windows follow the clock.
+	// Fresh carriers: fresh quota and counters.
+	start := time.Now().Truncate(time.Second).Add(time.Second)
+	acme := newCarrier(constrained, carrierOptions{quota: &s.quota, latency: s.latency, headers: s.headers, origin: start}, acmeCredential)
+	defer acme.Close()
+	swift := newCarrier(free, carrierOptions{latency: s.latency}, swiftCredential)
+	defer swift.Close()
+
 	transport := &http.Transport{MaxIdleConnsPerHost: 2 * s.workers}
 	defer transport.CloseIdleConnections()
-	srv, mux := r.server(e, queue, prefix, newResolver(r, transport, acme, swift))
-	start := time.Now()
+	srv, mux, closeGate := r.server(e, queue, prefix, newResolver(r, transport, acme, swift))
+	defer closeGate()
+	if err := sleepUntil(ctx, start); err != nil {
+		return figures{}, err
+	}
 	if err := srv.Start(mux); err != nil {
 		return figures{}, fmt.Errorf("start asynq server: %w", err)
 	}
@@ -137,6 +146,7 @@ func runMode(ctx context.Context, e env, m mode, s settings, polls []poll, prog 
 	srv.Shutdown()
 	if e.remove && !e.keep {
 		removeQueue(e, queue)
+		removeKeys(e, prefix)
 	}
 
 	f := r.figures(start, acme, swift)
@@ -144,17 +154,29 @@ func runMode(ctx context.Context, e env, m mode, s settings, polls []poll, prog 
 	return f, err
 }
 
+// sleepUntil waits until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
 // server returns the mode's asynq server and handler chain: the bookkeeping
-// middleware, then the gate (gate modes), then the tracking handler.
-func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (*asynq.Server, *asynq.ServeMux) {
+// middleware, then the gate (gate modes), then the tracking handler; and
+// the function that closes the gate once the server is shut down.
+func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (*asynq.Server, *asynq.ServeMux, func()) {
+	closeGate := func() {}
 	cfg := asynq.Config{
 		Concurrency: r.s.workers,
 		Queues:      map[string]int{queue: 1},
 		// Retry times are whole seconds, and the forwarder moves due
-		// retries to the queue every DelayedTaskCheckInterval: the default
-		// 5 s would add up to 5 s to every 1-second pause. 100 ms keeps
-		// the added delay small for one cheap Redis call per tick.
-		DelayedTaskCheckInterval: 100 * time.Millisecond,
+		// retries to the queue every DelayedTaskCheckInterval (-delayed-check).
+		DelayedTaskCheckInterval: r.s.delayedCheck,
 		// How often an idle worker pool looks for new tasks (default 1 s).
 		TaskCheckInterval: 50 * time.Millisecond,
 		ErrorHandler:      asynq.ErrorHandlerFunc(r.onError),
@@ -170,10 +192,10 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 			Tuning: quotagate.Tuning{MaxHold: r.s.hold, MaxHolders: r.s.holders},
 		}
 		if r.mode.Limit {
-			gcfg.Limits = map[string][]quotagate.Limit{constrained: {r.s.quota.limit()}}
+			gcfg.Limits = map[string][]quotagate.Limit{constrained: {configuredLimit(r.s.quota)}}
 		}
 		g := quotagate.New(e.rdb, gcfg)
-		defer g.Close()
+		closeGate = func() { g.Close() }
 		r.gate = g // before the server starts: instrument reads it
 		mux.Use(g.Middleware())
 		cfg.IsFailure = quotagate.IsFailure
@@ -183,7 +205,7 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 		cfg.RetryDelayFunc = localRetryDelay
 	}
 	mux.Handle(tracking.TypePoll, &tracking.Handler{Resolver: res, Report: r.report})
-	return asynq.NewServer(e.opt, cfg), mux
+	return asynq.NewServer(e.opt, cfg), mux, closeGate
 }
 
 // newResolver returns the resolver of the two carriers' credentials. Their
@@ -211,6 +233,19 @@ func removeQueue(e env, queue string) {
 	}
 }
 
+// removeKeys deletes the gate's keys of a run in a shared Redis: only those
+// under its prefix, which is unique to the run.
+func removeKeys(e env, prefix string) {
+	ctx := context.Background()
+	iter := e.rdb.Scan(ctx, 0, prefix+":*", 100).Iterator()
+	for iter.Next(ctx) {
+		e.rdb.Del(ctx, iter.Val())
+	}
+}
+
+// errTimedOut is the error of a mode that did not finish within -timeout.
+var errTimedOut = errors.New("timed out")
+
 // wait returns when every poll completed or was archived, at the timeout,
 // or when ctx ends, updating the progress line meanwhile.
 func (r *run) wait(ctx context.Context, start time.Time, acme, swift *carrier, prog *progress) error {
@@ -229,7 +264,7 @@ func (r *run) wait(ctx context.Context, start time.Time, acme, swift *carrier, p
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
-			return fmt.Errorf("mode %s: %d of %d polls done after %v", r.mode.Name, done, r.total, r.s.timeout)
+			return fmt.Errorf("mode %s: %d of %d polls done after %v: %w", r.mode.Name, done, r.total, r.s.timeout, errTimedOut)
 		case <-tick.C:
 		}
 	}
@@ -252,12 +287,20 @@ func localRetryDelay(n int, err error, t *asynq.Task) time.Duration {
 	return asynq.DefaultRetryDelayFunc(n, err, t)
 }
 
-// limit is the gate's Limit at the carrier's real quota: a fixed window of N
-// per W is N per W with burst 1 (never more than N in any window W), a
-// token bucket is its rate per second with its burst.
-func (q quotaSpec) limit() quotagate.Limit {
-	if q.Model == "bucket" {
+// configuredLimit is the gate's Limit at the carrier's real quota, the one
+// place the gate+limit mode's limit is chosen.
+func configuredLimit(q quotaSpec) quotagate.Limit {
+	switch q.Model {
+	case modelBucket:
+		// A token bucket is its rate per second with its burst.
 		return quotagate.PerSecond(q.Rate, q.Burst)
+	case modelFixed:
+		// The provider's own model: N per window W, spent as each window
+		// opens, aligned to the provider's reset once a hint or a reset
+		// header tells where its windows end.
+		return quotagate.FixedWindow(q.Rate, q.Window)
 	}
+	// A sliding window of N per W admits N at once, but then nothing for a
+	// whole W: of the GCRA's settings only burst 1 never exceeds it.
 	return quotagate.Limit{Rate: q.Rate, Period: q.Window, Burst: 1}
 }
