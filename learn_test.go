@@ -122,7 +122,8 @@ func TestAdmitStackedLimits(t *testing.T) {
 // what a scope got accepted between its reopening and the next refusal,
 // over the window the refusal's hint implies, becomes its limit: a fixed
 // window aligned to that refusal's reset. Refusals of requests already in
-// flight teach nothing; a cycle without a success halves the limit.
+// flight teach nothing; a refusal under the learned limit takes a quarter
+// off, a window spent whole adds one, never above what was seen accepted.
 func TestLearnFromRefusals(t *testing.T) {
 	const ms = time.Millisecond
 	ctx := context.Background()
@@ -167,16 +168,27 @@ func TestLearnFromRefusals(t *testing.T) {
 	}
 	steps = append(steps, step{0, open, limited, time.Second}, step{800 * ms, open, admitted, 200 * ms})
 	runSteps(t, c, st, k, steps)
-	// A cycle without a success halves it.
+	// A refusal under the learned limit takes a quarter off.
 	c.advance(200 * ms)
 	st.pause(ctx, k, time.Second, hinted)
-	if m := learned(); m["n"] != "4" {
-		t.Errorf("after a cycle without success: n = %s, want 4", m["n"])
+	if m := learned(); m["n"] != "6" || m["best"] != "8" {
+		t.Fatalf("after a refusal under the learned limit: %v, want n 6, best 8", m)
+	}
+	// Each window spent whole without a refusal adds one, up to best.
+	win := []step{{time.Second, open, admitted, 0}}
+	for range 5 {
+		win = append(win, step{0, open, admitted, 0})
+	}
+	win = append(win, step{0, open, limited, time.Second})
+	runSteps(t, c, st, k, win)
+	runSteps(t, c, st, k, []step{{time.Second, open, admitted, 0}})
+	if m := learned(); m["n"] != "7" {
+		t.Errorf("after a window spent whole: n = %s, want 7", m["n"])
 	}
 	// Manual pauses teach nothing.
 	c.advance(time.Second)
 	st.pause(ctx, k, time.Minute, refusalFacts{})
-	if m := learned(); m["n"] != "4" {
+	if m := learned(); m["n"] != "7" {
 		t.Errorf("a manual pause changed n to %s", m["n"])
 	}
 }

@@ -48,10 +48,13 @@ end
 // b and bp (a reset of the provider's window, Unix ms, and its precision).
 // The first refusal of a cycle (the scope was open) closes it: what the scope
 // got accepted between its reopening and this refusal, over the window from
-// the reopening to the new deadline, is the quota the provider grants; w is
-// rounded to whole seconds when the hint was (a hint of "5 seconds" read at
-// any point of the last second). A cycle with no success halves n
-// (multiplicative decrease). Refusals of requests already in flight when the
+// the reopening to the new deadline, is the quota the provider grants (n,
+// and best: the most it was ever seen to accept); w is rounded to whole
+// seconds when the hint was (a hint of "5 seconds" read at any point of the
+// last second). A refusal under a learned limit takes a quarter off n
+// (multiplicative decrease); each window spent whole without a refusal adds
+// one, up to best (additive increase, in admitScript): never above what was
+// observed to succeed. Refusals of requests already in flight when the
 // scope paused do not count. The state expires after learnTTL without a
 // refusal: a quota learned long ago is a hint, not a law.
 var pauseScript = redis.NewScript(luaPrelude + `
@@ -68,17 +71,18 @@ end
 local okd = tonumber(ARGV[5])
 if okd > 0 and open and redis.call('EXISTS', KEYS[2]) == 1 then redis.pcall('HINCRBY', KEYS[2], 'ok', okd) end
 if ARGV[4] == '1' and open then
-  local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n')
+  local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best')
   if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
-  local since, ok, n = int(v[1]), int(v[2]) or 0, int(v[3])
+  local since, ok, n, best = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0
   local prec = tonumber(ARGV[6])
-  if since and since < now_ms then
+  if n then
+    -- refused under the learned limit: multiplicative decrease
+    redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)))
+  elseif since and since < now_ms then
     local w = deadline - since
     if prec >= 1000 then w = math.floor((w + 500) / 1000) * 1000 end
     if ok >= 1 and w >= 1000 and w <= 3600000 then
-      redis.call('HSET', KEYS[2], 'n', ok, 'w', w)
-    elseif ok == 0 and n then
-      redis.call('HSET', KEYS[2], 'n', math.max(1, math.floor(n / 2)))
+      redis.call('HSET', KEYS[2], 'n', ok, 'w', w, 'best', math.max(best, ok))
     end
   end
   redis.call('HSET', KEYS[2], 'since', deadline, 'ok', 0, 'b', deadline, 'bp', prec)
@@ -245,7 +249,7 @@ local function line(earliest, inc)
 end
 
 -- What the scope learned: successes since the last refusal, and the limit.
-local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp')
+local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp', 'best')
 local learned = int(ln[1])
 local bnd, bprec = int(ln[3]), int(ln[4]) or 0
 
@@ -281,7 +285,7 @@ elseif probe > 0 then
   probing = 1
 end
 if n == 0 and learned and int(ln[2]) and not budget then
-  lim[1] = {key = KEYS[5], kind = 1, per = int(ln[2]) * 1000, r = learned}
+  lim[1] = {key = KEYS[5], kind = 1, per = int(ln[2]) * 1000, r = learned, learned = true, best = int(ln[5]) or learned}
   n = 1
   if reopen == 0 then reopen = learned end
 end
@@ -297,6 +301,7 @@ if block and (not deadline or block > deadline) then deadline = block end
 if okd > 0 and not deadline and redis.call('EXISTS', KEYS[4]) == 1 then redis.pcall('HINCRBY', KEYS[4], 'ok', okd) end
 
 -- Limits: the earliest instant t ≥ start every limit admits.
+local function field(s) return string.format('%.0f', s) end -- µs, never in exponent form
 local function fixed_state(l)
   if not l.st then
     local raw = redis.pcall('HGETALL', l.key)
@@ -325,7 +330,7 @@ local function earliest(l, t)
   local st = fixed_state(l)
   for _ = 1, 3 do
     local s, stop = fixed_window(l, t)
-    if t < stop and (st[tostring(s)] or 0) + cost <= l.r then return t end
+    if t < stop and (st[field(s)] or 0) + cost <= l.r then return t end
     t = s + l.per
   end
   return t
@@ -342,7 +347,11 @@ local function spend(l, t)
     if f ~= 'a' and tonumber(f) and tonumber(f) < s - l.per then redis.call('HDEL', l.key, f) end
   end
   if not bnd and not st.a then redis.call('HSET', l.key, 'a', a) end
-  redis.call('HINCRBY', l.key, tostring(s), cost)
+  if l.learned and not st[field(s)] and (st[field(s - l.per)] or 0) >= l.r and l.r < l.best then
+    -- additive increase: the last window was spent whole without a refusal
+    redis.call('HSET', KEYS[4], 'n', l.r + 1)
+  end
+  redis.call('HINCRBY', l.key, field(s), cost)
   redis.call('PEXPIRE', l.key, math.ceil((s + 2 * l.per - now_us) / 1000))
 end
 
