@@ -154,16 +154,19 @@ func TestLearnFromRefusals(t *testing.T) {
 	if m["n"] != "8" || m["w"] != "1000" || m["b"] != strconv.FormatInt(deadline, 10) || m["ok"] != "0" {
 		t.Fatalf("after a cycle: %v; want n 8 per w 1000 from %d", m, deadline)
 	}
-	// A refusal of a request in flight teaches nothing, and its successes
-	// belong to the closed window.
-	st.pause(ctx, k, time.Second, refusalFacts{hinted: true, precision: time.Second, successes: 4})
-	if m := learned(); m["n"] != "8" || m["ok"] != "0" {
-		t.Errorf("a refusal during the pause changed %v", m)
+	// A refusal of a request in flight teaches nothing; successes reported
+	// until the deadline (requests in flight at the refusal) are the closed
+	// window's: 2 more.
+	st.pause(ctx, k, time.Second, hinted)
+	late := open
+	late.successes = 2
+	runSteps(t, c, st, k, []step{{0, late, paused, time.Second}})
+	if m := learned(); m["n"] != "10" || m["best"] != "10" || m["ok"] != "0" {
+		t.Errorf("after a refusal and successes during the pause: %v, want n 10, best 10, ok 0", m)
 	}
-	// The learned limit: 8 at the reset, then the next window.
-	open.successes = 0
+	// The learned limit: 10 at the reset, then the next window.
 	steps := []step{{time.Second, open, admitted, 0}}
-	for range 7 {
+	for range 9 {
 		steps = append(steps, step{0, open, admitted, 0})
 	}
 	steps = append(steps, step{0, open, limited, time.Second}, step{800 * ms, open, admitted, 200 * ms})
@@ -171,24 +174,24 @@ func TestLearnFromRefusals(t *testing.T) {
 	// A refusal under the learned limit takes a quarter off.
 	c.advance(200 * ms)
 	st.pause(ctx, k, time.Second, hinted)
-	if m := learned(); m["n"] != "6" || m["best"] != "8" {
-		t.Fatalf("after a refusal under the learned limit: %v, want n 6, best 8", m)
+	if m := learned(); m["n"] != "7" || m["best"] != "10" {
+		t.Fatalf("after a refusal under the learned limit: %v, want n 7, best 10", m)
 	}
 	// Each window spent whole without a refusal adds one, up to best.
 	win := []step{{time.Second, open, admitted, 0}}
-	for range 5 {
+	for range 6 {
 		win = append(win, step{0, open, admitted, 0})
 	}
 	win = append(win, step{0, open, limited, time.Second})
 	runSteps(t, c, st, k, win)
 	runSteps(t, c, st, k, []step{{time.Second, open, admitted, 0}})
-	if m := learned(); m["n"] != "7" {
-		t.Errorf("after a window spent whole: n = %s, want 7", m["n"])
+	if m := learned(); m["n"] != "8" {
+		t.Errorf("after a window spent whole: n = %s, want 8", m["n"])
 	}
 	// Manual pauses teach nothing.
 	c.advance(time.Second)
 	st.pause(ctx, k, time.Minute, refusalFacts{})
-	if m := learned(); m["n"] != "7" {
+	if m := learned(); m["n"] != "8" {
 		t.Errorf("a manual pause changed n to %s", m["n"])
 	}
 }

@@ -49,7 +49,9 @@ end
 // The first refusal of a cycle (the scope was open) closes it: what the scope
 // got accepted between its reopening and this refusal, over the window from
 // the reopening to the new deadline, is the quota the provider grants (n,
-// and best: the most it was ever seen to accept); w is rounded to whole
+// and best: the most it was ever seen to accept); the successes reported
+// until that deadline (late: the requests in flight at the refusal, and
+// those whose handler had not returned) are added to it. w is rounded to whole
 // seconds when the hint was (a hint of "5 seconds" read at any point of the
 // last second). A refusal under a learned limit takes a quarter off n
 // (multiplicative decrease); each window spent whole without a refusal adds
@@ -69,12 +71,16 @@ else
   redis.call('PEXPIREAT', KEYS[1], deadline)
 end
 local okd = tonumber(ARGV[5])
-if okd > 0 and open and redis.call('EXISTS', KEYS[2]) == 1 then redis.pcall('HINCRBY', KEYS[2], 'ok', okd) end
+local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best', 'late')
+if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
+local since, ok, n, best, late = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0, int(v[5])
+if okd > 0 and open and since then ok = ok + okd; redis.call('HSET', KEYS[2], 'ok', ok) end
+if okd > 0 and not open and n and late == cur then
+  redis.call('HSET', KEYS[2], 'n', n + okd, 'best', math.max(best, n + okd))
+end
 if ARGV[4] == '1' and open then
-  local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best')
-  if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
-  local since, ok, n, best = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0
   local prec = tonumber(ARGV[6])
+  local learnt = 0
   if n then
     -- refused under the learned limit: multiplicative decrease
     redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)))
@@ -83,8 +89,10 @@ if ARGV[4] == '1' and open then
     if prec >= 1000 then w = math.floor((w + 500) / 1000) * 1000 end
     if ok >= 1 and w >= 1000 and w <= 3600000 then
       redis.call('HSET', KEYS[2], 'n', ok, 'w', w, 'best', math.max(best, ok))
+      learnt = deadline
     end
   end
+  redis.call('HSET', KEYS[2], 'late', learnt)
   redis.call('HSET', KEYS[2], 'since', deadline, 'ok', 0, 'b', deadline, 'bp', prec)
   redis.call('PEXPIRE', KEYS[2], ` + learnTTLms + `)
 end
@@ -249,7 +257,7 @@ local function line(earliest, inc)
 end
 
 -- What the scope learned: successes since the last refusal, and the limit.
-local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp', 'best')
+local ln = hget(KEYS[4], 'n', 'w', 'b', 'bp', 'best', 'late')
 local learned = int(ln[1])
 local bnd, bprec = int(ln[3]), int(ln[4]) or 0
 
@@ -297,8 +305,14 @@ local deadline = int(redis.pcall('GET', KEYS[1]))
 if not (deadline and deadline > now_ms and deadline - now_ms <= maxp) then deadline = nil end
 if block and (not deadline or block > deadline) then deadline = block end
 -- Successes count toward the learning cycle that began at the last
--- reopening; those reported while paused belong to the window that closed.
-if okd > 0 and not deadline and redis.call('EXISTS', KEYS[4]) == 1 then redis.pcall('HINCRBY', KEYS[4], 'ok', okd) end
+-- reopening; those reported while paused belong to the window that closed
+-- (see pauseScript's late).
+if okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+  if not deadline then redis.pcall('HINCRBY', KEYS[4], 'ok', okd)
+  elseif int(ln[6]) == deadline then
+    redis.call('HSET', KEYS[4], 'n', (learned or 0) + okd, 'best', math.max(int(ln[5]) or 0, (learned or 0) + okd))
+  end
+end
 
 -- Limits: the earliest instant t ≥ start every limit admits.
 local function field(s) return string.format('%.0f', s) end -- µs, never in exponent form
