@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { Main(m, NoLeaks()) }
 
 func TestPing(t *testing.T) {
 	srv := Start(t)
@@ -202,7 +202,7 @@ func TestStartFailureShowsOutput(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := startServer(bin, t.TempDir())
+	_, err := startServer(bin, t.TempDir(), false)
 	if err == nil || !strings.Contains(err.Error(), "exited during start-up") ||
 		!strings.Contains(err.Error(), "FATAL CONFIG FILE ERROR (stand-in)") {
 		t.Fatalf("startServer error = %v; want start-up exit with the server's output", err)
