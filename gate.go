@@ -95,7 +95,9 @@ type Config struct {
 
 	// FailClosed defers tasks for FailClosedDelay when the store cannot
 	// answer, instead of running them (the default, fail open: availability
-	// over strict protection). Default false.
+	// over strict protection). A fail-closed gate also admits from its open
+	// cache only within StoreTimeout of Redis's last answer, and never after
+	// a failed call until Redis answers again. Default false.
 	FailClosed bool
 
 	// FailClosedDelay is the deferral when FailClosed is set and the store
@@ -189,8 +191,10 @@ type Gate struct {
 // tag.
 func New(rdb redis.UniversalClient, cfg Config) *Gate {
 	cfg = cfg.withDefaults()
-	s := store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}
-	return &Gate{cfg: cfg, store: s, open: &openCache{rdb: rdb, channel: s.channel(), maxAge: cfg.OpenCache, now: cfg.Now}}
+	g := &Gate{cfg: cfg, store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}}
+	g.open = newOpenCache(rdb, g.store.channel(), cfg)
+	g.store.track = g.open.track
+	return g
 }
 
 // Close releases the gate's subscription to pause announcements (see

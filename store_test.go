@@ -742,7 +742,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 // the call failed.
 func TestStoreDirectTimeout(t *testing.T) {
 	rdb, _ := hangingRedis(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	st := New(rdb, Config{StoreTimeout: 100 * time.Millisecond}).store
+	st := &New(rdb, Config{StoreTimeout: 100 * time.Millisecond}).store
 	if !st.direct {
 		t.Fatal("a client with ContextTimeoutEnabled should be called directly")
 	}
