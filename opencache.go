@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -177,9 +178,10 @@ func (c *openCache) reset(live bool) {
 	clear(c.seen)
 }
 
-// watch subscribes and follows the announcements until close. Subscribing
-// may block on an unresponsive Redis: it happens here, never under the lock
-// or on a task's path.
+// watch subscribes and follows the announcements until close, or until the
+// client is closed (a gate never closed must not leave its watcher behind).
+// Subscribing may block on an unresponsive Redis: it happens here, never
+// under the lock or on a task's path.
 func (c *openCache) watch() {
 	ctx := context.Background()
 	ps := c.rdb.Subscribe(ctx, c.channel)
@@ -206,6 +208,11 @@ func (c *openCache) watch() {
 			backoff = 10 * time.Millisecond
 		case *redis.Message:
 			c.forget(m.Payload)
+		}
+		if errors.Is(err, redis.ErrClosed) { // the client is closed: nothing to follow any more
+			c.reset(false)
+			ps.Close()
+			return
 		}
 		if err != nil {
 			c.reset(false)
