@@ -220,10 +220,15 @@ func bounded[T any](ctx context.Context, s *store, call func(context.Context) (T
 	if s.track != nil {
 		done = s.track()
 	}
-	if n := s.running.Load(); !s.direct && n >= maxRunning && s.failing.Load() {
-		err := fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n)
-		done(err)
-		return zero, err
+	if !s.direct {
+		// Take a place among the running calls first, then look: two
+		// callers can never both take the last place.
+		if n := s.running.Add(1); n > maxRunning && s.failing.Load() {
+			s.running.Add(-1)
+			err := fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n-1)
+			done(err)
+			return zero, err
+		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -252,11 +257,11 @@ type result[T any] struct {
 // noTrack is the tracker of a store without one.
 func noTrack(error) {}
 
-// watchdog runs call in a goroutine, counted in s.running, and returns its
-// result, or ctx's error when ctx ends first: the call then goes on alone.
+// watchdog runs call in a goroutine, whose place in s.running the caller
+// has taken and which gives it back, and returns its result, or ctx's error
+// when ctx ends first: the call then goes on alone.
 func watchdog[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) result[T] {
 	done := make(chan result[T], 1)
-	s.running.Add(1)
 	go func() {
 		defer s.running.Add(-1)
 		v, err := call(ctx)
