@@ -188,7 +188,7 @@ func lookPath(tb testing.TB, name string) string {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if RequireRedis(os.Getenv(RequireEnv)) {
-			tb.Fatalf("redistest: %s not found in PATH and %s is set; install it, e.g. apt-get install -y redis-server", name, RequireEnv)
+			tb.Fatalf("redistest: %s not found in PATH and %s is set; install it, e.g. apt-get install -y redis-server redis-tools", name, RequireEnv)
 		}
 		tb.Skipf("redistest: %s not found in PATH; skipping test that needs a real Redis (set %s=1 to make this a failure)", name, RequireEnv)
 	}
