@@ -45,7 +45,7 @@ func TestFaultUnderLoad(t *testing.T) {
 			t.Parallel()
 			srv := redistest.StartPrivate(t) // the gates' Redis
 			asynqRedis := redistest.Start(t) // asynq's
-			fleets := []*faultFleet{newFaultFleet(t, srv, asynqRedis, false), newFaultFleet(t, srv, asynqRedis, true)}
+			fleets := []*faultFleet{newFaultFleet(t, fault, srv, asynqRedis, false), newFaultFleet(t, fault, srv, asynqRedis, true)}
 
 			var wg sync.WaitGroup
 			for _, f := range fleets {
@@ -101,7 +101,7 @@ type faultEvent struct{ begin, start time.Time }
 
 type faultBeginKey struct{}
 
-func newFaultFleet(t *testing.T, srv *redistest.Server, asynqRedis *redistest.Server, failClosed bool) *faultFleet {
+func newFaultFleet(t *testing.T, fault string, srv *redistest.Server, asynqRedis *redistest.Server, failClosed bool) *faultFleet {
 	name := "open"
 	if failClosed {
 		name = "closed"
@@ -114,7 +114,7 @@ func newFaultFleet(t *testing.T, srv *redistest.Server, asynqRedis *redistest.Se
 		rdb.AddHook(f.trips[i])
 		t.Cleanup(func() { rdb.Close() })
 		if i == 0 {
-			f.e = mwNewEnv(t, &mwBackend{name: "fleet " + name, addr: asynqRedis.Addr, rdb: rdb, prefix: prefix})
+			f.e = mwNewEnv(t, &mwBackend{name: fault + ", fail " + name, addr: asynqRedis.Addr, rdb: rdb, prefix: prefix})
 		}
 		// OpenCache is long so that, after recovery, only an announcement
 		// can tell the other gate of a pause.
