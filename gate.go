@@ -46,7 +46,10 @@ type Config struct {
 
 	// FailClosed defers tasks for Tuning.FailClosedDelay when the store
 	// cannot answer, instead of running them (the default, fail open:
-	// availability over strict protection). Default false.
+	// availability over strict protection). A fail-closed gate also admits
+	// from its open cache only within StoreTimeout of Redis's last answer,
+	// and never after a failed call until Redis answers again. Default
+	// false.
 	FailClosed bool
 
 	// Logger receives store failures, recorded pauses and archived tasks.
@@ -209,9 +212,11 @@ func New(rdb redis.UniversalClient, cfg Config) *Gate {
 // newGate is New with the worker's clock and the jitter's randomness given.
 func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd func() float64) *Gate {
 	cfg = cfg.withDefaults()
-	s := store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}
-	return &Gate{cfg: cfg, store: s, now: now, rand: rnd,
-		open: &openCache{rdb: rdb, channel: s.channel(), maxAge: cfg.Tuning.OpenCache, now: now}}
+	g := &Gate{cfg: cfg, now: now, rand: rnd,
+		store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}}
+	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
+	g.store.track = g.open.track
+	return g
 }
 
 // Close releases the gate's subscription to pause announcements (see

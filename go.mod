@@ -7,6 +7,7 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/hibiken/asynqmon v0.7.2
 	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

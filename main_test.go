@@ -13,9 +13,10 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-// TestMain shares one real redis-server among the tests of the package; it
-// is started lazily by the first redistest.Start and stopped at the end.
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain shares one real redis-server (and one Redis Cluster) among the
+// tests of the package; each is started lazily by the first redistest.Start
+// (StartCluster) and stopped at the end, then no goroutine may be left.
+func TestMain(m *testing.M) { redistest.Main(m, redistest.NoLeaks()) }
 
 // t0 is the fixed Redis clock of the miniredis tests: a whole second, so
 // ms and µs values computed from it are exact.
@@ -60,10 +61,11 @@ type backend struct {
 	open func(t *testing.T) env
 }
 
-// backends returns the Redis implementations a case runs on where both
-// matter: miniredis (fixed clock at t0) and a real redis-server (isolated
-// by a fresh key prefix; skipped, or failed under QUOTAGATE_REQUIRE_REDIS,
-// when redis-server is not installed). Run each as a subtest:
+// backends returns the Redis implementations a case runs on where they
+// matter: miniredis (fixed clock at t0), a real redis-server and a 3-master
+// Redis Cluster (each isolated by a fresh key prefix; skipped, or failed
+// under QUOTAGATE_REQUIRE_REDIS, when redis-server or redis-cli is not
+// installed). Run each as a subtest:
 //
 //	for _, b := range backends(t) {
 //		t.Run(b.name, func(t *testing.T) { e := b.open(t); ... })
@@ -78,6 +80,10 @@ func backends(t *testing.T) []backend {
 		{"redis", func(t *testing.T) env {
 			srv := redistest.Start(t)
 			return env{rdb: srv.Client(t), prefix: srv.Prefix(t)}
+		}},
+		{"cluster", func(t *testing.T) env {
+			c := redistest.StartCluster(t)
+			return env{rdb: c.Client(t), prefix: c.Prefix(t)}
 		}},
 	}
 }

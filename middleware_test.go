@@ -60,13 +60,23 @@ var (
 // mwBackend is the Redis one subtest runs on.
 type mwBackend struct {
 	name   string
-	addr   string        // for asynq
-	rdb    *redis.Client // for the gate and raw reads
-	prefix string        // Config.Prefix of the gate
+	addr   string                // for asynq
+	conn   asynq.RedisConnOpt    // for asynq instead of addr, when set (a cluster)
+	rdb    redis.UniversalClient // for the gate and raw reads
+	prefix string                // Config.Prefix of the gate
 }
 
-// mwOnBackends runs f on miniredis and on a real redis-server (skipped when
-// redis-server is missing, unless QUOTAGATE_REQUIRE_REDIS=1), in parallel.
+// asynqOpt is how asynq connects to the backend.
+func (b *mwBackend) asynqOpt() asynq.RedisConnOpt {
+	if b.conn != nil {
+		return b.conn
+	}
+	return asynq.RedisClientOpt{Addr: b.addr}
+}
+
+// mwOnBackends runs f on miniredis, on a real redis-server and on a Redis
+// Cluster (asynq on RedisClusterClientOpt; skipped when redis-server or
+// redis-cli is missing, unless QUOTAGATE_REQUIRE_REDIS=1), in parallel.
 func mwOnBackends(t *testing.T, f func(t *testing.T, e *mwEnv)) {
 	t.Helper()
 	t.Run("miniredis", func(t *testing.T) {
@@ -80,6 +90,11 @@ func mwOnBackends(t *testing.T, f func(t *testing.T, e *mwEnv)) {
 		t.Parallel()
 		s := redistest.Start(t)
 		f(t, mwNewEnv(t, &mwBackend{name: "redis-server", addr: s.Addr, rdb: s.Client(t), prefix: s.Prefix(t)}))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		c := redistest.StartCluster(t)
+		f(t, mwNewEnv(t, &mwBackend{name: "cluster", conn: asynq.RedisClusterClientOpt{Addrs: c.Addrs}, rdb: c.Client(t), prefix: c.Prefix(t)}))
 	})
 }
 
@@ -106,8 +121,8 @@ func mwNewEnv(t *testing.T, b *mwBackend) *mwEnv {
 		t:      t,
 		b:      b,
 		queue:  fmt.Sprintf("qgmw-%d-%s", mwQueueSeq.Add(1), name),
-		client: asynq.NewClient(asynq.RedisClientOpt{Addr: b.addr}),
-		insp:   asynq.NewInspector(asynq.RedisClientOpt{Addr: b.addr}),
+		client: asynq.NewClient(b.asynqOpt()),
+		insp:   asynq.NewInspector(b.asynqOpt()),
 		log:    new(testLogBuffer),
 	}
 	t.Cleanup(func() {
@@ -165,7 +180,7 @@ func (e *mwEnv) serve(g *Gate, h asynq.HandlerFunc, opts ...mwServerOpt) *mwReco
 	mux := asynq.NewServeMux()
 	mux.Use(rec.middleware, g.Middleware())
 	mux.Handle(mwTaskType, h)
-	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: e.b.addr}, cfg)
+	srv := asynq.NewServer(e.b.asynqOpt(), cfg)
 	if err := srv.Start(mux); err != nil {
 		e.t.Fatalf("asynq server: %v", err)
 	}
@@ -255,9 +270,11 @@ func (e *mwEnv) checkNoSecret() {
 		e.t.Errorf("the gate logged the credential secret:\n%s", e.log)
 	}
 	ctx := context.Background()
-	iter := e.b.rdb.Scan(ctx, 0, e.b.prefix+":*", 100).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
+	keys, err := scanKeys(ctx, e.b.rdb, e.b.prefix+":*")
+	if err != nil {
+		e.t.Errorf("SCAN %s:*: %v", e.b.prefix, err)
+	}
+	for _, k := range keys {
 		v, _ := e.b.rdb.Get(ctx, k).Result()
 		if strings.Contains(k, mwSecret) || strings.Contains(v, mwSecret) {
 			e.t.Errorf("Redis key %q (value %q) holds the credential secret", k, v)

@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -27,19 +28,53 @@ import (
 //
 // The staleness in the normal case is the delivery delay of one Redis
 // message, the same order as the round trip it saves.
+//
+// A fail-closed gate (Config.FailClosed) promises to admit nothing the
+// store cannot vouch for, and a hung Redis (or a silent network) breaks no
+// subscription: it just stops answering. So with FailClosed an entry is
+// also trusted only
+//
+//   - within trustFor (Config.StoreTimeout) of the start of the last store
+//     call Redis answered: the proof of life is never older than the
+//     longest a round trip may take, so the cache admits nothing a round
+//     trip made at the same moment could not have admitted, give or take
+//     one bound. A busy gate keeps it fresh at the cost of at most one
+//     round trip per StoreTimeout (4 per second by default) for all its
+//     cached scopes: when the proof is too old, the next admission makes
+//     the round trip that renews it.
+//   - if no store call has failed since that answer: any failed or
+//     abandoned call (a timeout, a refused connection, the abandoned-calls
+//     cap) forgets every entry at once, so from the first failure on every
+//     admission asks Redis, and fails closed, until Redis answers again.
+//
+// A fail-open gate keeps neither rule: when the store fails it admits
+// anyway, so the cache changes nothing but the cost.
 type openCache struct {
-	rdb     redis.UniversalClient
-	channel string
-	maxAge  time.Duration
-	now     func() time.Time
+	rdb      redis.UniversalClient
+	channel  string
+	maxAge   time.Duration
+	trustFor time.Duration // FailClosed: the proof of life's lifetime; 0: no proof needed
+	now      func() time.Time
 
 	mu      sync.Mutex
 	live    bool                 // subscribed, no error since
-	gen     uint64               // bumped by every announcement and subscription change
+	gen     uint64               // bumped by every announcement, subscription change and store failure
 	seen    map[string]time.Time // pause key → when seen open
+	alive   time.Time            // start of the last call Redis answered, with no failure since (trustFor > 0)
+	fails   uint64               // store failures seen (trustFor > 0)
 	started bool                 // the watcher runs
 	ps      *redis.PubSub        // the watcher's subscription, once made
 	closed  bool
+}
+
+// newOpenCache returns the open cache of a gate with configuration cfg
+// (defaults applied), announcements arriving on channel.
+func newOpenCache(rdb redis.UniversalClient, channel string, cfg Config, now func() time.Time) *openCache {
+	c := &openCache{rdb: rdb, channel: channel, maxAge: cfg.Tuning.OpenCache, now: now}
+	if cfg.FailClosed {
+		c.trustFor = cfg.StoreTimeout
+	}
+	return c
 }
 
 // pruneAt is how many entries the cache holds before it drops old ones.
@@ -54,7 +89,36 @@ func (c *openCache) fresh(k string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at, ok := c.seen[k]
-	return ok && c.live && c.now().Sub(at) < c.maxAge
+	now := c.now()
+	return ok && c.live && now.Sub(at) < c.maxAge && (c.trustFor <= 0 || now.Sub(c.alive) < c.trustFor)
+}
+
+// track follows one store call (store.track): called as the call starts,
+// it returns the function that hears how it ended. With trustFor set, an
+// answer proves Redis alive as of the call's start, unless a failure was
+// seen meanwhile (a late answer to an older call proves nothing about now);
+// a failure forgets every entry and the proof.
+func (c *openCache) track() func(error) {
+	if c.trustFor <= 0 {
+		return noTrack
+	}
+	c.mu.Lock()
+	began, fails := c.now(), c.fails
+	c.mu.Unlock()
+	return func(err error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			c.fails++
+			c.gen++
+			c.alive = time.Time{}
+			clear(c.seen)
+			return
+		}
+		if c.fails == fails && began.After(c.alive) {
+			c.alive = began
+		}
+	}
 }
 
 // begin starts the subscription on first use and returns the generation to
@@ -114,9 +178,10 @@ func (c *openCache) reset(live bool) {
 	clear(c.seen)
 }
 
-// watch subscribes and follows the announcements until close. Subscribing
-// may block on an unresponsive Redis: it happens here, never under the lock
-// or on a task's path.
+// watch subscribes and follows the announcements until close, or until the
+// client is closed (a gate never closed must not leave its watcher behind).
+// Subscribing may block on an unresponsive Redis: it happens here, never
+// under the lock or on a task's path.
 func (c *openCache) watch() {
 	ctx := context.Background()
 	ps := c.rdb.Subscribe(ctx, c.channel)
@@ -143,6 +208,11 @@ func (c *openCache) watch() {
 			backoff = 10 * time.Millisecond
 		case *redis.Message:
 			c.forget(m.Payload)
+		}
+		if errors.Is(err, redis.ErrClosed) { // the client is closed: nothing to follow any more
+			c.reset(false)
+			ps.Close()
+			return
 		}
 		if err != nil {
 			c.reset(false)

@@ -28,10 +28,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // announcements can end them) and a counter of its Redis round trips.
 func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func() time.Time) (*Gate, *atomic.Int64) {
 	trips := new(roundTrips)
-	c := redis.NewClient(&redis.Options{Addr: rdb.(*redis.Client).Options().Addr})
+	c := newClientLike(t, rdb)
 	c.AddHook(trips)
 	g := newWith(c, Config{Prefix: prefix, Tuning: Tuning{OpenCache: time.Hour, MaxHold: -1}}, hooks{now: now})
-	t.Cleanup(func() { g.Close(); c.Close() })
+	t.Cleanup(func() { g.Close() })
 	return g, &trips.Int64
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -462,7 +463,36 @@ type store struct {
 	timeout  time.Duration
 	maxPause time.Duration
 	direct   bool // the client honours context deadlines: no watchdog goroutine needed
+
+	// track, when set, is called as a call starts; the function it returns
+	// hears how the call ended: nil when Redis answered, the error when the
+	// store failed (not when the caller's own context ended). The open
+	// cache uses it as its proof of life (openCache.track).
+	track func() func(error)
+
+	// running counts the calls whose watchdog goroutine is running, and
+	// failing is set by a failed call and cleared by an answered one (see
+	// maxRunning).
+	running atomic.Int32
+	failing atomic.Bool
 }
+
+// maxRunning caps, per gate, the calls left running while the store fails.
+// Once a call has failed (timed out, or refused) and until one is answered,
+// a new call starts only while fewer than maxRunning are running; beyond,
+// the store answers at once with ErrStoreTimeout, starting no goroutine and
+// taking no connection, and the gate applies its failure policy without
+// waiting. Without the cap, while Redis hangs, every call of a client
+// without ContextTimeoutEnabled was abandoned at StoreTimeout but kept its
+// goroutine and a pooled connection until go-redis's own read timeout (3 s
+// by default), for every task, all along the hang. (The calls already
+// running when Redis starts to hang, at most one per worker, run out
+// their time anyway.) Four: enough calls to notice a recovery as soon as
+// Redis answers one, even with a connection that never will, and few
+// enough that a hung Redis holds no more than a handful of the connections
+// of a pool it shares with the application (go-redis's default pool is 10
+// per CPU).
+const maxRunning = 4
 
 // honoursDeadlines reports whether go-redis applies context deadlines to
 // socket I/O for this client (Options.ContextTimeoutEnabled).
@@ -491,35 +521,72 @@ func (s *store) run(ctx context.Context, script *redis.Script, keys []string, ar
 // socket I/O unless Options.ContextTimeoutEnabled is set; for such a client
 // the call runs in a goroutine and, past the timeout, the caller goes on while
 // the call finishes on its own. A call cut by the timeout returns an error
-// wrapping ErrStoreTimeout.
+// wrapping ErrStoreTimeout, and so does a call refused at once by the cap on
+// calls left running while the store fails (maxRunning).
 func bounded[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	type result struct {
-		v   T
-		err error
+	var zero T
+	done := noTrack
+	if s.track != nil {
+		done = s.track()
 	}
-	var r result
-	if s.direct {
-		r.v, r.err = call(ctx)
-	} else {
-		done := make(chan result, 1)
-		go func() {
-			v, err := call(ctx)
-			done <- result{v, err}
-		}()
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			r.err = ctx.Err()
+	if !s.direct {
+		// Take a place among the running calls first, then look: two
+		// callers can never both take the last place.
+		if n := s.running.Add(1); n > maxRunning && s.failing.Load() {
+			s.running.Add(-1)
+			err := fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n-1)
+			done(err)
+			return zero, err
 		}
 	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var r result[T]
+	if s.direct {
+		r.v, r.err = call(tctx)
+	} else {
+		r = watchdog(tctx, s, call)
+	}
 	var netErr net.Error
-	if r.err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(r.err, &netErr) && netErr.Timeout()) {
-		var zero T
-		return zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)
+	if r.err != nil && (errors.Is(tctx.Err(), context.DeadlineExceeded) || errors.As(r.err, &netErr) && netErr.Timeout()) {
+		r = result[T]{zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)}
+	}
+	if r.err == nil || ctx.Err() == nil { // the caller's own end says nothing about Redis
+		s.failing.Store(r.err != nil)
+		done(r.err)
 	}
 	return r.v, r.err
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// noTrack is the tracker of a store without one.
+func noTrack(error) {}
+
+// watchdog runs call in a goroutine, whose place in s.running the caller
+// has taken and which gives it back, and returns its result, or ctx's error
+// when ctx ends first: the call then goes on alone.
+func watchdog[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) result[T] {
+	done := make(chan result[T], 1)
+	go func() {
+		defer s.running.Add(-1)
+		v, err := call(ctx)
+		done <- result[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-done: // it has just finished
+			return r
+		default:
+			return result[T]{err: ctx.Err()}
+		}
+	}
 }
 
 func want(v []int64, n int, err error) error {

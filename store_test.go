@@ -544,62 +544,69 @@ func TestPauseAtomicRealRedis(t *testing.T) {
 		t.Cleanup(func() { rdb.Close() })
 		gates[i] = New(rdb, Config{Prefix: prefix, StoreTimeout: time.Minute})
 	}
-	ctx := context.Background()
 	for round := range rounds {
-		s := Scope{Provider: "race", Account: strconv.Itoa(round)}
-		proposals := make([]time.Duration, workers)
-		for i := range proposals {
-			if i%2 == 0 {
-				proposals[i] = time.Duration(30_000+rand.IntN(30_000)) * time.Millisecond // long
-			} else {
-				proposals[i] = time.Duration(1_000+rand.IntN(4_000)) * time.Millisecond // short
-			}
-		}
-		rand.Shuffle(workers, func(i, j int) { proposals[i], proposals[j] = proposals[j], proposals[i] })
-		longest := slicesMax(proposals)
-
-		results := make([]Pause, workers)
-		errs := make([]error, workers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				results[i], errs[i] = gates[i].Pause(ctx, s, proposals[i])
-			}()
-		}
-		close(start)
-		wg.Wait()
-
-		final, err := gates[0].State(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var maxUntil time.Time
-		for i, p := range results {
-			if errs[i] != nil {
-				t.Fatalf("round %d worker %d: %v", round, i, errs[i])
-			}
-			if p.Until.After(final.Until) {
-				t.Errorf("round %d: worker %d saw deadline %v, later than the final %v", round, i, p.Until, final.Until)
-			}
-			if p.Remaining < proposals[i] {
-				t.Errorf("round %d: worker %d proposed %v, the deadline in force had only %v left", round, i, proposals[i], p.Remaining)
-			}
-			if p.Until.After(maxUntil) {
-				maxUntil = p.Until
-			}
-		}
-		if !final.Until.Equal(maxUntil) {
-			t.Errorf("round %d: final deadline %v, want the latest returned %v", round, final.Until, maxUntil)
-		}
-		if final.Remaining <= 0 || final.Remaining > longest {
-			t.Errorf("round %d: final remaining %v, want in (0, %v]", round, final.Remaining, longest)
-		}
-		checkExpireAt(t, gates[0].store.rdb, scopeKeys(prefix, s).pause, final.Until)
+		pauseRace(t, gates, prefix, Scope{Provider: "race", Account: strconv.Itoa(round)})
 	}
+}
+
+// pauseRace has every gate propose a long or a short pause of s at the same
+// instant: the deadline in force is always the latest one proposed.
+func pauseRace(t *testing.T, gates []*Gate, prefix string, s Scope) {
+	t.Helper()
+	ctx := context.Background()
+	workers := len(gates)
+	proposals := make([]time.Duration, workers)
+	for i := range proposals {
+		if i%2 == 0 {
+			proposals[i] = time.Duration(30_000+rand.IntN(30_000)) * time.Millisecond // long
+		} else {
+			proposals[i] = time.Duration(1_000+rand.IntN(4_000)) * time.Millisecond // short
+		}
+	}
+	rand.Shuffle(workers, func(i, j int) { proposals[i], proposals[j] = proposals[j], proposals[i] })
+	longest := slicesMax(proposals)
+
+	results := make([]Pause, workers)
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = gates[i].Pause(ctx, s, proposals[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	final, err := gates[0].State(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxUntil time.Time
+	for i, p := range results {
+		if errs[i] != nil {
+			t.Fatalf("%v worker %d: %v", s, i, errs[i])
+		}
+		if p.Until.After(final.Until) {
+			t.Errorf("%v: worker %d saw deadline %v, later than the final %v", s, i, p.Until, final.Until)
+		}
+		if p.Remaining < proposals[i] {
+			t.Errorf("%v: worker %d proposed %v, the deadline in force had only %v left", s, i, proposals[i], p.Remaining)
+		}
+		if p.Until.After(maxUntil) {
+			maxUntil = p.Until
+		}
+	}
+	if !final.Until.Equal(maxUntil) {
+		t.Errorf("%v: final deadline %v, want the latest returned %v", s, final.Until, maxUntil)
+	}
+	if final.Remaining <= 0 || final.Remaining > longest {
+		t.Errorf("%v: final remaining %v, want in (0, %v]", s, final.Remaining, longest)
+	}
+	checkExpireAt(t, gates[0].store.rdb, scopeKeys(prefix, s).pause, final.Until)
 }
 
 func slicesMax(ds []time.Duration) time.Duration {
@@ -612,10 +619,9 @@ func slicesMax(ds []time.Duration) time.Duration {
 
 // hangingRedis returns a client of a TCP server that accepts connections
 // and never answers. The client has no timeouts of its own: only the
-// store's bound can end a call. Neither the server's connections nor the
-// client are closed: the calls the store gave up on stay blocked until the
-// test binary exits, or until release closes the server's side. opts, if
-// any, adjust the client's options.
+// store's bound can end a call. The calls the store gave up on stay blocked
+// until release closes the server's side; the test's cleanup does it at the
+// latest, and closes the client. opts, if any, adjust the client's options.
 func hangingRedis(t *testing.T, opts ...func(*redis.Options)) (rdb *redis.Client, release func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -641,6 +647,7 @@ func hangingRedis(t *testing.T, opts ...func(*redis.Options)) (rdb *redis.Client
 		f(o)
 	}
 	rdb = redis.NewClient(o)
+	t.Cleanup(func() { release(); rdb.Close() })
 	release = func() { // server side only: no lock shared with the client
 		l.Close()
 		mu.Lock()
@@ -734,7 +741,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 // so callers matching it and the log ("store timeout") see it.
 func TestStoreDirectTimeout(t *testing.T) {
 	rdb, _ := hangingRedis(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	st := New(rdb, Config{StoreTimeout: 100 * time.Millisecond}).store
+	st := &New(rdb, Config{StoreTimeout: 100 * time.Millisecond}).store
 	if !st.direct {
 		t.Fatal("a client with ContextTimeoutEnabled should be called directly")
 	}

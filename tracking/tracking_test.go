@@ -22,7 +22,7 @@ import (
 	"github.com/quotagate/quotagate/tracking"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m, redistest.NoLeaks()) }
 
 // Two carriers, each polled with one credential. The secrets appear only
 // here, in the fake API and in the resolver.

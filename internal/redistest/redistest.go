@@ -23,9 +23,13 @@
 //		...
 //	}
 //
-// If redis-server is not in PATH, Start skips the test, unless the
-// environment variable QUOTAGATE_REQUIRE_REDIS is set to a non-empty value
-// other than "0" (as CI does), in which case the test fails.
+// [StartCluster] starts a 3-master Redis Cluster the same way (see
+// cluster.go), and [StartPrivate] a server of the test's own that it may
+// kill, restart, suspend and resume to inject faults (see fault.go).
+//
+// If redis-server (or, for a cluster, redis-cli) is not in PATH, the test is
+// skipped, unless the environment variable QUOTAGATE_REQUIRE_REDIS is set to
+// a non-empty value other than "0" (as CI does), in which case it fails.
 package redistest
 
 import (
@@ -65,30 +69,44 @@ const (
 type Server struct {
 	Addr string // host:port, e.g. "127.0.0.1:41234"
 
-	version string
-	cmd     *exec.Cmd
-	out     *syncBuffer   // the server's stdout+stderr
-	done    chan struct{} // closed when the process has exited
-	tmpDir  string        // removed on stop if non-empty (created by us)
+	path    string   // the binary
+	args    []string // its command line, reused by Restart
+	private bool     // the test's own: faults may be injected (fault.go)
+	tmpDir  string   // removed on stop if non-empty (created by us)
 	stopped sync.Once
+
+	mu      sync.Mutex
+	proc    *process // the running process, or the last one
+	version string
+}
+
+// process is one run of the server binary; Restart starts a new one.
+type process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer   // its stdout+stderr
+	done chan struct{} // closed when it has exited
 }
 
 var (
 	mu          sync.Mutex
-	mainActive  bool    // Main is running: share one server per process
-	shared      *Server // the shared server, started lazily
-	sharedErr   error   // why starting the shared server failed, if it did
+	mainActive  bool     // Main is running: share one server and cluster per process
+	shared      *Server  // the shared server, started lazily
+	sharedErr   error    // why starting the shared server failed, if it did
+	cluster     *Cluster // the shared cluster, started lazily
+	clusterErr  error    // why starting the shared cluster failed, if it did
 	prefixCount atomic.Uint64
 )
 
-// Main runs the tests of a package with one redis-server shared by all of
-// them, started lazily by the first [Start] and stopped after m.Run. Call it
-// from TestMain:
+// Main runs the tests of a package with one redis-server and one cluster
+// shared by all of them, each started lazily by the first [Start] or
+// [StartCluster] and stopped after m.Run. Then, if the tests passed, it runs
+// the checks (e.g. [NoLeaks]) and fails the binary if one returns an error.
+// Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { redistest.Main(m) }
+//	func TestMain(m *testing.M) { redistest.Main(m, redistest.NoLeaks()) }
 //
-// It does not return: it exits with m.Run's code.
-func Main(m *testing.M) {
+// It does not return: it exits with m.Run's code, or 1 if a check failed.
+func Main(m *testing.M, checks ...func() error) {
 	mu.Lock()
 	mainActive = true
 	mu.Unlock()
@@ -96,11 +114,22 @@ func Main(m *testing.M) {
 	code := m.Run()
 
 	mu.Lock()
-	s := shared
-	shared, sharedErr, mainActive = nil, nil, false
+	s, c := shared, cluster
+	shared, sharedErr, cluster, clusterErr, mainActive = nil, nil, nil, nil, false
 	mu.Unlock()
 	if s != nil {
 		s.stop()
+	}
+	if c != nil {
+		c.stop()
+	}
+	if code == 0 {
+		for _, check := range checks {
+			if err := check(); err != nil {
+				fmt.Fprintf(os.Stderr, "redistest: after the tests: %v\n", err)
+				code = 1
+			}
+		}
 	}
 	os.Exit(code)
 }
@@ -112,13 +141,7 @@ func Main(m *testing.M) {
 // [RequireRedis]).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	path, err := exec.LookPath(Binary)
-	if err != nil {
-		if RequireRedis(os.Getenv(RequireEnv)) {
-			tb.Fatalf("redistest: %s not found in PATH and %s is set; install it, e.g. apt-get install -y redis-server", Binary, RequireEnv)
-		}
-		tb.Skipf("redistest: %s not found in PATH; skipping test that needs a real Redis (set %s=1 to make this a failure)", Binary, RequireEnv)
-	}
+	path := lookPath(tb, Binary)
 
 	mu.Lock()
 	if mainActive {
@@ -127,7 +150,7 @@ func Start(tb testing.TB) *Server {
 			dir, err := os.MkdirTemp("", "redistest-")
 			if err != nil {
 				sharedErr = err
-			} else if shared, sharedErr = startServer(path, dir); sharedErr != nil {
+			} else if shared, sharedErr = startServer(path, dir, false); sharedErr != nil {
 				os.RemoveAll(dir)
 			} else {
 				shared.tmpDir = dir
@@ -137,20 +160,39 @@ func Start(tb testing.TB) *Server {
 			tb.Fatalf("redistest: starting shared %s: %v", Binary, sharedErr)
 		}
 		if shared.exited() {
-			tb.Fatalf("redistest: shared %s at %s has exited; its output:\n%s", Binary, shared.Addr, shared.out)
+			tb.Fatalf("redistest: shared %s at %s has exited; its output:\n%s", Binary, shared.Addr, shared.output())
 		}
 		return shared
 	}
 	mu.Unlock()
+	return startOwn(tb, path)
+}
 
-	// No Main: a private server for this test. TempDir is created before
-	// registering stop, so cleanups stop the server before removing it.
-	s, err := startServer(path, tb.TempDir())
+// startOwn starts a server private to the test, stopped by its cleanup.
+// TempDir is created before registering stop, so cleanups stop the server
+// before removing its directory.
+func startOwn(tb testing.TB, path string) *Server {
+	tb.Helper()
+	s, err := startServer(path, tb.TempDir(), false)
 	if err != nil {
 		tb.Fatalf("redistest: starting %s: %v", Binary, err)
 	}
 	tb.Cleanup(s.stop)
 	return s
+}
+
+// lookPath finds a binary the tests need, or skips the test (fails it
+// under QUOTAGATE_REQUIRE_REDIS).
+func lookPath(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if RequireRedis(os.Getenv(RequireEnv)) {
+			tb.Fatalf("redistest: %s not found in PATH and %s is set; install it, e.g. apt-get install -y redis-server redis-tools", name, RequireEnv)
+		}
+		tb.Skipf("redistest: %s not found in PATH; skipping test that needs a real Redis (set %s=1 to make this a failure)", name, RequireEnv)
+	}
+	return path
 }
 
 // RequireRedis reports whether a missing redis-server must fail the test
@@ -176,7 +218,11 @@ func (s *Server) Prefix(tb testing.TB) string {
 }
 
 // Version returns the server's redis_version (from INFO server).
-func (s *Server) Version() string { return s.version }
+func (s *Server) Version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
 
 // sanitize maps a test name to something harmless inside a Redis key:
 // letters, digits, '_', '-', '.' and '/' are kept, anything else (spaces,
@@ -193,17 +239,18 @@ func sanitize(name string) string {
 }
 
 // startServer starts redis-server from path with its working directory dir,
-// retrying on a fresh port if the chosen one was taken meanwhile.
-func startServer(path, dir string) (*Server, error) {
+// retrying on a fresh port if the chosen one was taken meanwhile. A cluster
+// node also needs its bus port (port+10000) free, and runs in cluster mode.
+func startServer(path, dir string, clusterNode bool) (*Server, error) {
 	var err error
 	for range startTries {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = freePort(clusterNode); err != nil {
 			return nil, err
 		}
-		var s *Server
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path: path, args: serverArgs(port, dir, clusterNode)}
 		var retry bool
-		if s, retry, err = tryStart(path, dir, port); err == nil {
+		if retry, err = s.start(); err == nil {
 			return s, nil
 		}
 		if !retry {
@@ -213,20 +260,13 @@ func startServer(path, dir string) (*Server, error) {
 	return nil, err
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("picking a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tryStart starts one server on port and waits until it answers. retry
-// reports whether the failure looks like a lost race for the port.
-func tryStart(path, dir string, port int) (s *Server, retry bool, err error) {
-	cmd := exec.Command(path,
+// serverArgs is the command line of a server: loopback only, no
+// persistence, and for a cluster node cluster mode with a node timeout long
+// enough that a loaded test machine never gets a node declared failed (a
+// failed master would stop the whole cluster), and without requiring full
+// slot coverage for the same reason.
+func serverArgs(port int, dir string, clusterNode bool) []string {
+	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -235,42 +275,86 @@ func tryStart(path, dir string, port int) (s *Server, retry bool, err error) {
 		"--daemonize", "no",
 		"--protected-mode", "yes",
 		"--loglevel", "warning",
-	)
+	}
+	if clusterNode {
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "60000",
+			"--cluster-require-full-coverage", "no",
+		)
+	}
+	return args
+}
+
+// clusterBusOffset is how far above its port a cluster node listens for the
+// cluster bus (fixed by Redis unless cluster-port is set, which Redis 6
+// lacks).
+const clusterBusOffset = 10000
+
+// freePort returns a loopback TCP port that was free a moment ago; with bus,
+// one whose cluster bus port was free too.
+func freePort(bus bool) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("picking a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !bus {
+			l.Close()
+			return port, nil
+		}
+		if port+clusterBusOffset <= 65535 {
+			if b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+clusterBusOffset))); err == nil {
+				b.Close()
+				l.Close()
+				return port, nil
+			}
+		}
+		l.Close()
+	}
+	return 0, errors.New("picking a free port: found none whose cluster bus port is free")
+}
+
+// start starts the server process on s.Addr with s.args and waits until it
+// answers. retry reports whether a failure looks like a lost race for the
+// port.
+func (s *Server) start() (retry bool, err error) {
+	cmd := exec.Command(s.path, s.args...)
 	out := new(syncBuffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = stopGrace
 	if err := cmd.Start(); err != nil {
-		return nil, false, err
+		return false, err
 	}
-	s = &Server{
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		cmd:  cmd,
-		out:  out,
-		done: make(chan struct{}),
-	}
-	go func() { cmd.Wait(); close(s.done) }()
+	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
 
-	err = s.waitReady()
+	err = s.waitReady(p)
 	if err == nil {
-		return s, false, nil
+		return false, nil
 	}
-	s.stop()
+	p.kill()
 	retry = errors.Is(err, errNotOurs) || strings.Contains(out.String(), "Address already in use")
-	return nil, retry, fmt.Errorf("%w; server output:\n%s", err, out)
+	return retry, fmt.Errorf("%w; server output:\n%s", err, out)
 }
 
 var errNotOurs = errors.New("another process answers on the port")
 
 // waitReady waits until s accepts TCP connections (bounded by readyTimeout
-// and by the process exiting), PINGs it, and checks that the answering server
-// is our child process, recording its version. Probing with a plain dial
-// first keeps go-redis from logging dial failures while the server boots.
-func (s *Server) waitReady() error {
+// and by the process p exiting), PINGs it, and checks that the answering
+// server is p, recording its version. Probing with a plain dial first keeps
+// go-redis from logging dial failures while the server boots.
+func (s *Server) waitReady(p *process) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	for {
-		if s.exited() {
-			return fmt.Errorf("%s on %s exited during start-up: %v", Binary, s.Addr, s.cmd.ProcessState)
+		if p.exited() {
+			return fmt.Errorf("%s on %s exited during start-up: %v", Binary, s.Addr, p.cmd.ProcessState)
 		}
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", s.Addr)
@@ -281,7 +365,7 @@ func (s *Server) waitReady() error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s on %s not ready after %v: %v", Binary, s.Addr, readyTimeout, err)
-		case <-s.done:
+		case <-p.done:
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -296,10 +380,12 @@ func (s *Server) waitReady() error {
 		return fmt.Errorf("INFO server on %s: %v", s.Addr, err)
 	}
 	fields := parseInfo(info)
-	if pid := fields["process_id"]; pid != strconv.Itoa(s.cmd.Process.Pid) {
-		return fmt.Errorf("%w %s (process_id %q, ours is %d)", errNotOurs, s.Addr, pid, s.cmd.Process.Pid)
+	if pid := fields["process_id"]; pid != strconv.Itoa(p.cmd.Process.Pid) {
+		return fmt.Errorf("%w %s (process_id %q, ours is %d)", errNotOurs, s.Addr, pid, p.cmd.Process.Pid)
 	}
+	s.mu.Lock()
 	s.version = fields["redis_version"]
+	s.mu.Unlock()
 	return nil
 }
 
@@ -314,27 +400,46 @@ func parseInfo(info string) map[string]string {
 	return m
 }
 
+// current returns the server's running (or last) process.
+func (s *Server) current() *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
 // exited reports whether the server process has ended.
-func (s *Server) exited() bool {
+func (s *Server) exited() bool { return s.current().exited() }
+
+// output returns what the server process wrote.
+func (s *Server) output() string { return s.current().out.String() }
+
+func (p *process) exited() bool {
 	select {
-	case <-s.done:
+	case <-p.done:
 		return true
 	default:
 		return false
 	}
 }
 
+// kill ends the process with SIGKILL and waits for it.
+func (p *process) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
 // stop terminates the server (SIGTERM, then SIGKILL after stopGrace), waits
-// for it and removes a temporary directory it owns. It is idempotent.
+// for it and removes a temporary directory it owns. A suspended server is
+// continued so that it can handle SIGTERM. It is idempotent.
 func (s *Server) stop() {
 	s.stopped.Do(func() {
-		if !s.exited() {
-			s.cmd.Process.Signal(syscall.SIGTERM)
+		if p := s.current(); !p.exited() {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			p.cmd.Process.Signal(syscall.SIGCONT)
 			select {
-			case <-s.done:
+			case <-p.done:
 			case <-time.After(stopGrace):
-				s.cmd.Process.Kill()
-				<-s.done
+				p.kill()
 			}
 		}
 		if s.tmpDir != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { Main(m, NoLeaks()) }
 
 func TestPing(t *testing.T) {
 	srv := Start(t)
@@ -147,27 +148,51 @@ func TestRequireRedis(t *testing.T) {
 	}
 }
 
-// TestMissingBinary runs Start with an empty PATH through a fake TB that
-// records whether it skipped or failed.
+// TestMissingBinary runs Start, StartPrivate and StartCluster with an empty
+// PATH, and StartCluster with redis-server but no redis-cli, through a fake
+// TB that records whether it skipped or failed.
 func TestMissingBinary(t *testing.T) {
+	starters := map[string]func(testing.TB){
+		"Start":        func(tb testing.TB) { Start(tb) },
+		"StartPrivate": func(tb testing.TB) { StartPrivate(tb) },
+		"StartCluster": func(tb testing.TB) { StartCluster(tb) },
+	}
+	server, serverErr := exec.LookPath(Binary)
 	for _, tc := range []struct {
 		env      string
 		wantFail bool
 	}{{"", false}, {"0", false}, {"1", true}} {
-		t.Run("env="+tc.env, func(t *testing.T) {
-			t.Setenv("PATH", t.TempDir())
-			t.Setenv(RequireEnv, tc.env)
-			ftb := &fakeTB{TB: t}
-			done := make(chan struct{})
-			go func() { defer close(done); Start(ftb) }()
-			<-done
-			if ftb.failed != tc.wantFail || ftb.skipped == tc.wantFail {
-				t.Fatalf("failed=%v skipped=%v (%q); want failed=%v", ftb.failed, ftb.skipped, ftb.msg, tc.wantFail)
+		for name, start := range starters {
+			for _, withServer := range []bool{false, true} {
+				if withServer && (name != "StartCluster" || serverErr != nil) {
+					continue
+				}
+				missing := Binary
+				if withServer {
+					missing = CLI
+				}
+				t.Run(fmt.Sprintf("%s/env=%s/missing=%s", name, tc.env, missing), func(t *testing.T) {
+					dir := t.TempDir()
+					if withServer {
+						if err := os.Symlink(server, filepath.Join(dir, Binary)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					t.Setenv("PATH", dir)
+					t.Setenv(RequireEnv, tc.env)
+					ftb := &fakeTB{TB: t}
+					done := make(chan struct{})
+					go func() { defer close(done); start(ftb) }()
+					<-done
+					if ftb.failed != tc.wantFail || ftb.skipped == tc.wantFail {
+						t.Fatalf("failed=%v skipped=%v (%q); want failed=%v", ftb.failed, ftb.skipped, ftb.msg, tc.wantFail)
+					}
+					if !strings.Contains(ftb.msg, missing) || !strings.Contains(ftb.msg, RequireEnv) {
+						t.Errorf("message %q should name %s and %s", ftb.msg, missing, RequireEnv)
+					}
+				})
 			}
-			if !strings.Contains(ftb.msg, Binary) || !strings.Contains(ftb.msg, RequireEnv) {
-				t.Errorf("message %q should name %s and %s", ftb.msg, Binary, RequireEnv)
-			}
-		})
+		}
 	}
 }
 
@@ -202,7 +227,7 @@ func TestStartFailureShowsOutput(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := startServer(bin, t.TempDir())
+	_, err := startServer(bin, t.TempDir(), false)
 	if err == nil || !strings.Contains(err.Error(), "exited during start-up") ||
 		!strings.Contains(err.Error(), "FATAL CONFIG FILE ERROR (stand-in)") {
 		t.Fatalf("startServer error = %v; want start-up exit with the server's output", err)

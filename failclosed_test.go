@@ -1,0 +1,142 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+// TestFailClosedTrustsNoCacheWhileStoreFails: on a SIGSTOPped redis-server,
+// a fail-closed gate admits nothing from its open cache, whether it learns
+// of the failure from a failed call (of another scope) or only from the
+// silence (no answer within StoreTimeout, the proof of life's lifetime);
+// once Redis answers again the cache works again. A fail-open gate keeps
+// admitting from its cache. The gates' clock is injected: the cache's
+// entries never age out on their own (OpenCache is an hour).
+func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
+	srv := redistest.StartPrivate(t)
+	prefix := srv.Prefix(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	newGate := func(failClosed bool) *Gate {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		g := newWith(rdb, Config{Prefix: prefix, Tuning: Tuning{OpenCache: time.Hour, MaxHold: -1}, FailClosed: failClosed,
+			StoreTimeout: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, hooks{now: clock})
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	closed, open := newGate(true), newGate(false)
+	ctx := context.Background()
+	cached, other := Scope{Provider: "ups"}, Scope{Provider: "fedex"}
+	warm := func(g *Gate) {
+		t.Helper()
+		eventually(t, "the scope is cached open", func() bool {
+			if err := g.admit(ctx, cached, 1, false); err != nil {
+				t.Fatalf("admit on a live Redis: %v", err)
+			}
+			return g.open.fresh(scopeKeys(prefix, cached).pause)
+		})
+	}
+	storeDown := func(what string, err error) {
+		t.Helper()
+		var d *Deferral
+		if !errors.As(err, &d) || d.Reason != ReasonStoreDown {
+			t.Errorf("%s: %v, want a deferral because the store is down", what, err)
+		}
+	}
+
+	// A failed call tells: the cached scope is not admitted on trust.
+	warm(closed)
+	warm(open)
+	srv.Suspend(t)
+	storeDown("fail closed, another scope while Redis hangs", closed.admit(ctx, other, 1, false))
+	storeDown("fail closed, the cached scope after a failed call", closed.admit(ctx, cached, 1, false))
+	if err := open.admit(ctx, cached, 1, false); err != nil {
+		t.Errorf("fail open, the cached scope while Redis hangs: %v, want admitted", err)
+	}
+	srv.Resume(t)
+	warm(closed)
+
+	// Silence tells: no answer within StoreTimeout, no trust, even though
+	// no call has failed yet.
+	srv.Suspend(t)
+	now.Add(int64(closed.cfg.StoreTimeout))
+	if closed.open.fresh(scopeKeys(prefix, cached).pause) {
+		t.Error("fail closed: the cache is trusted a StoreTimeout after Redis last answered")
+	}
+	storeDown("fail closed, the cached scope after a silence", closed.admit(ctx, cached, 1, false))
+	if err := open.admit(ctx, cached, 1, false); err != nil {
+		t.Errorf("fail open, the cached scope after a silence: %v, want admitted", err)
+	}
+	srv.Resume(t)
+	warm(closed)
+}
+
+// TestOpenCacheTrustSteps: the rules of the proof of life, step by step, on
+// a cache without Redis (its subscription taken as live).
+func TestOpenCacheTrustSteps(t *testing.T) {
+	const trust = 250 * time.Millisecond
+	type step struct {
+		advance   time.Duration
+		do        string // "remember", "answer" (a call started now is answered at the end of the step), "fail", "late" (a call started before the last failure is answered)
+		fresh     bool   // fail closed
+		freshOpen bool   // fail open
+	}
+	for i, steps := range [][]step{
+		{ // an admission's round trip proves life: trusted within trust of its start
+			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
+			{advance: trust - time.Millisecond, fresh: true, freshOpen: true},
+			{advance: time.Millisecond, fresh: false, freshOpen: true},
+			{do: "answer", fresh: true, freshOpen: true}, // any answer renews the proof
+		},
+		{ // a failure forgets everything, and an older call's answer does not renew
+			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
+			{do: "fail", fresh: false, freshOpen: true},
+			{do: "late", fresh: false, freshOpen: true},
+			{do: "answer", fresh: false, freshOpen: true}, // forgotten: a new round trip must remember it
+			{do: "remember", fresh: true, freshOpen: true},
+		},
+	} {
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time { return now }
+		caches := [2]*openCache{
+			newOpenCache(nil, "ch", Config{Tuning: Tuning{OpenCache: time.Hour}, StoreTimeout: trust, FailClosed: true}, clock),
+			newOpenCache(nil, "ch", Config{Tuning: Tuning{OpenCache: time.Hour}, StoreTimeout: trust}, clock),
+		}
+		var late [2]func(error)
+		for _, c := range caches {
+			c.live = true
+		}
+		for j, s := range steps {
+			now = now.Add(s.advance)
+			for n, c := range caches {
+				switch s.do {
+				case "remember":
+					c.remember("k", c.gen)
+				case "answer":
+					c.track()(nil)
+				case "fail":
+					late[n] = c.track()
+					c.track()(errors.New("i/o timeout"))
+				case "late":
+					late[n](nil)
+				}
+			}
+			if got := caches[0].fresh("k"); got != s.fresh {
+				t.Errorf("case %d step %d (%s): fail closed fresh = %v, want %v", i, j, s.do, got, s.fresh)
+			}
+			if got := caches[1].fresh("k"); got != s.freshOpen {
+				t.Errorf("case %d step %d (%s): fail open fresh = %v, want %v", i, j, s.do, got, s.freshOpen)
+			}
+		}
+	}
+}
