@@ -182,6 +182,7 @@ type Gate struct {
 	store   store
 	open    *openCache
 	holders holders
+	metrics *metrics
 }
 
 // New returns a gate that keeps its state in rdb. It works with a single
@@ -189,8 +190,9 @@ type Gate struct {
 // tag.
 func New(rdb redis.UniversalClient, cfg Config) *Gate {
 	cfg = cfg.withDefaults()
-	s := store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}
-	return &Gate{cfg: cfg, store: s, open: &openCache{rdb: rdb, channel: s.channel(), maxAge: cfg.OpenCache, now: cfg.Now}}
+	m := newMetrics()
+	s := store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb), metrics: m}
+	return &Gate{cfg: cfg, store: s, open: &openCache{rdb: rdb, channel: s.channel(), maxAge: cfg.OpenCache, now: cfg.Now}, metrics: m}
 }
 
 // Close releases the gate's subscription to pause announcements (see
@@ -203,6 +205,13 @@ type Pause struct {
 	Scope     Scope
 	Until     time.Time     // the deadline in force, per Redis TIME
 	Remaining time.Duration // Until minus Redis TIME when it was read
+
+	// LimitBacklog is how far ahead of Redis TIME the scope's Limit is
+	// spent (its GCRA theoretical arrival time minus now), as read by
+	// State; 0 when the scope has no limit state. With a Limit of interval
+	// i and burst b, a task of cost c is admitted at once while
+	// LimitBacklog ≤ (b−c)·i. A pause raises it to reach past the deadline.
+	LimitBacklog time.Duration
 }
 
 func (p Pause) String() string {
@@ -239,16 +248,18 @@ func (g *Gate) Remaining(ctx context.Context, s Scope) (time.Duration, error) {
 	return p.Remaining, err
 }
 
-// State returns the pause of s; Until is zero when s is open.
+// State returns the pause of s and its limit backlog, in one round trip;
+// Until is zero when s is open.
 func (g *Gate) State(ctx context.Context, s Scope) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	until, rem, err := g.store.remaining(ctx, scopeKeys(g.cfg.Prefix, s))
+	p, err := g.store.remaining(ctx, scopeKeys(g.cfg.Prefix, s))
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: read pause of %s: %w", s.Provider, err)
 	}
-	return Pause{Scope: s, Until: until, Remaining: rem}, nil
+	p.Scope = s
+	return p, nil
 }
 
 // Resume opens s now, deleting its pause. Tasks already deferred keep their

@@ -84,6 +84,7 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 	k := scopeKeys(g.cfg.Prefix, s)
 	l := g.limitOf(s)
 	if l.IsZero() && g.open.fresh(k.pause) {
+		g.metrics.admission(s.Provider, outcomeAdmitted)
 		return nil
 	}
 	for {
@@ -103,6 +104,7 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			if l.IsZero() {
 				g.open.remember(k.pause, gen)
 			}
+			g.metrics.admission(s.Provider, outcomeAdmitted)
 			return sleep(ctx, wait)
 		}
 		// A slot of the limit within MaxHold was reserved by the script
@@ -121,8 +123,10 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 			if a.code == limited {
 				d.Reason = ReasonLimited
 			}
+			g.metrics.admission(s.Provider, deferredOutcome(d.Reason))
 			return d
 		}
+		g.metrics.admission(s.Provider, outcomeHeld)
 		err = sleep(ctx, wait)
 		if held {
 			g.holders.release(k.pause)
@@ -165,10 +169,12 @@ func (h *holders) release(k string) {
 // storeFailed applies the fail-open or fail-closed policy to a store error.
 func (g *Gate) storeFailed(s Scope, op string, err error) error {
 	if g.cfg.FailClosed {
+		g.metrics.admission(s.Provider, outcomeFailClosed)
 		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
 			"op", op, "scope", s.String(), "delay", g.cfg.FailClosedDelay, "err", err)
 		return &Deferral{Scope: s, Delay: g.cfg.FailClosedDelay, Until: g.cfg.Now().Add(g.cfg.FailClosedDelay), Reason: ReasonStoreDown}
 	}
+	g.metrics.admission(s.Provider, outcomeFailOpen)
 	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
 		"op", op, "scope", s.String(), "err", err)
 	return nil
@@ -188,6 +194,7 @@ func (g *Gate) record(ctx context.Context, s Scope, r *Refusal) {
 		return
 	}
 	r.Until, r.Remaining = p.Until, p.Remaining
+	g.metrics.refusal(s.Provider)
 	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
 		"scope", s.String(), "hint", r.Hint, "remaining", p.Remaining, "until", p.Until)
 }

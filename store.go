@@ -50,17 +50,21 @@ redis.call('PEXPIREAT', KEYS[1], deadline)
 return {deadline, deadline - now_ms}
 `)
 
-// remainingScript reads a scope's pause.
+// remainingScript reads a scope's pause and how far its limit is spent ahead.
 //
-// KEYS[1]: the scope's pause key
+// KEYS[1]: the scope's pause key (Unix ms)   KEYS[2]: its limit TAT key (Unix µs)
 // ARGV[1]: max pause, ms
-// returns: {deadline (Unix ms, 0 when open), remaining ms (0 when open)}
+// returns: {deadline (Unix ms, 0 when open), remaining ms (0 when open),
+// limit backlog µs (TAT − now; 0 without a limit state or once it is past)}
 var remainingScript = redis.NewScript(luaPrelude + `
+local backlog = 0
+local tat = int(redis.pcall('GET', KEYS[2]))
+if tat and tat > now_us then backlog = tat - now_us end
 local cur = int(redis.pcall('GET', KEYS[1]))
 if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then
-  return {cur, cur - now_ms}
+  return {cur, cur - now_ms, backlog}
 end
-return {0, 0}
+return {0, 0, backlog}
 `)
 
 // admitScript is the admission of one task: is the scope paused, and may it
@@ -146,13 +150,43 @@ func scopeKeys(prefix string, s Scope) keys {
 	return keys{pause: base + "pause", tat: base + "tat", line: base + "line"}
 }
 
+// keyUnescaper reverses keyEscaper.
+var keyUnescaper = strings.NewReplacer("%25", "%", "%3A", ":", "%7B", "{", "%7D", "}")
+
+// scopeOfPauseKey is the exact inverse of scopeKeys(prefix, s).pause: it
+// returns the valid scope whose pause key under prefix is key, and false for
+// any key scopeKeys cannot have written (another prefix or kind, raw ':' or
+// '%' in a field, a lowercase or unknown escape, an invalid scope).
+func scopeOfPauseKey(prefix, key string) (Scope, bool) {
+	tag, ok := strings.CutPrefix(key, prefix+":{")
+	if !ok {
+		return Scope{}, false
+	}
+	if tag, ok = strings.CutSuffix(tag, "}:pause"); !ok {
+		return Scope{}, false
+	}
+	p, a, _ := strings.Cut(tag, ":")
+	s := Scope{Provider: keyUnescaper.Replace(p), Account: keyUnescaper.Replace(a)}
+	if s.Validate() != nil || scopeKeys(prefix, s).pause != key {
+		return Scope{}, false
+	}
+	return s, true
+}
+
+// globEscaper quotes the characters special to Redis's MATCH patterns.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// pauseKeyPattern is the SCAN MATCH pattern of every pause key under prefix.
+func pauseKeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{*}:pause" }
+
 // store runs the scripts with a bounded timeout.
 type store struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	timeout  time.Duration
 	maxPause time.Duration
-	direct   bool // the client honours context deadlines: no watchdog goroutine needed
+	direct   bool     // the client honours context deadlines: no watchdog goroutine needed
+	metrics  *metrics // nil: not counted
 }
 
 // honoursDeadlines reports whether go-redis applies context deadlines to
@@ -171,9 +205,10 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 // Config.StoreTimeout.
 var ErrStoreTimeout = errors.New("quotagate: store timeout")
 
-// run evaluates a script and returns its integer array reply.
-func (s *store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
-	return bounded(ctx, s, func(ctx context.Context) ([]int64, error) {
+// run evaluates a script and returns its integer array reply; op names the
+// script in the metrics.
+func (s *store) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	return bounded(ctx, s, op, func(ctx context.Context) ([]int64, error) {
 		return script.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	})
 }
@@ -182,8 +217,10 @@ func (s *store) run(ctx context.Context, script *redis.Script, keys []string, ar
 // socket I/O unless Options.ContextTimeoutEnabled is set; for such a client
 // the call runs in a goroutine and, past the timeout, the caller goes on while
 // the call finishes on its own. A call cut by the timeout returns an error
-// wrapping ErrStoreTimeout.
-func bounded[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) (T, error) {
+// wrapping ErrStoreTimeout. Its duration and failure are counted under op
+// (see metrics.go).
+func bounded[T any](ctx context.Context, s *store, op string, call func(context.Context) (T, error)) (v T, err error) {
+	defer s.metrics.roundTrip(ctx, op, time.Now(), &err)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	type result struct {
@@ -223,23 +260,24 @@ func want(v []int64, n int, err error) error {
 // pause records a pause of d (clamped by the caller) and returns the
 // deadline in force and the time remaining until it, both per Redis TIME.
 func (s *store) pause(ctx context.Context, k keys, d time.Duration) (until time.Time, remaining time.Duration, err error) {
-	v, err := s.run(ctx, pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel())
+	v, err := s.run(ctx, "pause", pauseScript, []string{k.pause}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel())
 	if err = want(v, 2, err); err != nil {
 		return time.Time{}, 0, err
 	}
 	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
 }
 
-// remaining reads the pause of a scope.
-func (s *store) remaining(ctx context.Context, k keys) (until time.Time, remaining time.Duration, err error) {
-	v, err := s.run(ctx, remainingScript, []string{k.pause}, s.maxPause.Milliseconds())
-	if err = want(v, 2, err); err != nil {
-		return time.Time{}, 0, err
+// remaining reads the pause of a scope and its limit backlog (Scope unset).
+func (s *store) remaining(ctx context.Context, k keys) (Pause, error) {
+	v, err := s.run(ctx, "remaining", remainingScript, []string{k.pause, k.tat}, s.maxPause.Milliseconds())
+	if err = want(v, 3, err); err != nil {
+		return Pause{}, err
 	}
-	if v[0] == 0 {
-		return time.Time{}, 0, nil
+	p := Pause{LimitBacklog: time.Duration(v[2]) * time.Microsecond}
+	if v[0] != 0 {
+		p.Until, p.Remaining = time.UnixMilli(v[0]), time.Duration(v[1])*time.Millisecond
 	}
-	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
+	return p, nil
 }
 
 // admission is the answer of admitScript.
@@ -257,7 +295,7 @@ const (
 )
 
 func (s *store) admit(ctx context.Context, k keys, l Limit, cost int, hold time.Duration) (admission, error) {
-	v, err := s.run(ctx, admitScript, []string{k.pause, k.tat, k.line},
+	v, err := s.run(ctx, "admit", admitScript, []string{k.pause, k.tat, k.line},
 		l.interval(), l.burst(), cost, hold.Microseconds(), s.maxPause.Milliseconds())
 	if err = want(v, 4, err); err != nil {
 		return admission{}, err
@@ -274,6 +312,6 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 
 // resume deletes a scope's pause.
 func (s *store) resume(ctx context.Context, k keys) error {
-	_, err := bounded(ctx, s, func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, k.pause).Result() })
+	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, k.pause).Result() })
 	return err
 }
