@@ -171,13 +171,14 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
+// The SCAN runs first, so that a failure of it shows in the same scrape.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	for _, v := range c.vecs() {
-		v.Collect(ch)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	counts, err := c.g.pausedByProvider(ctx)
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
 	if err != nil {
 		c.g.cfg.Logger.Warn("quotagate: quotagate_paused_scopes left out of the scrape", "err", err)
 		return
