@@ -19,7 +19,8 @@
 // Config.Prefix, default quotagate), -json, -timeout (default 10s).
 //
 // ACCOUNT is the Scope's Account as the application sets it (often a
-// credential's Fingerprint, "fp:…"); ” is the empty account. Exit status:
+// credential's Fingerprint, "fp:…"); an empty argument is the empty
+// account. Exit status:
 // 0 done, 1 Redis failed or could not be reached, 2 bad usage (a flag, an
 // argument or the URL).
 //
