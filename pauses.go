@@ -3,10 +3,12 @@ package quotagate
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -126,4 +128,40 @@ func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
 		return scopes, fmt.Errorf("%w at %d pauses", ErrTruncated, limit)
 	}
 	return scopes, nil
+}
+
+// pauseJSON is the JSON shape of a Pause.
+type pauseJSON struct {
+	Provider            string  `json:"provider"`
+	Account             string  `json:"account"`
+	Paused              bool    `json:"paused"`
+	Until               string  `json:"until,omitempty"`
+	RemainingSeconds    float64 `json:"remaining_seconds"`
+	LimitBacklogSeconds float64 `json:"limit_backlog_seconds"`
+}
+
+// RFC3339Milli is the layout of the deadlines quotagate prints: RFC 3339 in
+// UTC with exactly three fractional digits.
+const RFC3339Milli = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON encodes p for scripts, as the quotagate command and the
+// inspect page print it:
+//
+//	{"provider":"acme","account":"fp:…","paused":true,"until":"2025-01-02T03:04:05.678Z",
+//	 "remaining_seconds":12.5,"limit_backlog_seconds":0}
+//
+// until (RFC3339Milli, UTC) is absent when the scope is open; durations are
+// in seconds, to the millisecond.
+func (p Pause) MarshalJSON() ([]byte, error) {
+	j := pauseJSON{
+		Provider:            p.Scope.Provider,
+		Account:             p.Scope.Account,
+		Paused:              !p.Until.IsZero(),
+		RemainingSeconds:    p.Remaining.Round(time.Millisecond).Seconds(),
+		LimitBacklogSeconds: p.LimitBacklog.Round(time.Millisecond).Seconds(),
+	}
+	if j.Paused {
+		j.Until = p.Until.UTC().Format(RFC3339Milli)
+	}
+	return json.Marshal(j)
 }

@@ -287,41 +287,12 @@ type printer struct {
 	json bool
 }
 
-// pauseJSON is one scope in -json output. Until is RFC 3339 in UTC with
-// milliseconds, absent when the scope is open; the durations are seconds.
-type pauseJSON struct {
-	Provider            string  `json:"provider"`
-	Account             string  `json:"account"`
-	Paused              bool    `json:"paused"`
-	Until               string  `json:"until,omitempty"`
-	RemainingSeconds    float64 `json:"remaining_seconds"`
-	LimitBacklogSeconds float64 `json:"limit_backlog_seconds"`
-}
-
-// rfc3339Milli is RFC 3339 with exactly three fractional digits.
-const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
-
-func toJSON(p quotagate.Pause) pauseJSON {
-	j := pauseJSON{
-		Provider:            p.Scope.Provider,
-		Account:             p.Scope.Account,
-		Paused:              !p.Until.IsZero(),
-		RemainingSeconds:    p.Remaining.Seconds(),
-		LimitBacklogSeconds: p.LimitBacklog.Seconds(),
-	}
-	if j.Paused {
-		j.Until = p.Until.UTC().Format(rfc3339Milli)
-	}
-	return j
-}
-
 func (o printer) pauses(ps []quotagate.Pause) error {
 	if o.json {
-		list := make([]pauseJSON, 0, len(ps))
-		for _, p := range ps {
-			list = append(list, toJSON(p))
+		if ps == nil {
+			ps = []quotagate.Pause{} // [], not null
 		}
-		return o.encode(list)
+		return o.encode(ps)
 	}
 	if len(ps) == 0 {
 		_, err := fmt.Fprintln(o.w, "no pause in force")
@@ -331,21 +302,21 @@ func (o printer) pauses(ps []quotagate.Pause) error {
 	fmt.Fprintln(tw, "PROVIDER\tACCOUNT\tUNTIL (UTC)\tREMAINING\tLIMIT BACKLOG")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", field(p.Scope.Provider), field(p.Scope.Account),
-			p.Until.UTC().Format(rfc3339Milli), p.Remaining.Round(time.Millisecond), backlog(p.LimitBacklog))
+			p.Until.UTC().Format(quotagate.RFC3339Milli), p.Remaining.Round(time.Millisecond), backlog(p.LimitBacklog))
 	}
 	return tw.Flush()
 }
 
 func (o printer) state(p quotagate.Pause) error {
 	if o.json {
-		return o.encode(toJSON(p))
+		return o.encode(p)
 	}
 	var err error
 	if p.Until.IsZero() {
 		_, err = fmt.Fprintf(o.w, "%s is open", p.Scope)
 	} else {
 		_, err = fmt.Fprintf(o.w, "%s is paused until %s (%v left)", p.Scope,
-			p.Until.UTC().Format(rfc3339Milli), p.Remaining.Round(time.Millisecond))
+			p.Until.UTC().Format(quotagate.RFC3339Milli), p.Remaining.Round(time.Millisecond))
 	}
 	if err == nil && p.LimitBacklog > 0 {
 		_, err = fmt.Fprintf(o.w, "; limit backlog %v", backlog(p.LimitBacklog))

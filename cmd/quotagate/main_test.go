@@ -112,7 +112,12 @@ func TestPauseAndState(t *testing.T) {
 	defer g.Close()
 
 	code, out, errOut := cmd(t, "-redis", url, "-prefix", prefix, "-json", "state", odd.Provider, odd.Account)
-	var st pauseJSON
+	var st struct {
+		Account          string
+		Paused           bool
+		Until            string
+		RemainingSeconds float64 `json:"remaining_seconds"`
+	}
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Paused || st.Until != "" || st.Account != odd.Account {
 		t.Errorf("state of an open scope: exit %d, %v: %s%s", code, err, out, errOut)
 	}
@@ -128,7 +133,7 @@ func TestPauseAndState(t *testing.T) {
 		t.Errorf("pause 1m over 10m: exit %d, %v: until %q, want %q", code, err, st.Until, first)
 	}
 	p, err := g.State(context.Background(), odd)
-	if err != nil || p.Until.UTC().Format(rfc3339Milli) != first {
+	if err != nil || p.Until.UTC().Format(quotagate.RFC3339Milli) != first {
 		t.Errorf("the library reads %+v, %v; want until %s", p, err, first)
 	}
 
