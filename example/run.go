@@ -89,6 +89,7 @@ type env struct {
 	names  func(m mode) (queue, prefix string) // distinct per mode: fresh state
 	keep   bool                                // keep each mode's queue afterwards (for -ui)
 	remove bool                                // delete each mode's queue afterwards (real Redis)
+	onGate func(mode, *quotagate.Gate)         // -ui: show each mode's gate (ui.go); nil: nothing
 }
 
 // settings are the flags a run depends on.
@@ -178,6 +179,9 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 		}
 		g := quotagate.New(e.rdb, gcfg)
 		defer g.Close()
+		if e.onGate != nil {
+			e.onGate(r.mode, g)
+		}
 		mux.Use(g.Middleware())
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)
