@@ -19,10 +19,9 @@
 // Config.Prefix, default quotagate), -json, -timeout (default 10s).
 //
 // ACCOUNT is the Scope's Account as the application sets it (often a
-// credential's Fingerprint, "fp:…"); an empty argument is the empty
-// account. Exit status:
-// 0 done, 1 Redis failed or could not be reached, 2 bad usage (a flag, an
-// argument or the URL).
+// credential's Fingerprint, "fp:…"); an empty argument is the empty account.
+// Exit status: 0 done, 1 Redis failed or could not be reached, 2 bad usage (a
+// flag, an argument or the URL).
 //
 // The command uses the library's Gate for everything, so its key names and
 // scripts are the ones the workers use: it lists with SCAN on every master
