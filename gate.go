@@ -191,6 +191,7 @@ type Gate struct {
 	open      *openCache
 	holders   holders
 	successes successes
+	metrics   *metrics
 	observed  atomic.Bool // Transport or Observe is in use: responses teach the budget
 	silent    sync.Map    // pause key → when its provider last advertised no budget
 
@@ -212,8 +213,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Gate {
 // newGate is New with the worker's clock and the jitter's randomness given.
 func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd func() float64) *Gate {
 	cfg = cfg.withDefaults()
-	g := &Gate{cfg: cfg, now: now, rand: rnd,
-		store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb)}}
+	m := newMetrics()
+	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m,
+		store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb), metrics: m}}
 	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
 	g.store.track = g.open.track
 	return g
@@ -238,6 +240,12 @@ type Pause struct {
 	// what the provider accepted between a reopening and the next refusal);
 	// zero when none, or once ten minutes passed without a refusal.
 	Learned Limit
+	// LimitBacklog is how far ahead of Redis TIME the scope's first Limit
+	// is spent (its GCRA theoretical arrival time minus now); 0 when the
+	// scope has no such state. With a Limit of interval i and burst b, a
+	// task of cost c is admitted at once while LimitBacklog ≤ (b−c)·i. A
+	// pause raises it to reach past the deadline.
+	LimitBacklog time.Duration
 }
 
 // Budget is a scope's quota as its provider advertised it, spent by the

@@ -101,6 +101,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 	k := scopeKeys(g.cfg.Prefix, s)
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
+		g.metrics.admission(s.Provider, outcomeAdmitted)
 		return false, nil
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
@@ -120,17 +121,20 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 			if a.cacheable {
 				g.open.remember(k.pause, gen)
 			}
+			g.metrics.admission(s.Provider, outcomeAdmitted)
 			return a.probe, sleep(ctx, v.wait)
 		case holdPause:
 			if !g.holders.acquire(k.pause, v.holders) {
-				return false, v.deferral.of(s)
+				return false, g.deferred(s, v.deferral)
 			}
+			g.metrics.admission(s.Provider, outcomeHeld)
 			err = sleep(ctx, v.wait)
 			g.holders.release(k.pause)
 		case hold:
+			g.metrics.admission(s.Provider, outcomeHeld)
 			err = sleep(ctx, v.wait)
 		case deferTask:
-			return false, v.deferral.of(s)
+			return false, g.deferred(s, v.deferral)
 		}
 		if err != nil {
 			return false, err
@@ -138,9 +142,10 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 	}
 }
 
-// of returns the deferral for scope s.
-func (d Deferral) of(s Scope) *Deferral {
+// deferred returns the deferral d of scope s, counted.
+func (g *Gate) deferred(s Scope, d Deferral) *Deferral {
 	d.Scope = s
+	g.metrics.admission(s.Provider, deferredOutcome(d.Reason))
 	return &d
 }
 
@@ -148,10 +153,12 @@ func (d Deferral) of(s Scope) *Deferral {
 func (g *Gate) storeFailed(s Scope, op string, err error) error {
 	if g.cfg.FailClosed {
 		delay := g.cfg.Tuning.FailClosedDelay
+		g.metrics.admission(s.Provider, outcomeFailClosed)
 		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
 			"op", op, "scope", s.String(), "delay", delay, "err", err)
 		return &Deferral{Scope: s, Delay: delay, RetryAt: g.now().Add(delay), Reason: ReasonStoreDown}
 	}
+	g.metrics.admission(s.Provider, outcomeFailOpen)
 	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
 		"op", op, "scope", s.String(), "err", err)
 	return nil

@@ -73,6 +73,7 @@ func (g *Gate) record(ctx context.Context, s Scope, hint time.Duration) (Pause, 
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
 	}
+	g.metrics.refusal(s.Provider)
 	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
 		"scope", s.String(), "hint", hint, "remaining", p.Remaining, "until", p.Until)
 	return p, true

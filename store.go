@@ -154,30 +154,20 @@ if fresh then redis.call('PUBLISH', ARGV[5], KEYS[3]) end
 return {r, u}
 `)
 
-// remainingScript reads a scope's pause.
-//
-// KEYS[1]: the scope's pause key
-// ARGV[1]: max pause, ms
-// returns: {deadline (Unix ms, 0 when open), remaining ms (0 when open)}
-var remainingScript = redis.NewScript(luaPrelude + `
-local cur = int(redis.pcall('GET', KEYS[1]))
-if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then
-  return {cur, cur - now_ms}
-end
-return {0, 0}
-`)
-
 // stateScript reads what the gate knows of a scope.
 //
 // KEYS[1]: pause   KEYS[2]: budget (hash)   KEYS[3]: learned (hash)
+// KEYS[4]: the first limit's GCRA TAT (Unix µs)
 // ARGV[1]: max pause, ms
 // returns: {deadline (Unix ms, 0 when open), remaining ms, budget remaining
-//
-//	(-1 when none), budget reset (Unix ms, 0 unknown or past), quota
-//	(0 unknown), learned n (0 none), learned window ms}
+// (-1 when none), budget reset (Unix ms, 0 unknown or past), quota (0
+// unknown), learned n (0 none), learned window ms, limit backlog µs (TAT −
+// now, 0 when none or past)}
 var stateScript = redis.NewScript(luaPrelude + `
 local cur = int(redis.pcall('GET', KEYS[1]))
-local out = {0, 0, -1, 0, 0, 0, 0}
+local out = {0, 0, -1, 0, 0, 0, 0, 0}
+local tat = int(redis.pcall('GET', KEYS[4]))
+if tat and tat > now_us then out[8] = tat - now_us end
 if cur and cur > now_ms and cur - now_ms <= tonumber(ARGV[1]) then out[1], out[2] = cur, cur - now_ms end
 local b = redis.pcall('HMGET', KEYS[2], 'r', 'u', 'l')
 if type(b) == 'table' and not b.err and int(b[1]) then
@@ -199,24 +189,20 @@ return out
 // KEYS[5]: the learned limit's windows   KEYS[6..]: the state of each configured limit
 // ARGV[1]: cost (units)   ARGV[2]: hold, µs: how far ahead a slot may be reserved
 // ARGV[3]: max pause, ms   ARGV[4]: successes of the scope to add to the learned count
-// ARGV[5]: probe, ms: how long the first request of an unknown scope is given
-//
-//	to bring back the budget (0: responses are not observed, no probe)
-//
-// ARGV[6]: number of configured limits n, then 3 values per limit:
-//
-//	kind (0 GCRA, 1 fixed window), interval or period (µs), burst or rate
-//
+// ARGV[5]: probe, ms: how long the first request of an unknown scope is given to
+// bring back the budget (0: responses are not observed, no probe)
+// ARGV[6]: number of configured limits n, then 3 values per limit: kind (0
+// GCRA, 1 fixed window), interval or period (µs), burst or rate
 // returns: {code, wait µs, deadline (Unix ms, 0 when none), now (Unix ms),
+// reopening budget (0 unknown), cacheable (1: nothing but the pause applies),
+// limited (1: the scope has limits, configured or learned), probe (1: this
+// admission is a first contact's probe: report its answer)}
 //
-//	          reopening budget (0 unknown), cacheable (1: nothing but the pause applies),
-//	          limited (1: the scope has limits, configured or learned)}
-//
-//		code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
-//		code 1 paused: come back after wait, at the deadline (a pause, the reset of a
-//		       spent budget, or a first-contact probe) or, with a limit, at the next
-//		       slot of the reopening line after it; nothing is spent
-//		code 2 limited: come back after wait, at the next slot of the line; nothing is spent
+//	code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
+//	code 1 paused: come back after wait, at the deadline (a pause, the reset of a
+//	       spent budget, or a first-contact probe) or, with a limit, at the next
+//	       slot of the reopening line after it; nothing is spent
+//	code 2 limited: come back after wait, at the next slot of the line; nothing is spent
 //
 // A GCRA limit moves its TAT (theoretical arrival time) by interval×cost per
 // admission; a request is allowed once t ≥ TAT + interval×cost − interval×burst.
@@ -456,13 +442,43 @@ func (k keys) limit(i int, l Limit) string {
 	return k.base + name
 }
 
+// keyUnescaper reverses keyEscaper.
+var keyUnescaper = strings.NewReplacer("%25", "%", "%3A", ":", "%7B", "{", "%7D", "}")
+
+// scopeOfPauseKey is the exact inverse of scopeKeys(prefix, s).pause: it
+// returns the valid scope whose pause key under prefix is key, and false for
+// any key scopeKeys cannot have written (another prefix or kind, raw ':' or
+// '%' in a field, a lowercase or unknown escape, an invalid scope).
+func scopeOfPauseKey(prefix, key string) (Scope, bool) {
+	tag, ok := strings.CutPrefix(key, prefix+":{")
+	if !ok {
+		return Scope{}, false
+	}
+	if tag, ok = strings.CutSuffix(tag, "}:pause"); !ok {
+		return Scope{}, false
+	}
+	p, a, _ := strings.Cut(tag, ":")
+	s := Scope{Provider: keyUnescaper.Replace(p), Account: keyUnescaper.Replace(a)}
+	if s.Validate() != nil || scopeKeys(prefix, s).pause != key {
+		return Scope{}, false
+	}
+	return s, true
+}
+
+// globEscaper quotes the characters special to Redis's MATCH patterns.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// pauseKeyPattern is the SCAN MATCH pattern of every pause key under prefix.
+func pauseKeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{*}:pause" }
+
 // store runs the scripts with a bounded timeout.
 type store struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	timeout  time.Duration
 	maxPause time.Duration
-	direct   bool // the client honours context deadlines: no watchdog goroutine needed
+	direct   bool     // the client honours context deadlines: no watchdog goroutine needed
+	metrics  *metrics // nil: not counted
 
 	// track, when set, is called as a call starts; the function it returns
 	// hears how the call ended: nil when Redis answered, the error when the
@@ -510,9 +526,10 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 // Config.StoreTimeout.
 var ErrStoreTimeout = errors.New("quotagate: store timeout")
 
-// run evaluates a script and returns its integer array reply.
-func (s *store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
-	return bounded(ctx, s, func(ctx context.Context) ([]int64, error) {
+// run evaluates a script and returns its integer array reply; op names the
+// script in the metrics.
+func (s *store) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	return bounded(ctx, s, op, func(ctx context.Context) ([]int64, error) {
 		return script.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	})
 }
@@ -522,8 +539,10 @@ func (s *store) run(ctx context.Context, script *redis.Script, keys []string, ar
 // the call runs in a goroutine and, past the timeout, the caller goes on while
 // the call finishes on its own. A call cut by the timeout returns an error
 // wrapping ErrStoreTimeout, and so does a call refused at once by the cap on
-// calls left running while the store fails (maxRunning).
-func bounded[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) (T, error) {
+// calls left running while the store fails (maxRunning). Its duration and
+// failure are counted under op (see metrics.go).
+func bounded[T any](ctx context.Context, s *store, op string, call func(context.Context) (T, error)) (v T, err error) {
+	defer s.metrics.roundTrip(ctx, op, time.Now(), &err)
 	var zero T
 	done := noTrack
 	if s.track != nil {
@@ -604,7 +623,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.hinted {
 		learn = 1
 	}
-	v, err := s.run(ctx, pauseScript, []string{k.pause, k.learn}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel(),
+	v, err := s.run(ctx, "pause", pauseScript, []string{k.pause, k.learn}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel(),
 		learn, r.successes, r.precision.Milliseconds())
 	if err = want(v, 2, err); err != nil {
 		return time.Time{}, 0, err
@@ -621,11 +640,11 @@ type refusalFacts struct {
 
 // state reads what the gate knows of a scope (see stateScript).
 func (s *store) state(ctx context.Context, k keys) (Pause, error) {
-	v, err := s.run(ctx, stateScript, []string{k.pause, k.budget, k.learn}, s.maxPause.Milliseconds())
-	if err = want(v, 7, err); err != nil {
+	v, err := s.run(ctx, "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, s.maxPause.Milliseconds())
+	if err = want(v, 8, err); err != nil {
 		return Pause{}, err
 	}
-	var p Pause
+	p := Pause{LimitBacklog: time.Duration(v[7]) * time.Microsecond}
 	if v[0] != 0 {
 		p.Until, p.Remaining = time.UnixMilli(v[0]), time.Duration(v[1])*time.Millisecond
 	}
@@ -639,18 +658,6 @@ func (s *store) state(ctx context.Context, k keys) (Pause, error) {
 		p.Learned = FixedWindow(int(v[5]), time.Duration(v[6])*time.Millisecond)
 	}
 	return p, nil
-}
-
-// remaining reads the pause of a scope.
-func (s *store) remaining(ctx context.Context, k keys) (until time.Time, remaining time.Duration, err error) {
-	v, err := s.run(ctx, remainingScript, []string{k.pause}, s.maxPause.Milliseconds())
-	if err = want(v, 2, err); err != nil {
-		return time.Time{}, 0, err
-	}
-	if v[0] == 0 {
-		return time.Time{}, 0, nil
-	}
-	return time.UnixMilli(v[0]), time.Duration(v[1]) * time.Millisecond, nil
 }
 
 // admission is the answer of admitScript.
@@ -693,7 +700,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 			args = append(args, 0, l.interval(), l.burst())
 		}
 	}
-	v, err := s.run(ctx, admitScript, ks, args...)
+	v, err := s.run(ctx, "admit", admitScript, ks, args...)
 	if err = want(v, 8, err); err != nil {
 		return admission{}, err
 	}
@@ -715,7 +722,7 @@ type observation struct {
 
 // observe records an observation (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation) error {
-	v, err := s.run(ctx, observeScript, []string{k.budget, k.learn, k.pause},
+	v, err := s.run(ctx, "observe", observeScript, []string{k.budget, k.learn, k.pause},
 		o.remaining, o.reset.Milliseconds(), o.limit, o.precision.Milliseconds(), s.channel())
 	return want(v, 2, err)
 }
@@ -725,6 +732,6 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 
 // resume deletes a scope's pause.
 func (s *store) resume(ctx context.Context, k keys) error {
-	_, err := bounded(ctx, s, func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, k.pause).Result() })
+	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, k.pause).Result() })
 	return err
 }

@@ -97,7 +97,8 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	}
 	last := rem
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		_, r, err := st.remaining(ctx, k)
+		p, err := st.state(ctx, k)
+		r := p.Remaining
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,15 +189,15 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if !c.mr.Exists(k.pause) {
 		t.Fatal("setup: the key should linger")
 	}
-	until, rem, err := st.remaining(ctx, k)
-	if err != nil || rem != 0 || !until.IsZero() {
-		t.Errorf("remaining = %v, %v, %v; want open", until, rem, err)
+	p, err := st.state(ctx, k)
+	if err != nil || p.Remaining != 0 || !p.Until.IsZero() {
+		t.Errorf("remaining = %+v, %v; want open", p, err)
 	}
 	a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
 	if err != nil || a.code != admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
-	until, rem, err = st.pause(ctx, k, 2*time.Second, refusalFacts{})
+	until, rem, err := st.pause(ctx, k, 2*time.Second, refusalFacts{})
 	if err != nil || rem != 2*time.Second || !until.Equal(t0.Add(8*time.Second)) {
 		t.Errorf("pause over an expired record = %v, %v, %v; want %v, 2s", until, rem, err, t0.Add(8*time.Second))
 	}
@@ -222,15 +223,15 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if err := e.rdb.Set(ctx, k.pause, v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				until, rem, err := st.remaining(ctx, k)
-				if err != nil || rem != 0 || !until.IsZero() {
-					t.Errorf("record %q: remaining = %v, %v, %v; want open", v, until, rem, err)
+				p, err := st.state(ctx, k)
+				if err != nil || p.Remaining != 0 || !p.Until.IsZero() {
+					t.Errorf("record %q: remaining = %+v, %v; want open", v, p, err)
 				}
 				a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
 				if err != nil || a.code != admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
-				until, rem, err = st.pause(ctx, k, 10*time.Second, refusalFacts{})
+				until, rem, err := st.pause(ctx, k, 10*time.Second, refusalFacts{})
 				if err != nil {
 					t.Errorf("record %q: pause: %v", v, err)
 					continue
@@ -268,8 +269,8 @@ func TestStoreWrongType(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, k := range []keys{hk, lk} {
-				if _, rem, err := st.remaining(ctx, k); err != nil || rem != 0 {
-					t.Errorf("%s: remaining %v, %v; want open", k.pause, rem, err)
+				if p, err := st.state(ctx, k); err != nil || p.Remaining != 0 {
+					t.Errorf("%s: remaining %v, %v; want open", k.pause, p.Remaining, err)
 				}
 				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.pause, a, err)
@@ -693,7 +694,7 @@ func TestStoreTimeout(t *testing.T) {
 	hanging, _ := hangingRedis(t)
 	st := &store{rdb: hanging, prefix: "qgtest", timeout: 100 * time.Millisecond, maxPause: time.Hour}
 	start := time.Now()
-	_, err := st.run(ctx, remainingScript, []string{k.pause}, time.Hour.Milliseconds())
+	_, err := st.run(ctx, "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
 	if !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("run on a silent store: %v, want ErrStoreTimeout", err)
 	}
@@ -708,7 +709,7 @@ func TestStoreTimeout(t *testing.T) {
 	}
 
 	refused := &store{rdb: refusingRedis(t), prefix: "qgtest", timeout: 10 * time.Second, maxPause: time.Hour}
-	if _, err := refused.run(ctx, remainingScript, []string{k.pause}, time.Hour.Milliseconds()); err == nil || errors.Is(err, ErrStoreTimeout) {
+	if _, err := refused.run(ctx, "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds()); err == nil || errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("run on a closed port: %v, want the connection error", err)
 	}
 
@@ -722,7 +723,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb, release := hangingRedis(t)
 	st := &store{rdb: rdb, prefix: "qgtest", timeout: 50 * time.Millisecond, maxPause: time.Hour}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	v, err := st.run(context.Background(), remainingScript, []string{k.pause}, time.Hour.Milliseconds())
+	v, err := st.run(context.Background(), "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
 	if !errors.Is(err, ErrStoreTimeout) || v != nil {
 		t.Fatalf("run = %v, %v; want nil, ErrStoreTimeout", v, err)
 	}
@@ -746,7 +747,7 @@ func TestStoreDirectTimeout(t *testing.T) {
 		t.Fatal("a client with ContextTimeoutEnabled should be called directly")
 	}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	_, err := st.run(context.Background(), remainingScript, []string{k.pause}, time.Hour.Milliseconds())
+	_, err := st.run(context.Background(), "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
 	if !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("direct run on a silent store: %v, want ErrStoreTimeout", err)
 	}

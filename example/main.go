@@ -221,7 +221,7 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	defer closeEnv()
 
 	if o.ui != "" {
-		stopUI, err := serveUI(o.ui, e.opt, stderr)
+		stopUI, err := serveUI(o.ui, &e, stderr)
 		if err != nil {
 			return err
 		}

@@ -85,6 +85,7 @@ type env struct {
 	names  func(label string) (queue, prefix string) // distinct per label: fresh state
 	keep   bool                                      // keep each mode's queue afterwards (for -ui)
 	remove bool                                      // delete each mode's queue afterwards (real Redis)
+	onGate func(mode, *quotagate.Gate)               // -ui: show each mode's gate (ui.go); nil: nothing
 }
 
 // settings are the flags a run depends on.
@@ -197,6 +198,9 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 		g := quotagate.New(e.rdb, gcfg)
 		closeGate = func() { g.Close() }
 		r.gate = g // before the server starts: instrument reads it
+		if e.onGate != nil {
+			e.onGate(r.mode, g)
+		}
 		mux.Use(g.Middleware())
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// cmd runs the command and returns its exit status and outputs.
+func cmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// odd is an account with every character the key encoding escapes.
+var odd = quotagate.Scope{Provider: "acme", Account: "acct:{1}%7D%"}
+
+// TestPausesAndResume: pauses recorded by the library show in the listing,
+// table and JSON, and resume lifts them.
+func TestPausesAndResume(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	prefix := srv.Prefix(t)
+	url := "redis://" + srv.Addr + "/0"
+	ctx := context.Background()
+	g := quotagate.New(rdb, quotagate.Config{Prefix: prefix})
+	defer g.Close()
+	plain := quotagate.Scope{Provider: "swift", Account: quotagate.Fingerprint("secret")}
+	for s, d := range map[quotagate.Scope]time.Duration{odd: 90 * time.Second, plain: time.Hour} {
+		if _, err := g.Pause(ctx, s, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pause under another prefix is not listed.
+	other := quotagate.New(rdb, quotagate.Config{Prefix: prefix + "x"})
+	if _, err := other.Pause(ctx, quotagate.Scope{Provider: "elsewhere"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := cmd(t, "-redis", url, "-prefix", prefix, "-json", "pauses")
+	if code != 0 {
+		t.Fatalf("pauses: exit %d: %s", code, errOut)
+	}
+	t.Logf("pauses -json:\n%s", out)
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("pauses -json: %v\n%s", err, out)
+	}
+	if len(list) != 2 {
+		t.Fatalf("listed %d pauses, want 2:\n%s", len(list), out)
+	}
+	for i, want := range []struct {
+		s quotagate.Scope
+		d time.Duration
+	}{{odd, 90 * time.Second}, {plain, time.Hour}} {
+		p := list[i]
+		if p["provider"] != want.s.Provider || p["account"] != want.s.Account {
+			t.Errorf("pause %d: %v, want %v", i, p, want.s)
+		}
+		rem, ok := p["remaining_seconds"].(float64)
+		if !ok || rem <= 0 || rem > want.d.Seconds() {
+			t.Errorf("pause %d: remaining_seconds %v, want a number in (0, %v]", i, p["remaining_seconds"], want.d.Seconds())
+		}
+		until, _ := p["until"].(string)
+		at, err := time.Parse(time.RFC3339, until)
+		if err != nil || len(until) != len("2006-01-02T15:04:05.000Z") || !strings.HasSuffix(until, "Z") {
+			t.Errorf("pause %d: until %q, want RFC 3339 in UTC with milliseconds (%v)", i, until, err)
+		}
+		if now := time.Now(); at.Before(now) || at.After(now.Add(want.d+time.Minute)) {
+			t.Errorf("pause %d: until %v, not within the pause", i, at)
+		}
+	}
+
+	code, out, _ = cmd(t, "-redis", url, "-prefix", prefix, "pauses")
+	t.Logf("pauses:\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "PROVIDER") ||
+		!strings.Contains(lines[1], odd.Account) || !strings.Contains(lines[2], plain.Account) {
+		t.Errorf("pauses table, exit %d:\n%s", code, out)
+	}
+
+	code, out, errOut = cmd(t, "-redis", url, "-prefix", prefix, "resume", odd.Provider, odd.Account)
+	if code != 0 || !strings.Contains(out, "is open") {
+		t.Errorf("resume: exit %d: %s%s", code, out, errOut)
+	}
+	if rem, err := g.Remaining(ctx, odd); err != nil || rem != 0 {
+		t.Errorf("after resume the library reads %v, %v; want open", rem, err)
+	}
+	code, out, _ = cmd(t, "-redis", url, "-prefix", prefix, "-json", "pauses")
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list) != 1 || list[0]["provider"] != "swift" {
+		t.Errorf("after resume: exit %d, %v:\n%s", code, err, out)
+	}
+}
+
+// TestPauseAndState: a manual pause is monotonic, and state reads it.
+func TestPauseAndState(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := srv.Prefix(t)
+	url := "redis://" + srv.Addr
+	g := quotagate.New(srv.Client(t), quotagate.Config{Prefix: prefix})
+	defer g.Close()
+
+	code, out, errOut := cmd(t, "-redis", url, "-prefix", prefix, "-json", "state", odd.Provider, odd.Account)
+	var st struct {
+		Account          string
+		Paused           bool
+		Until            string
+		RemainingSeconds float64 `json:"remaining_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Paused || st.Until != "" || st.Account != odd.Account {
+		t.Errorf("state of an open scope: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+
+	code, out, errOut = cmd(t, "-redis", url, "-prefix", prefix, "-json", "pause", odd.Provider, odd.Account, "10m")
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || !st.Paused || st.RemainingSeconds <= 590 || st.RemainingSeconds > 600 {
+		t.Fatalf("pause 10m: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	first := st.Until
+	// A shorter pause leaves the later deadline in force.
+	code, out, _ = cmd(t, "-redis", url, "-prefix", prefix, "-json", "pause", odd.Provider, odd.Account, "1m")
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Until != first {
+		t.Errorf("pause 1m over 10m: exit %d, %v: until %q, want %q", code, err, st.Until, first)
+	}
+	p, err := g.State(context.Background(), odd)
+	if err != nil || p.Until.UTC().Format(quotagate.RFC3339Milli) != first {
+		t.Errorf("the library reads %+v, %v; want until %s", p, err, first)
+	}
+
+	code, out, _ = cmd(t, "-redis", url, "-prefix", prefix, "state", odd.Provider, odd.Account)
+	if code != 0 || !strings.Contains(out, "is paused until "+first) {
+		t.Errorf("state: exit %d: %s", code, out)
+	}
+}
+
+// TestUsage: -h prints the usage; bad flags, arguments and URLs exit 2,
+// an unreachable Redis exits 1, each with a message.
+func TestUsage(t *testing.T) {
+	code, out, _ := cmd(t, "-h")
+	if code != 0 || !strings.Contains(out, "usage: quotagate") || !strings.Contains(out, "-redis URL") || !strings.Contains(out, "resume PROVIDER ACCOUNT") {
+		t.Errorf("-h: exit %d:\n%s", code, out)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "redis://" + l.Addr().String()
+	l.Close()
+
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, exitUsage, "missing COMMAND"},
+		{[]string{"-bogus", "pauses"}, exitUsage, "flag provided but not defined"},
+		{[]string{"list"}, exitUsage, `unknown command "list"`},
+		{[]string{"state", "acme"}, exitUsage, "state takes 2 arguments, got 1"},
+		{[]string{"pauses", "extra"}, exitUsage, "pauses takes 0 arguments"},
+		{[]string{"pause", "acme", "a", "soon"}, exitUsage, `DURATION "soon"`},
+		{[]string{"pause", "acme", "a", "13h"}, exitUsage, `DURATION "13h"`},
+		{[]string{"pause", "acme", "a", "10ms"}, exitUsage, `DURATION "10ms"`},
+		{[]string{"state", "", "a"}, exitUsage, "empty provider"},
+		{[]string{"-timeout", "0", "pauses"}, exitUsage, "-timeout"},
+		{[]string{"-redis", "http://127.0.0.1:6379", "pauses"}, exitUsage, "-redis"},
+		{[]string{"-redis", "redis://user:hunter2@127.0.0.1:notaport", "pauses"}, exitUsage, "-redis: invalid URL"},
+		{[]string{"-cluster", "-redis", "ftp://x", "pauses"}, exitUsage, "-redis"},
+		{[]string{"-redis", closed, "-timeout", "5s", "pauses"}, exitRedis, "cannot reach Redis at " + l.Addr().String()},
+		{[]string{"-redis", closed, "-timeout", "5s", "resume", "acme", ""}, exitRedis, "cannot reach Redis"},
+	} {
+		code, out, errOut := cmd(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.msg) || out != "" {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want exit %d and %q", c.args, code, errOut, out, c.code, c.msg)
+		}
+		if strings.Contains(errOut, "hunter2") {
+			t.Errorf("%q: the password is in the message %q", c.args, errOut)
+		}
+	}
+}

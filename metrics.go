@@ -1,0 +1,215 @@
+package quotagate
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector returns the gate's Prometheus metrics. Nothing is registered
+// anywhere until the caller does so, e.g. on a registry of its own:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(g.Collector())
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// Labels carry the provider, never the account (an account may be a
+// credential's fingerprint, and accounts are unbounded):
+//
+//	quotagate_admissions_total{provider,outcome}   counter; outcome is one of
+//	    admitted          the task (or request) ran
+//	    held              a worker waited in-process for a short pause, then
+//	                      asked again (so the same task counts once more)
+//	    deferred_paused   deferred: the scope is paused
+//	    deferred_limited  deferred: the scope's Limit has no capacity
+//	    fail_open         the store failed; it ran unchecked
+//	    fail_closed       the store failed; deferred (Config.FailClosed)
+//	quotagate_refusals_total{provider}             counter: pauses recorded from refusals
+//	quotagate_budget_observations_total{provider}  counter: budgets learned from response headers
+//	quotagate_store_errors_total{op}               counter: failed Redis round trips
+//	quotagate_store_seconds{op}                    histogram of Redis round trips
+//	quotagate_paused_scopes{provider}              gauge, read from Redis at scrape time
+//
+// op is the store operation: admit, pause, remaining, resume or scan.
+// quotagate_paused_scopes is counted by the same bounded SCAN as Pauses,
+// within one second; when that fails it is left out of the scrape (and the
+// failure counted as a store error) rather than reported as a drop to zero.
+// It reads 0 for a provider this gate has admitted for and nothing paused.
+//
+// A second Collector of the same gate describes the same metrics: register
+// one per registry. Gates sharing a registry need distinguishing labels
+// (prometheus.WrapRegistererWith).
+func (g *Gate) Collector() prometheus.Collector { return collector{g} }
+
+// Admission outcomes, the values of quotagate_admissions_total's label.
+type outcome string
+
+const (
+	outcomeAdmitted        outcome = "admitted"
+	outcomeHeld            outcome = "held"
+	outcomeDeferredPaused  outcome = "deferred_paused"
+	outcomeDeferredLimited outcome = "deferred_limited"
+	outcomeFailOpen        outcome = "fail_open"
+	outcomeFailClosed      outcome = "fail_closed"
+)
+
+// deferredOutcome is the outcome of a deferral for reason r.
+func deferredOutcome(r Reason) outcome {
+	switch r {
+	case ReasonLimited:
+		return outcomeDeferredLimited
+	case ReasonStoreDown:
+		return outcomeFailClosed
+	}
+	return outcomeDeferredPaused
+}
+
+// storeBuckets are the bounds of quotagate_store_seconds, in seconds. A
+// round trip to a Redis nearby takes 0.1 to 1 ms (the scripts themselves run
+// in microseconds), so the buckets are dense below a millisecond to show a
+// healthy store's shape, then widen to the default Config.StoreTimeout,
+// 250 ms, past which a call is cut and the gate fails open or closed.
+var storeBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}
+
+// scrapeTimeout bounds the SCAN behind quotagate_paused_scopes: well within
+// Prometheus's default 10 s scrape timeout, and long enough for a healthy
+// Redis to list thousands of pauses.
+const scrapeTimeout = time.Second
+
+// metrics are one gate's counters. A nil *metrics counts nothing.
+type metrics struct {
+	admissions, refusals, budgets, storeErrors *prometheus.CounterVec
+	storeSeconds                               *prometheus.HistogramVec
+	pausedScopes                               *prometheus.Desc
+
+	providers sync.Map // provider name → struct{}: the gauge's zero series
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotagate_admissions_total",
+			Help: "Admission decisions of the gate, by provider and outcome.",
+		}, []string{"provider", "outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotagate_refusals_total",
+			Help: "Pauses recorded from provider refusals, by provider.",
+		}, []string{"provider"}),
+		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotagate_budget_observations_total",
+			Help: "Quota budgets learned from provider response headers, by provider.",
+		}, []string{"provider"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotagate_store_errors_total",
+			Help: "Redis round trips of the gate that failed or timed out, by operation.",
+		}, []string{"op"}),
+		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quotagate_store_seconds",
+			Help:    "Duration of the gate's Redis round trips, by operation.",
+			Buckets: storeBuckets,
+		}, []string{"op"}),
+		pausedScopes: prometheus.NewDesc("quotagate_paused_scopes",
+			"Scopes paused now, by provider, read from Redis at scrape time.", []string{"provider"}, nil),
+	}
+}
+
+// admission counts one admission outcome.
+func (m *metrics) admission(provider string, o outcome) {
+	if m == nil {
+		return
+	}
+	if _, seen := m.providers.Load(provider); !seen {
+		m.providers.Store(provider, struct{}{})
+	}
+	m.admissions.WithLabelValues(provider, string(o)).Inc()
+}
+
+// refusal counts a pause recorded from a refusal.
+func (m *metrics) refusal(provider string) {
+	if m != nil {
+		m.refusals.WithLabelValues(provider).Inc()
+	}
+}
+
+// budgetObserved counts a budget learned from a response.
+func (m *metrics) budgetObserved(provider string) {
+	if m != nil {
+		m.budgets.WithLabelValues(provider).Inc()
+	}
+}
+
+// roundTrip observes one store call that began at start and ended with
+// *err. A call cut because the caller's own context ended is timed but is
+// not a store error.
+func (m *metrics) roundTrip(ctx context.Context, op string, start time.Time, err *error) {
+	if m == nil {
+		return
+	}
+	m.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if *err != nil && ctx.Err() == nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// collector is the prometheus.Collector of a gate.
+type collector struct{ g *Gate }
+
+func (c collector) vecs() []prometheus.Collector {
+	m := c.g.metrics
+	return []prometheus.Collector{m.admissions, m.refusals, m.budgets, m.storeErrors, m.storeSeconds}
+}
+
+// Describe implements prometheus.Collector.
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.vecs() {
+		v.Describe(ch)
+	}
+	ch <- c.g.metrics.pausedScopes
+}
+
+// Collect implements prometheus.Collector.
+// The SCAN runs first, so that a failure of it shows in the same scrape.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	counts, err := c.g.pausedByProvider(ctx)
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
+	if err != nil {
+		c.g.cfg.Logger.Warn("quotagate: quotagate_paused_scopes left out of the scrape", "err", err)
+		return
+	}
+	c.g.metrics.providers.Range(func(p, _ any) bool {
+		if _, ok := counts[p.(string)]; !ok {
+			counts[p.(string)] = 0
+		}
+		return true
+	})
+	providers := make([]string, 0, len(counts))
+	for p := range counts {
+		providers = append(providers, p)
+	}
+	sort.Strings(providers)
+	for _, p := range providers {
+		ch <- prometheus.MustNewConstMetric(c.g.metrics.pausedScopes, prometheus.GaugeValue, float64(counts[p]), p)
+	}
+}
+
+// pausedByProvider counts the pauses in force by provider, as Pauses lists
+// them. A truncated listing is an error: a partial count would read as a
+// drop.
+func (g *Gate) pausedByProvider(ctx context.Context) (map[string]int, error) {
+	ps, err := g.Pauses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int)
+	for _, p := range ps {
+		counts[p.Scope.Provider]++
+	}
+	return counts, nil
+}

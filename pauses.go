@@ -1,0 +1,167 @@
+package quotagate
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxListed is the most pauses Pauses lists: far more scopes than a fleet
+// pauses at once (a scope is a provider account), few enough that reading
+// them all stays a matter of seconds (one round trip each).
+const MaxListed = 10_000
+
+// scanCount is the COUNT hint of each SCAN call: how many slots of the
+// keyspace Redis walks per call. A thousand keeps each call well under a
+// millisecond of server time while a keyspace of a million keys (asynq's
+// included) takes a thousand round trips.
+const scanCount = 1000
+
+// ErrTruncated is returned (wrapped) by Pauses, together with the first
+// MaxListed pauses found, when more pause keys exist.
+var ErrTruncated = errors.New("quotagate: listing truncated")
+
+// Pauses lists every pause in force under the gate's Prefix, sorted by
+// provider and account, each read by State (so with its limit backlog).
+//
+// It walks the keyspace with SCAN (never KEYS) on every master of a
+// cluster client (every shard of a ring; the one server otherwise), each
+// call bounded by Config.StoreTimeout, and decodes the key names back to
+// scopes; keys that quotagate did not write are ignored. Pauses that
+// expire, or read as malformed, by the time they are read are left out, as
+// they are open. Past MaxListed pause keys it stops and returns what it has
+// read with an error wrapping ErrTruncated. The whole listing is bounded by
+// ctx only: give it a deadline.
+func (g *Gate) Pauses(ctx context.Context) ([]Pause, error) {
+	scopes, scanErr := g.pausedScopes(ctx, MaxListed)
+	if scanErr != nil && !errors.Is(scanErr, ErrTruncated) {
+		return nil, fmt.Errorf("quotagate: list pauses: %w", scanErr)
+	}
+	out := make([]Pause, 0, len(scopes))
+	for _, s := range scopes {
+		p, err := g.State(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if !p.Until.IsZero() {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Pause) int {
+		return cmp.Or(cmp.Compare(a.Scope.Provider, b.Scope.Provider), cmp.Compare(a.Scope.Account, b.Scope.Account))
+	})
+	return out, scanErr
+}
+
+// scanPage is one SCAN reply.
+type scanPage struct {
+	keys []string
+	next uint64
+}
+
+// pausedScopes returns the scopes of the pause keys found by SCAN, at most
+// limit of them (then with ErrTruncated).
+func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
+	pattern := pauseKeyPattern(g.cfg.Prefix)
+	var (
+		mu        sync.Mutex
+		seen      = make(map[Scope]bool)
+		truncated bool
+	)
+	// add records the scopes of keys and reports whether to go on.
+	add := func(keys []string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			s, ok := scopeOfPauseKey(g.cfg.Prefix, k)
+			if !ok || seen[s] {
+				continue
+			}
+			if len(seen) == limit {
+				truncated = true
+				return false
+			}
+			seen[s] = true
+		}
+		return !truncated
+	}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			page, err := bounded(ctx, &g.store, "scan", func(ctx context.Context) (scanPage, error) {
+				keys, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
+				return scanPage{keys, next}, err
+			})
+			if err != nil {
+				return err
+			}
+			if !add(page.keys) || page.next == 0 {
+				return nil
+			}
+			cursor = page.next
+		}
+	}
+	var err error
+	switch c := g.store.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error { return scan(ctx, shard) })
+	default:
+		err = scan(ctx, g.store.rdb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	scopes := make([]Scope, 0, len(seen))
+	for s := range seen {
+		scopes = append(scopes, s)
+	}
+	if truncated {
+		return scopes, fmt.Errorf("%w at %d pauses", ErrTruncated, limit)
+	}
+	return scopes, nil
+}
+
+// pauseJSON is the JSON shape of a Pause.
+type pauseJSON struct {
+	Provider            string  `json:"provider"`
+	Account             string  `json:"account"`
+	Paused              bool    `json:"paused"`
+	Until               string  `json:"until,omitempty"`
+	RemainingSeconds    float64 `json:"remaining_seconds"`
+	LimitBacklogSeconds float64 `json:"limit_backlog_seconds"`
+}
+
+// RFC3339Milli is the layout of the deadlines quotagate prints: RFC 3339 in
+// UTC with exactly three fractional digits.
+const RFC3339Milli = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON encodes p for scripts, as the quotagate command and the
+// inspect page print it:
+//
+//	{"provider":"acme","account":"fp:…","paused":true,"until":"2025-01-02T03:04:05.678Z",
+//	 "remaining_seconds":12.5,"limit_backlog_seconds":0}
+//
+// until (RFC3339Milli, UTC) is absent when the scope is open; durations are
+// in seconds, to the millisecond.
+func (p Pause) MarshalJSON() ([]byte, error) {
+	j := pauseJSON{
+		Provider:            p.Scope.Provider,
+		Account:             p.Scope.Account,
+		Paused:              !p.Until.IsZero(),
+		RemainingSeconds:    p.Remaining.Round(time.Millisecond).Seconds(),
+		LimitBacklogSeconds: p.LimitBacklog.Round(time.Millisecond).Seconds(),
+	}
+	if j.Paused {
+		j.Until = p.Until.UTC().Format(RFC3339Milli)
+	}
+	return json.Marshal(j)
+}

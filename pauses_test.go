@@ -1,0 +1,225 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oddScopes are scopes whose fields hold every character the key encoding
+// escapes, and escapes themselves.
+var oddScopes = []Scope{
+	{Provider: "ups", Account: "acct:{1}%"},
+	{Provider: "a:b", Account: "c"}, {Provider: "a", Account: "b:c"},
+	{Provider: "a%3Ab", Account: "%7D"}, {Provider: "{a}", Account: ""},
+	{Provider: "a}:{b", Account: "%%::{{}}"}, {Provider: "ups", Account: Fingerprint("secret")},
+	{Provider: "ups"},
+}
+
+// TestScopeOfPauseKey: the decoder inverts scopeKeys for every scope, and
+// refuses every key scopeKeys cannot have written.
+func TestScopeOfPauseKey(t *testing.T) {
+	for _, prefix := range []string{"quotagate", "q:x", "q%7B", "*"} {
+		for _, s := range oddScopes {
+			key := scopeKeys(prefix, s).pause
+			if got, ok := scopeOfPauseKey(prefix, key); !ok || got != s {
+				t.Errorf("prefix %q: %q decodes to %+v, %v; want %+v", prefix, key, got, ok, s)
+			}
+		}
+	}
+	for _, key := range []string{
+		"quotagate:{ups:acct}:tat",     // another kind
+		"other:{ups:acct}:pause",       // another prefix
+		"quotagate:x:{ups:acct}:pause", // a longer prefix
+		"quotagate:{ups:a:b}:pause",    // a raw ':' in a field
+		"quotagate:{ups}:pause",        // no field separator
+		"quotagate:{ups:a%3ab}:pause",  // lowercase escape: scopeKeys writes %3A
+		"quotagate:{ups:a%41}:pause",   // an escape scopeKeys never writes
+		"quotagate:{ups:a%}:pause",     // a raw '%'
+		"quotagate:{ups:a}b}:pause",    // a raw '}'
+		"quotagate:{:acct}:pause",      // empty provider: invalid scope
+		"quotagate:{ups:a\x01}:pause",  // control character: invalid scope
+		"quotagate:{ups:acct}:pause:x", // trailing text
+		"quotagate:{ups:acct}",         // no kind
+		"quotagate:ups:acct:pause",     // no tag
+		"",
+	} {
+		if s, ok := scopeOfPauseKey("quotagate", key); ok {
+			t.Errorf("%q decodes to %+v; want refused", key, s)
+		}
+	}
+}
+
+// FuzzScopeOfPauseKey checks both directions: every valid scope comes back
+// from its key, and every key that decodes is the key of what it decodes to.
+func FuzzScopeOfPauseKey(f *testing.F) {
+	for _, s := range oddScopes {
+		f.Add(s.Provider, s.Account, scopeKeys("quotagate", s).pause)
+	}
+	f.Add("ups", "a", "quotagate:{ups:a%3a}:pause")
+	f.Fuzz(func(t *testing.T, provider, account, key string) {
+		s := Scope{Provider: provider, Account: account}
+		if s.Validate() == nil {
+			if got, ok := scopeOfPauseKey("quotagate", scopeKeys("quotagate", s).pause); !ok || got != s {
+				t.Errorf("%+v round-trips to %+v, %v", s, got, ok)
+			}
+		}
+		if got, ok := scopeOfPauseKey("quotagate", key); ok {
+			if back := scopeKeys("quotagate", got).pause; back != key {
+				t.Errorf("%q decodes to %+v whose key is %q", key, got, back)
+			}
+		}
+	})
+}
+
+// TestPausesList pauses a few scopes (with keys quotagate never writes
+// around them) and lists them on both backends.
+func TestPausesList(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			e := b.open(t)
+			ctx := context.Background()
+			// Glob characters in the prefix must be matched literally.
+			prefix := e.prefix + ":g?[x]*"
+			g := New(e.rdb, Config{Prefix: prefix})
+			defer g.Close()
+			want := map[Scope]time.Duration{}
+			for i, s := range oddScopes {
+				d := time.Duration(i+2) * time.Minute
+				if _, err := g.Pause(ctx, s, d); err != nil {
+					t.Fatal(err)
+				}
+				want[s] = d
+			}
+			// Not pauses of this gate: another prefix that the unescaped
+			// pattern would match, other kinds, a foreign key in the
+			// pattern, a malformed and an expired record.
+			other := New(e.rdb, Config{Prefix: e.prefix + ":gA[x]*"})
+			if _, err := other.Pause(ctx, Scope{Provider: "elsewhere"}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			limited := Scope{Provider: "limited"}
+			if err := e.rdb.Set(ctx, scopeKeys(prefix, limited).tat, "1", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			now := redisNow(t, e.rdb)
+			for key, v := range map[string]any{
+				prefix + ":{foreign}:pause":                             now.Add(time.Hour).UnixMilli(),
+				scopeKeys(prefix, Scope{Provider: "bad"}).pause:         "soon",
+				scopeKeys(prefix, Scope{Provider: "past"}).pause:        now.Add(-time.Second).UnixMilli(),
+				scopeKeys(prefix, Scope{Provider: "far"}).pause:         now.Add(13 * time.Hour).UnixMilli(), // beyond MaxPause
+				scopeKeys(prefix, Scope{Provider: "wrong"}).pause + "x": now.Add(time.Hour).UnixMilli(),
+			} {
+				if err := e.rdb.Set(ctx, key, v, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ps, err := g.Pauses(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ps) != len(want) {
+				t.Errorf("listed %d pauses, want %d: %v", len(ps), len(want), ps)
+			}
+			for i, p := range ps {
+				d, ok := want[p.Scope]
+				if !ok {
+					t.Errorf("listed %v, which was not paused", p)
+					continue
+				}
+				if p.Remaining <= 0 || p.Remaining > d {
+					t.Errorf("%v: remaining %v, want within (0, %v]", p.Scope, p.Remaining, d)
+				}
+				if p.Until.Sub(now) > d+time.Second || !p.Until.After(now) {
+					t.Errorf("%v: until %v, Redis TIME %v, pause %v", p.Scope, p.Until, now, d)
+				}
+				if i > 0 {
+					prev := ps[i-1].Scope
+					if prev.Provider > p.Scope.Provider || prev.Provider == p.Scope.Provider && prev.Account >= p.Scope.Account {
+						t.Errorf("not sorted: %v before %v", prev, p.Scope)
+					}
+				}
+			}
+
+			// Resumed scopes leave the list.
+			for s := range want {
+				if err := g.Resume(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ps, err := g.Pauses(ctx); err != nil || len(ps) != 0 {
+				t.Errorf("after resume: %v, %v; want none", ps, err)
+			}
+		})
+	}
+}
+
+// TestPausesLimitBacklog: a paused scope with a limit shows how far its
+// limit is spent, as State reads it.
+func TestPausesLimitBacklog(t *testing.T) {
+	c, rdb := newMini(t)
+	_ = c
+	ctx := context.Background()
+	s := Scope{Provider: "acme", Account: "a:1"}
+	g := New(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {PerSecond(10, 1)}}})
+	defer g.Close()
+	if _, err := g.Pause(ctx, s, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// An admission during the pause empties the limit at the deadline.
+	if err := g.admit(ctx, s, 1, false); err == nil {
+		t.Fatal("admitted during a pause")
+	}
+	ps, err := g.Pauses(ctx)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("Pauses = %v, %v", ps, err)
+	}
+	p := ps[0]
+	if p.Scope != s || p.Remaining != 5*time.Second {
+		t.Errorf("listed %+v, want %v paused for 5s", p, s)
+	}
+	// The TAT is the deadline + interval×burst − interval = the deadline.
+	if p.LimitBacklog != 5*time.Second {
+		t.Errorf("limit backlog %v, want 5s (the limit is empty at the deadline)", p.LimitBacklog)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || st != p {
+		t.Errorf("State = %+v, %v; the listing read %+v", st, err, p)
+	}
+}
+
+// TestPausesTruncated: past its bound the scan stops and says so, with the
+// scopes it found.
+func TestPausesTruncated(t *testing.T) {
+	_, rdb := newMini(t)
+	ctx := context.Background()
+	g := New(rdb, Config{Prefix: "qgtest"})
+	defer g.Close()
+	for i := range 5 {
+		if _, err := g.Pause(ctx, Scope{Provider: "p", Account: fmt.Sprint(i)}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scopes, err := g.pausedScopes(ctx, 3)
+	if !errors.Is(err, ErrTruncated) || len(scopes) != 3 {
+		t.Errorf("pausedScopes(3) = %v, %v; want 3 scopes and ErrTruncated", scopes, err)
+	}
+	scopes, err = g.pausedScopes(ctx, 5)
+	if err != nil || len(scopes) != 5 {
+		t.Errorf("pausedScopes(5) = %v, %v; want all 5", scopes, err)
+	}
+}
+
+// TestPausesStoreDown: a listing that cannot reach Redis fails, naming it.
+func TestPausesStoreDown(t *testing.T) {
+	g := New(refusingRedis(t), Config{Prefix: "qgtest", StoreTimeout: 5 * time.Second})
+	defer g.Close()
+	ps, err := g.Pauses(context.Background())
+	if err == nil || ps != nil || !strings.Contains(err.Error(), "list pauses") {
+		t.Errorf("Pauses = %v, %v; want the connection error", ps, err)
+	}
+}
