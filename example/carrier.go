@@ -95,13 +95,26 @@ func newCarrier(name string, o carrierOptions, credentials ...string) *carrier {
 func makeCarrier(name string, o carrierOptions, now func() time.Time, credentials ...string) *carrier {
 	c := &carrier{name: name, carrierOptions: o, now: now, accounts: map[string]*account{}}
 	for _, cred := range credentials {
+		c.accounts[cred] = nil
+	}
+	c.restart(o.origin)
+	return c
+}
+
+// restart gives every credential a fresh quota whose windows start at
+// origin, and zeroes the counters.
+func (c *carrier) restart(origin time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.origin = origin
+	for cred := range c.accounts {
 		a := &account{}
-		if o.quota != nil {
-			a.quota = o.quota.newModel(o.origin)
+		if c.quota != nil {
+			a.quota = c.quota.newModel(origin)
 		}
 		c.accounts[cred] = a
 	}
-	return c
+	c.stats, c.log = carrierStats{}, nil
 }
 
 // URL is the carrier's base URL.

@@ -9,6 +9,7 @@
 //	go run ./example -ui :8080       also serve asynqmon, keep serving until Ctrl-C
 //	go run ./example -redis redis://localhost:6379/0
 //	go run ./example -bench -runs 3 -redis redis://127.0.0.1:6390/0
+//	go run ./example -serve-carrier 127.0.0.1:8099 -model bucket -rate 8 -burst 10
 //
 // -bench runs the issues' measurement instead of one table: every scenario
 // of bench.go (fixed window 40 per 5 s, token bucket 8/s burst 10, sliding
@@ -36,7 +37,8 @@
 // longer window: go run ./example -ui :8080 -window 10s -rate 30 -polls 100.
 //
 // The constrained carrier's windows start with each mode's run, on a whole
-// second.
+// second. -serve-carrier serves that carrier alone, for another job queue
+// to be measured against (serve.go).
 //
 // Files: carrier.go is the fake carrier and quota.go its quota models;
 // run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
@@ -78,6 +80,7 @@ type options struct {
 	bench     bool
 	runs      int
 	scenarios string
+	serve     string
 }
 
 // The defaults that differ between the demo and -bench: the demo keeps
@@ -120,11 +123,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
 	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")
 	fs.StringVar(&o.scenarios, "scenarios", scenarioNames(), "-bench: scenarios to run, comma-separated")
+	fs.StringVar(&o.serve, "serve-carrier", "", "serve only the constrained carrier (-model, -rate, -burst, -window, -headers, -latency) on this address, for another queue to be measured against; see serve.go")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.bench && o.serve != "" {
+		return o, errors.New("-serve-carrier does not go with -bench")
 	}
 	if o.bench {
 		// The scenarios set the quota: a quota flag would be ignored.
@@ -213,6 +220,9 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.serve != "" {
+		return serveCarrier(ctx, o.serve, o.settings, stdout)
+	}
 
 	e, closeEnv, err := openEnv(o)
 	if err != nil {

@@ -122,7 +122,7 @@ func TestFlags(t *testing.T) {
 		{"-model", "leaky"}, {"-rate", "0"}, {"-polls", "0"}, {"-modes", "local,fast"},
 		{"-free", "101"}, {"-delayed-check", "-1s"}, {"-runs", "0"}, {"extra"},
 		{"-bench", "-model", "bucket"}, {"-bench", "-headers"}, {"-bench", "-scenarios", "fixed,leaky"},
-		{"-bench", "-scenarios", ","},
+		{"-bench", "-scenarios", ","}, {"-bench", "-serve-carrier", "127.0.0.1:0"},
 	} {
 		if err := realMain(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -475,5 +477,44 @@ func TestConfiguredLimit(t *testing.T) {
 		if got := configuredLimit(c.q); got != c.want {
 			t.Errorf("configuredLimit(%v) = %+v, want %+v", c.q, got, c.want)
 		}
+	}
+}
+
+// TestControlled: the standalone carrier's restart starts fresh windows on
+// the next whole second and zeroes the counters; stats reads them.
+func TestControlled(t *testing.T) {
+	now := t0.Add(300 * time.Millisecond)
+	c := makeCarrier("acme", carrierOptions{quota: &quotaSpec{Model: "fixed", Rate: 1, Window: time.Second}},
+		func() time.Time { return now }, "secret")
+	h := controlled(c)
+	do := func(method, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, nil)
+		req.Header.Set("Authorization", "Bearer secret")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	do("GET", "/v1/shipments/AC1")
+	if rec := do("GET", "/v1/shipments/AC2"); rec.Code != 429 {
+		t.Fatalf("second request: HTTP %d, want 429", rec.Code)
+	}
+	rec := do("POST", "/control/restart")
+	if want := fmt.Sprintf(`{"start_unix_ms":%d}`, t0.Add(time.Second).UnixMilli()); strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("restart: %s, want %s", rec.Body, want)
+	}
+	now = t0.Add(1900 * time.Millisecond) // the first new window is [+1 s, +2 s)
+	if rec := do("GET", "/v1/shipments/AC3"); rec.Code != 200 {
+		t.Fatalf("after restart: HTTP %d", rec.Code)
+	}
+	now = t0.Add(2 * time.Second)
+	if rec := do("GET", "/v1/shipments/AC4"); rec.Code != 200 {
+		t.Fatalf("next window: HTTP %d", rec.Code)
+	}
+	var st carrierStats
+	if err := json.Unmarshal(do("GET", "/control/stats").Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := (carrierStats{Requests: 2, Accepted: 2}); st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
 	}
 }
