@@ -34,6 +34,7 @@ end
 // learns from the refusal that caused it.
 //
 // KEYS[1]: the scope's pause key   KEYS[2]: the scope's learned state (hash)
+// KEYS[3]: the scope's budget (hash: fc, its first contact, Unix ms)
 // ARGV[1]: proposed pause, ms (already clamped to [1 s, max pause])
 // ARGV[2]: max pause, ms: a record farther ahead than this is malformed
 // ARGV[3]: the gate's announcement channel
@@ -45,7 +46,8 @@ end
 // KEYS[1] is published on ARGV[3] so gates forget that the scope was open.
 //
 // Learning (KEYS[2], fields): since (Unix ms, the reopening the count runs
-// from), ok (successes since), n and w (the learned limit: n per w ms),
+// from: the last reopening, or the first contact when the gate probed it),
+// ok (successes since), n and w (the learned limit: n per w ms),
 // b and bp (a reset of the provider's window, Unix ms, and its precision).
 // The first refusal of a cycle (the scope was open) closes it: what the scope
 // got accepted between its reopening and this refusal, over the window from
@@ -75,6 +77,10 @@ local okd = tonumber(ARGV[5])
 local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best', 'late')
 if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
 local since, ok, n, best, late = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0, int(v[5])
+if not since then -- the first cycle runs from the first contact's probe
+  local fc = redis.pcall('HGET', KEYS[3], 'fc')
+  since = int(fc)
+end
 if okd > 0 and open and since then ok = ok + okd; redis.call('HSET', KEYS[2], 'ok', ok) end
 if okd > 0 and not open and n and late == cur then
   redis.call('HSET', KEYS[2], 'n', n + okd, 'best', math.max(best, n + okd))
@@ -118,7 +124,8 @@ const learnTTLms = "600000"
 //
 // Budget fields: r (remaining to spend), u (reset, Unix ms), l (quota), f
 // (admitted and not yet answered), p (first-contact probe sent at, Unix ms),
-// s (the provider advertises nothing). The provider's count does not include
+// s (the provider advertises nothing), fc (the first contact, Unix ms: see
+// pauseScript). The provider's count does not include
 // requests still in flight, so r = remaining − f, after this response leaves
 // f; within one window the lower of the recorded and the observed count wins
 // (responses arrive out of order). The record expires learnTTL after its
@@ -275,7 +282,7 @@ elseif b_p then
   if now_ms < b_p + probe then block = b_p + probe
   else redis.call('HSET', KEYS[3], 's', 1) end -- the probe brought nothing back
 elseif probe > 0 then
-  redis.call('HSET', KEYS[3], 'p', now_ms)
+  redis.call('HSET', KEYS[3], 'p', now_ms, 'fc', now_ms)
   redis.call('PEXPIRE', KEYS[3], 3600000)
   probing = 1
 end
@@ -623,7 +630,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.hinted {
 		learn = 1
 	}
-	v, err := s.run(ctx, "pause", pauseScript, []string{k.pause, k.learn}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel(),
+	v, err := s.run(ctx, "pause", pauseScript, []string{k.pause, k.learn, k.budget}, d.Milliseconds(), s.maxPause.Milliseconds(), s.channel(),
 		learn, r.successes, r.precision.Milliseconds())
 	if err = want(v, 2, err); err != nil {
 		return time.Time{}, 0, err

@@ -135,7 +135,9 @@ func runMode(ctx context.Context, e env, label string, m mode, s settings, polls
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 2 * s.workers}
 	defer transport.CloseIdleConnections()
-	srv, mux, closeGate := r.server(e, queue, prefix, newResolver(r, transport, acme, swift))
+	srv, mux, closeGate := r.server(e, queue, prefix, func(rt http.RoundTripper) tracking.ClientResolver {
+		return newResolver(r, rt, acme, swift)
+	}, transport)
 	defer closeGate()
 	if err := sleepUntil(ctx, start); err != nil {
 		return figures{}, err
@@ -168,9 +170,13 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 }
 
 // server returns the mode's asynq server and handler chain: the bookkeeping
-// middleware, then the gate (gate modes), then the tracking handler; and
-// the function that closes the gate once the server is shut down.
-func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (*asynq.Server, *asynq.ServeMux, func()) {
+// middleware, then the gate (gate modes), then the tracking handler whose
+// clients resolve asks for, over base (gate modes: through the gate's
+// Transport, the quick start's way, which also reads the budget the carrier
+// advertises); and the function that closes the gate once the server is
+// shut down.
+func (r *run) server(e env, queue, prefix string, resolve func(http.RoundTripper) tracking.ClientResolver, base http.RoundTripper) (*asynq.Server, *asynq.ServeMux, func()) {
+	rt := base
 	closeGate := func() {}
 	cfg := asynq.Config{
 		Concurrency: r.s.workers,
@@ -202,11 +208,16 @@ func (r *run) server(e env, queue, prefix string, res tracking.ClientResolver) (
 			e.onGate(r.mode, g)
 		}
 		mux.Use(g.Middleware())
+		rt = g.Transport(base)
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)
 	} else {
 		cfg.IsFailure = localIsFailure
 		cfg.RetryDelayFunc = localRetryDelay
+	}
+	var res tracking.ClientResolver
+	if resolve != nil {
+		res = resolve(rt)
 	}
 	mux.Handle(tracking.TypePoll, &tracking.Handler{Resolver: res, Report: r.report})
 	return asynq.NewServer(e.opt, cfg), mux, closeGate

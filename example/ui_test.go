@@ -171,7 +171,7 @@ func TestUIInspectorRoutes(t *testing.T) {
 	}
 	// What run.go's server does for a gated mode.
 	r := &run{mode: mode{Name: "gate+limit", Gate: true, Limit: true}, s: settings{workers: 1, quota: quotaSpec{Model: "fixed", Rate: 1, Window: time.Second}}}
-	srv, mux, closeGate := r.server(e, "q", "qgtest:routes", nil)
+	srv, mux, closeGate := r.server(e, "q", "qgtest:routes", nil, nil)
 	if err := srv.Start(mux); err != nil { // asynq releases its Redis client only on the Shutdown of a started server
 		t.Fatal(err)
 	}
