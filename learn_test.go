@@ -197,7 +197,8 @@ func TestLearnFromRefusals(t *testing.T) {
 }
 
 // TestAdvertisedBudget: a budget read from responses is spent by
-// admissions, counting those still in flight; spent, the scope waits for
+// admissions, counting those admitted after the request answered (still on
+// their way to the provider); spent, the scope waits for
 // the reset, then starts whole; a first contact sends one probe while the
 // others wait for what it brings back.
 func TestAdvertisedBudget(t *testing.T) {
@@ -207,25 +208,34 @@ func TestAdvertisedBudget(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		if err := st.observe(ctx, k, observation{remaining: 3, reset: 5 * time.Second, limit: 10, precision: time.Second}); err != nil {
+		if err := st.observe(ctx, k, observation{remaining: 3, reset: 5 * time.Second, limit: 10, precision: time.Second, seq: -1}); err != nil {
 			t.Fatal(err)
 		}
 		runSteps(t, c, st, k, []step{
 			{0, open, admitted, 0}, {0, open, admitted, 0}, {0, open, admitted, 0},
 			{0, open, paused, 5 * time.Second}, // spent: the scope waits for the reset
 		})
-		// Two answers: "2 left", then "1 left" — but 1 and 0 requests are
-		// still in flight: the record stays at 0.
-		st.observe(ctx, k, observation{remaining: 2, reset: 5 * time.Second, limit: 10, precision: time.Second})
-		st.observe(ctx, k, observation{remaining: 1, reset: 5 * time.Second, limit: 10, precision: time.Second})
-		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "0" || m["f"] != "1" {
-			t.Errorf("budget %v; want r 0, f 1", m)
+		// The answer to the first (sequence 1): "2 left" — but the second and
+		// third are still on their way: 0 left to spend.
+		st.observe(ctx, k, observation{remaining: 2, reset: 5 * time.Second, limit: 10, precision: time.Second, seq: 1})
+		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "0" || m["q"] != "3" {
+			t.Errorf("budget %v; want r 0 after 3 admissions", m)
 		}
 		runSteps(t, c, st, k, []step{
 			{5 * time.Second, open, admitted, 0}, // the reset: whole again (10)
 		})
-		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "9" || m["u"] != "" {
-			t.Errorf("budget after the reset %v; want r 9 and no reset known", m)
+		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "9" || m["u"] != "" || m["qr"] != "3" {
+			t.Errorf("budget after the reset %v; want r 9, no reset known, refilled after sequence 3", m)
+		}
+		// A late answer from the window that is over changes nothing; the
+		// answer to the first admission after the reset speaks for this one.
+		st.observe(ctx, k, observation{remaining: 0, reset: time.Second, limit: 10, precision: time.Second, seq: 3})
+		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "9" {
+			t.Errorf("a late answer of the last window set the budget to %v", m)
+		}
+		st.observe(ctx, k, observation{remaining: 9, reset: 5 * time.Second, limit: 10, precision: time.Second, seq: 4})
+		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "9" || m["u"] == "" {
+			t.Errorf("budget %v; want r 9 until a new reset", m)
 		}
 		a, _ := st.admit(ctx, k, admitRequest{cost: 1})
 		if a.cacheable || a.reopen != 10 {
@@ -241,7 +251,7 @@ func TestAdvertisedBudget(t *testing.T) {
 			{0, probe, admitted, 0}, // the probe
 			{100 * time.Millisecond, probe, paused, 1900 * time.Millisecond}, // the others wait for its answer
 		})
-		st.observe(ctx, k, observation{remaining: 9, reset: time.Second, limit: 10, precision: time.Second})
+		st.observe(ctx, k, observation{remaining: 9, reset: time.Second, limit: 10, precision: time.Second, seq: 0})
 		runSteps(t, c, st, k, []step{{0, probe, admitted, 0}})
 		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "8" {
 			t.Errorf("budget %v, want r 8", m)
@@ -253,7 +263,7 @@ func TestAdvertisedBudget(t *testing.T) {
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		probe := admitRequest{hold: 250 * time.Millisecond, probe: 2 * time.Second}
 		runSteps(t, c, st, k, []step{{0, probe, admitted, 0}})
-		st.observe(ctx, k, observation{remaining: -1})
+		st.observe(ctx, k, observation{remaining: -1, seq: 0})
 		a, _ := st.admit(ctx, k, probe)
 		if a.code != admitted || !a.cacheable {
 			t.Errorf("after an answer without a budget: %+v; want admitted, cacheable", a)

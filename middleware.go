@@ -47,11 +47,11 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				return exhausted{err}
 			}
 			at := attemptOf(ctx, t)
-			probe, err := g.admission(ctx, s, g.cost(t), at.last)
+			gr, err := g.admission(ctx, s, g.cost(t), at.last)
 			if err != nil {
 				return err
 			}
-			ta := &taskAdmission{mustHold: at.last, probe: probe}
+			ta := &taskAdmission{mustHold: at.last, grant: gr}
 			ta.unspent.Store(true)
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			if err == nil {
@@ -93,16 +93,25 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 	return err
 }
 
-// admission is admit, also telling whether the request admitted is a first
-// contact's probe (its response is awaited: see Transport). It is the loop
-// around decide: ask Redis (unless the open cache knows the scope is open),
-// do what decide says, ask again after a hold.
-func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) (probe bool, err error) {
+// grant is what an admission tells the response of the request it admitted
+// (see observe): whether it is a first contact's probe, whose answer the
+// scope's peers await, and its sequence number among the admissions that
+// spent the scope's advertised budget.
+type grant struct {
+	probe bool
+	seq   int64 // -1: not known (no admission in Redis: the open cache)
+}
+
+// admission is admit, also returning the grant. It is the loop around
+// decide: ask Redis (unless the open cache knows the scope is open), do
+// what decide says, ask again after a hold.
+func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) (gr grant, err error) {
+	gr.seq = -1
 	k := scopeKeys(g.cfg.Prefix, s)
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
 		g.metrics.admission(s.Provider, outcomeAdmitted)
-		return false, nil
+		return gr, nil
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
 	for {
@@ -111,9 +120,9 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 			successes: g.successes.take(k.pause), probe: g.probe()})
 		if err != nil {
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return gr, ctx.Err()
 			}
-			return false, g.storeFailed(s, "admit", err)
+			return gr, g.storeFailed(s, "admit", err)
 		}
 		v := decide(a, p, g.rand())
 		switch v.act {
@@ -122,10 +131,10 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 				g.open.remember(k.pause, gen)
 			}
 			g.metrics.admission(s.Provider, outcomeAdmitted)
-			return a.probe, sleep(ctx, v.wait)
+			return grant{probe: a.probe, seq: a.seq}, sleep(ctx, v.wait)
 		case holdPause:
 			if !g.holders.acquire(k.pause, v.holders) {
-				return false, g.deferred(s, v.deferral)
+				return gr, g.deferred(s, v.deferral)
 			}
 			g.metrics.admission(s.Provider, outcomeHeld)
 			err = sleep(ctx, v.wait)
@@ -134,10 +143,10 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 			g.metrics.admission(s.Provider, outcomeHeld)
 			err = sleep(ctx, v.wait)
 		case deferTask:
-			return false, g.deferred(s, v.deferral)
+			return gr, g.deferred(s, v.deferral)
 		}
 		if err != nil {
-			return false, err
+			return gr, err
 		}
 	}
 }

@@ -99,7 +99,7 @@ type scopeCtx struct {
 type taskAdmission struct {
 	unspent  atomic.Bool
 	mustHold bool
-	probe    bool // the admission is a first contact's probe
+	grant    grant // what the admission tells the first request's response
 	refused  atomic.Pointer[Pause]
 }
 

@@ -120,21 +120,24 @@ const learnTTLms = "600000"
 // ARGV[2]: ms until the budget is whole again (0: not advertised)
 // ARGV[3]: the quota's size (0: not advertised)   ARGV[4]: the reset's precision, ms
 // ARGV[5]: the gate's announcement channel
+// ARGV[6]: the sequence number admitScript gave the request answered (-1: unknown)
 // returns: {remaining in force (-1: none), reset (Unix ms, 0: none)}
 //
-// Budget fields: r (remaining to spend), u (reset, Unix ms), l (quota), f
-// (admitted and not yet answered), p (first-contact probe sent at, Unix ms),
-// s (the provider advertises nothing), fc (the first contact, Unix ms: see
-// pauseScript). The provider's count does not include
-// requests still in flight, so r = remaining − f, after this response leaves
-// f; within one window the lower of the recorded and the observed count wins
-// (responses arrive out of order). The record expires learnTTL after its
-// reset.
+// Budget fields: r (remaining to spend), u (reset, Unix ms), l (quota), q
+// (admissions that spent the budget, ever: the last one's sequence number),
+// qr (q when the budget was last refilled at its reset), p (first-contact
+// probe sent at, Unix ms), s (the provider advertises nothing), fc (the
+// first contact, Unix ms: see pauseScript). The provider counted the
+// requests it received before this one, not those admitted after it and
+// still on their way: r = remaining − (q − sequence). The answer of a
+// request admitted before the last refill speaks of a window that is over:
+// it is ignored. The record expires learnTTL after its reset.
 var observeScript = redis.NewScript(luaPrelude + `
 local rem, reset, quota, prec = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local v = redis.pcall('HMGET', KEYS[1], 'r', 'u', 'f', 'p')
+local seq = tonumber(ARGV[6])
+local v = redis.pcall('HMGET', KEYS[1], 'r', 'q', 'qr', 'p')
 if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[1]); v = {} end
-local r0, u0, f, p = int(v[1]), int(v[2]), int(v[3]) or 0, int(v[4])
+local r0, q, qr, p = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4])
 if rem < 0 then
   if p and not r0 then
     redis.call('HSET', KEYS[1], 's', 1)
@@ -142,13 +145,13 @@ if rem < 0 then
   end
   return {-1, 0}
 end
+if seq >= 0 and qr and seq <= qr then return {r0 or -1, 0} end
 local fresh = not r0 and not p
-f = math.max(f - 1, 0)
-local r = math.max(rem - f, 0)
+local r = rem
+if seq >= 0 then r = math.max(rem - math.max(q - seq, 0), 0) end
 local u = 0
 if reset > 0 then u = now_ms + reset end
-if r0 and u0 and u > 0 and math.abs(u - u0) <= math.max(prec, 1000) and r0 < r then r = r0 end
-redis.call('HSET', KEYS[1], 'r', r, 'f', f)
+redis.call('HSET', KEYS[1], 'r', r)
 redis.call('HDEL', KEYS[1], 'p', 's')
 if u > 0 then redis.call('HSET', KEYS[1], 'u', u) else redis.call('HDEL', KEYS[1], 'u') end
 if quota > 0 then redis.call('HSET', KEYS[1], 'l', quota) end
@@ -203,7 +206,8 @@ return out
 // returns: {code, wait µs, deadline (Unix ms, 0 when none), now (Unix ms),
 // reopening budget (0 unknown), cacheable (1: nothing but the pause applies),
 // limited (1: the scope has limits, configured or learned), probe (1: this
-// admission is a first contact's probe: report its answer)}
+// admission is a first contact's probe: report its answer), sequence (of
+// the admission among those that spent the budget: see observeScript)}
 //
 //	code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
 //	code 1 paused: come back after wait, at the deadline (a pause, the reset of a
@@ -263,8 +267,9 @@ for i = 1, n do
 end
 
 -- The advertised budget.
-local bg = hget(KEYS[3], 'r', 'u', 'l', 'f', 'p', 's')
-local b_r, b_u, b_l, b_f, b_p, b_s = int(bg[1]), int(bg[2]), int(bg[3]), int(bg[4]) or 0, int(bg[5]), bg[6]
+local bg = hget(KEYS[3], 'r', 'u', 'l', 'q', 'p', 's')
+local b_r, b_u, b_l, b_q, b_p, b_s = int(bg[1]), int(bg[2]), int(bg[3]), int(bg[4]) or 0, int(bg[5]), bg[6]
+local refill = false
 local budget = nil -- remaining to spend, when the budget applies
 local reopen = b_l or 0
 local block = nil -- a deadline (ms) the budget imposes
@@ -276,7 +281,7 @@ elseif b_r then
     if b_r - cost < 0 then block = b_u else budget = b_r end
   elseif b_l and b_l >= cost then
     budget = b_l -- the reset passed: the quota is whole again
-    b_u, b_f = nil, 0
+    b_u, refill = nil, true
   end
 elseif b_p then
   if now_ms < b_p + probe then block = b_p + probe
@@ -381,7 +386,7 @@ if deadline then
     end
     wait = line(deadline * 1000, inc or 0)
   end
-  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1), 0}
+  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1), 0, 0}
 end
 
 local at = now_us
@@ -394,16 +399,17 @@ local wait = at - now_us
 if wait <= hold then
   for i = 1, n do spend(lim[i], at) end
   if budget then
-    redis.call('HSET', KEYS[3], 'r', budget - cost, 'f', b_f + cost)
-    if not b_u then redis.call('HDEL', KEYS[3], 'u') end
+    if refill then redis.call('HSET', KEYS[3], 'qr', b_q); redis.call('HDEL', KEYS[3], 'u') end
+    b_q = b_q + cost
+    redis.call('HSET', KEYS[3], 'r', budget - cost, 'q', b_q)
   end
-  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1), probing}
+  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1), probing, b_q}
 end
 local inc = nil
 for i = 1, n do
   if lim[i].kind == 0 and (not inc or lim[i].per * cost < inc) then inc = lim[i].per * cost end
 end
-return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1, 0}
+return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1, 0, 0}
 `)
 
 // keys are the Redis keys of one scope. Every key of a scope shares one hash
@@ -677,6 +683,7 @@ type admission struct {
 	cacheable bool          // only a pause can stop the scope (see openCache)
 	limited   bool          // the scope has limits, configured or learned
 	probe     bool          // a first contact's probe: its response's budget is awaited
+	seq       int64         // sequence number among the admissions that spent the budget
 }
 
 const (
@@ -708,11 +715,11 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 		}
 	}
 	v, err := s.run(ctx, "admit", admitScript, ks, args...)
-	if err = want(v, 8, err); err != nil {
+	if err = want(v, 9, err); err != nil {
 		return admission{}, err
 	}
 	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3]),
-		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1, probe: v[7] == 1}
+		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1, probe: v[7] == 1, seq: v[8]}
 	if v[2] != 0 {
 		a.until = time.UnixMilli(v[2])
 	}
@@ -725,12 +732,13 @@ type observation struct {
 	reset     time.Duration // until the budget is whole again, 0 unknown
 	limit     int64         // the quota's size, 0 unknown
 	precision time.Duration // of reset
+	seq       int64         // of the request answered (admission.seq); -1 unknown
 }
 
 // observe records an observation (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation) error {
 	v, err := s.run(ctx, "observe", observeScript, []string{k.budget, k.learn, k.pause},
-		o.remaining, o.reset.Milliseconds(), o.limit, o.precision.Milliseconds(), s.channel())
+		o.remaining, o.reset.Milliseconds(), o.limit, o.precision.Milliseconds(), s.channel(), o.seq)
 	return want(v, 2, err)
 }
 

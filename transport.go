@@ -55,13 +55,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	var probe bool
+	var gr grant
 	if sc.task != nil && sc.task.unspent.CompareAndSwap(true, false) {
-		probe = sc.task.probe
+		gr = sc.task.grant
 	} else {
 		err := sc.scope.Validate()
 		if err == nil {
-			probe, err = t.g.admission(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
+			gr, err = t.g.admission(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
 		}
 		if err != nil {
 			if req.Body != nil {
@@ -74,7 +74,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	t.g.observe(ctx, sc.scope, resp, probe)
+	t.g.observe(ctx, sc.scope, resp, gr, gr.probe)
 	if !isRefusal(resp) {
 		return resp, nil
 	}
@@ -121,7 +121,11 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	k := scopeKeys(g.cfg.Prefix, s)
 	at, seen := g.silent.Load(k.pause)
 	report := !seen || g.now().Sub(at.(time.Time)) >= silentFor
-	if err := g.observe(ctx, s, resp, report); err != nil {
+	gr := grant{seq: -1}
+	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
+		gr = sc.task.grant // the task's admission: its sequence number
+	}
+	if err := g.observe(ctx, s, resp, gr, report); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -135,11 +139,11 @@ const silentFor = 10 * time.Minute
 // nothing is recorded only when report is set: it answers a first contact's
 // probe (the scope's peers wait for it), or Observe has not told Redis in a
 // while.
-func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, report bool) error {
+func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, gr grant, report bool) error {
 	k := scopeKeys(g.cfg.Prefix, s)
-	o := observation{remaining: -1}
+	o := observation{remaining: -1, seq: gr.seq}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
-		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Millisecond}
+		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Millisecond, seq: gr.seq}
 		if b.Reset%time.Second == 0 {
 			o.precision = time.Second
 		}
