@@ -249,12 +249,25 @@ func TestAdvertisedBudget(t *testing.T) {
 		probe := admitRequest{hold: 250 * time.Millisecond, probe: 2 * time.Second}
 		runSteps(t, c, st, k, []step{
 			{0, probe, admitted, 0}, // the probe
-			{100 * time.Millisecond, probe, paused, 1900 * time.Millisecond}, // the others wait for its answer
+			{100 * time.Millisecond, probe, paused, 50 * time.Millisecond}, // the others wait for its answer, looking every 50ms
 		})
-		st.observe(ctx, k, observation{remaining: 9, reset: time.Second, limit: 10, precision: time.Second, seq: 0})
+		st.observe(ctx, k, observation{remaining: 9, reset: time.Second, limit: 10, precision: time.Second, seq: 1})
 		runSteps(t, c, st, k, []step{{0, probe, admitted, 0}})
 		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "8" {
 			t.Errorf("budget %v, want r 8", m)
+		}
+		// Spent, then the reset: one request asks what the new window
+		// holds, the others wait for its answer.
+		st.observe(ctx, k, observation{remaining: 0, reset: time.Second, limit: 10, precision: time.Second, seq: 2})
+		runSteps(t, c, st, k, []step{
+			{0, probe, paused, time.Second},
+			{time.Second, probe, admitted, 0}, // the probe of the new window
+			{0, probe, paused, 50 * time.Millisecond},
+		})
+		st.observe(ctx, k, observation{remaining: 7, reset: time.Second, limit: 10, precision: time.Second, seq: 3})
+		runSteps(t, c, st, k, []step{{0, probe, admitted, 0}})
+		if m, _ := rdb.HGetAll(ctx, k.budget).Result(); m["r"] != "6" {
+			t.Errorf("budget after the new window's answer %v, want r 6", m)
 		}
 	})
 	t.Run("a provider that advertises nothing", func(t *testing.T) {

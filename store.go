@@ -240,6 +240,10 @@ return out
 // GCRA interval × cost; 0 for fixed windows: they open at once) apart.
 var admitScript = redis.NewScript(luaPrelude + `
 local cost, hold, maxp = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+-- How often workers waiting for a probe's answer look for it: about two
+-- round trips to a provider 25 ms away (the example's); shorter costs Redis
+-- round trips, longer delays the reopening.
+local probePoll = 50
 local okd, probe, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function hget(key, ...) -- malformed (wrong type) reads as absent, and is dropped
   local v = redis.pcall('HMGET', key, ...)
@@ -279,15 +283,25 @@ if b_s then
 elseif b_r then
   if b_u and now_ms < b_u then
     if b_r - cost < 0 then block = b_u else budget = b_r end
+  elseif probe > 0 then
+    -- the reset passed: how much the new window holds, the provider says
+    -- (a window whole again, a bucket one token fuller): one request asks
+    if b_p and now_ms < b_p + probe then block = math.min(b_p + probe, now_ms + probePoll)
+    else
+      b_q = b_q + 1
+      redis.call('HSET', KEYS[3], 'p', now_ms, 'qr', b_q - 1, 'q', b_q)
+      probing = 1
+    end
   elseif b_l and b_l >= cost then
-    budget = b_l -- the reset passed: the quota is whole again
+    budget = b_l -- the reset passed and nobody can ask: assume the quota whole
     b_u, refill = nil, true
   end
 elseif b_p then
-  if now_ms < b_p + probe then block = b_p + probe
+  if now_ms < b_p + probe then block = math.min(b_p + probe, now_ms + probePoll)
   else redis.call('HSET', KEYS[3], 's', 1) end -- the probe brought nothing back
 elseif probe > 0 then
-  redis.call('HSET', KEYS[3], 'p', now_ms, 'fc', now_ms)
+  b_q = b_q + 1
+  redis.call('HSET', KEYS[3], 'p', now_ms, 'fc', now_ms, 'q', b_q)
   redis.call('PEXPIRE', KEYS[3], 3600000)
   probing = 1
 end
