@@ -129,15 +129,16 @@ const learnTTLms = "600000"
 // probe sent at, Unix ms), s (the provider advertises nothing), fc (the
 // first contact, Unix ms: see pauseScript). The provider counted the
 // requests it received before this one, not those admitted after it and
-// still on their way: r = remaining − (q − sequence). The answer of a
+// still on their way: r = remaining − (q − sequence). Resets are read
+// rounded up: of two within the reset's precision, the earlier is kept. The answer of a
 // request admitted before the last refill speaks of a window that is over:
 // it is ignored. The record expires learnTTL after its reset.
 var observeScript = redis.NewScript(luaPrelude + `
 local rem, reset, quota, prec = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local seq = tonumber(ARGV[6])
-local v = redis.pcall('HMGET', KEYS[1], 'r', 'q', 'qr', 'p')
+local v = redis.pcall('HMGET', KEYS[1], 'r', 'q', 'qr', 'p', 'u')
 if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[1]); v = {} end
-local r0, q, qr, p = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4])
+local r0, q, qr, p, u0 = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]), int(v[5])
 if rem < 0 then
   if p and not r0 then
     redis.call('HSET', KEYS[1], 's', 1)
@@ -151,6 +152,9 @@ local r = rem
 if seq >= 0 then r = math.max(rem - math.max(q - seq, 0), 0) end
 local u = 0
 if reset > 0 then u = now_ms + reset end
+-- Every reset read is at or after the true one (rounded up): of two that
+-- name the same reset, the earlier is the nearer.
+if u > 0 and u0 and u0 > now_ms and math.abs(u - u0) < math.max(prec, 1000) then u = math.min(u, u0) end
 redis.call('HSET', KEYS[1], 'r', r)
 redis.call('HDEL', KEYS[1], 'p', 's')
 if u > 0 then redis.call('HSET', KEYS[1], 'u', u) else redis.call('HDEL', KEYS[1], 'u') end
