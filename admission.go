@@ -62,12 +62,12 @@ type verdict struct {
 //     scope learned), at most maxHolders. Without a place the task is paced:
 //     deferred to the deadline plus a jitter within a tenth of the wait (at
 //     most jitter), or, with a limit, to its slot in the reopening line.
-//   - paused for longer, without a limit: deferred to wake maxHold + one tick
-//     before the deadline. asynq rounds the retry time up to a whole second
+//   - paused for longer, without a GCRA limit (fixed windows open at once):
+//     deferred to wake maxHold + one tick before the deadline. asynq rounds the retry time up to a whole second
 //     and forwards it within its DelayedTaskCheckInterval, so the task is
 //     back, and holding, before the deadline whenever that interval is at
 //     most maxHold (the example runs it at 100 ms; asynq's default is 5 s).
-//   - otherwise, with a limit: deferred to the task's slot in the reopening
+//   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
 //     asynq's whole-second wake-ups then leave no gap in the pace. (Waking
@@ -81,13 +81,13 @@ func decide(a admission, p policy, u float64) verdict {
 		reopenHold = p.maxHold + asynqTick
 	}
 	wait := a.wait
-	if a.code == paused && !a.limited {
+	if a.code == paused && !a.spread {
 		wait += jitter(min(p.jitter, wait/10), u)
 	}
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	if a.limited {
+	if a.limited && (a.spread || a.code == limited) {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
 	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
@@ -102,7 +102,7 @@ func decide(a admission, p policy, u float64) verdict {
 		}
 		return verdict{act: holdPause, wait: a.wait, holders: holders, deferral: d}
 	}
-	if !a.limited && reopenHold > 0 {
+	if !a.spread && reopenHold > 0 {
 		early := a.wait - reopenHold
 		d.Delay, d.RetryAt = early, a.now.Add(early)
 		return verdict{act: deferTask, wait: early, deferral: d}

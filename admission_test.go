@@ -16,7 +16,8 @@ func TestDecide(t *testing.T) {
 	pausedFor := func(wait, deadline time.Duration) admission {
 		return admission{code: paused, wait: wait, until: at(deadline), now: now}
 	}
-	withLimit := func(a admission) admission { a.limited = true; return a }
+	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != admitted; return a }
+	withWindow := func(a admission) admission { a.limited = true; return a } // fixed windows: no spread
 	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
 	plain := policy{maxHold: 1500 * ms, jitter: time.Second, maxHolders: 12}
 	last := plain
@@ -47,6 +48,7 @@ func TestDecide(t *testing.T) {
 		{"holding disabled, u=0: at the deadline", pausedFor(time.Second, time.Second), noHold, 0, deferTask, time.Second, 0, time.Second, ReasonPaused},
 		{"paused with a limit: slot after the deadline, woken maxHold early", withLimit(pausedFor(12*time.Second, 10*time.Second)), plain, 0.5, deferTask, 10500 * ms, 0, 10500 * ms, ReasonPaused},
 		{"paused with a limit: never before the deadline", withLimit(pausedFor(10200*ms, 10*time.Second)), plain, 0.5, deferTask, 10 * time.Second, 0, 10 * time.Second, ReasonPaused},
+		{"paused with fixed windows only: wake early, as without a limit", withWindow(pausedFor(9*time.Second, 9*time.Second)), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonPaused},
 		{"limited: slot woken maxHold early", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
 		{"last attempt: hold a long pause (with jitter)", pausedFor(9*time.Second, 9*time.Second), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0, 0},
 		{"last attempt: hold a limited slot", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},

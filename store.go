@@ -211,7 +211,8 @@ return out
 // reopening budget (0 unknown), cacheable (1: nothing but the pause applies),
 // limited (1: the scope has limits, configured or learned), probe (1: this
 // admission is a first contact's probe: report its answer), sequence (of
-// the admission among those that spent the budget: see observeScript)}
+// the admission among those that spent the budget: see observeScript),
+// spread (1: the line hands out slots one interval apart, a GCRA limit's)}
 //
 //	code 0 admitted: the slot starts after wait (0 ≤ wait ≤ hold); capacity is spent
 //	code 1 paused: come back after wait, at the deadline (a pause, the reset of a
@@ -275,7 +276,7 @@ for i = 1, n do
 end
 
 -- The advertised budget.
-local bg = hget(KEYS[3], 'r', 'u', 'l', 'q', 'p', 's')
+local bg = hget(KEYS[3], 'r', 'u', 'l', 'q', 'p', 's', 'fc')
 local b_r, b_u, b_l, b_q, b_p, b_s = int(bg[1]), int(bg[2]), int(bg[3]), int(bg[4]) or 0, int(bg[5]), bg[6]
 local refill = false
 local budget = nil -- remaining to spend, when the budget applies
@@ -324,7 +325,12 @@ if block and (not deadline or block > deadline) then deadline = block end
 -- Successes count toward the learning cycle that began at the last
 -- reopening; those reported while paused belong to the window that closed
 -- (see pauseScript's late).
-if okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+local fc = bg[7]
+if okd > 0 and redis.call('EXISTS', KEYS[4]) == 0 and not deadline and int(fc) then
+  -- the first cycle, from the first contact's probe (see pauseScript)
+  redis.call('HSET', KEYS[4], 'since', int(fc), 'ok', okd)
+  redis.call('PEXPIRE', KEYS[4], ` + learnTTLms + `)
+elseif okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
   if not deadline then redis.pcall('HINCRBY', KEYS[4], 'ok', okd)
   elseif int(ln[6]) == deadline then
     redis.call('HSET', KEYS[4], 'n', (learned or 0) + okd, 'best', math.max(int(ln[5]) or 0, (learned or 0) + okd))
@@ -386,6 +392,7 @@ local function spend(l, t)
   redis.call('PEXPIRE', l.key, math.ceil((s + 2 * l.per - now_us) / 1000))
 end
 
+local spread = 0 -- deferred tasks take slots of the line one interval apart
 if deadline then
   local wait = (deadline - now_ms) * 1000
   if n > 0 then
@@ -403,8 +410,9 @@ if deadline then
       end
     end
     wait = line(deadline * 1000, inc or 0)
+    if inc then spread = 1 end
   end
-  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1), 0, 0}
+  return {1, wait, deadline, now_ms, reopen, 0, math.min(n, 1), 0, 0, spread}
 end
 
 local at = now_us
@@ -421,13 +429,13 @@ if wait <= hold then
     b_q = b_q + cost
     redis.call('HSET', KEYS[3], 'r', budget - cost, 'q', b_q)
   end
-  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1), probing, b_q}
+  return {0, math.max(wait, 0), 0, now_ms, reopen, cacheable, math.min(n, 1), probing, b_q, 0}
 end
 local inc = nil
 for i = 1, n do
   if lim[i].kind == 0 and (not inc or lim[i].per * cost < inc) then inc = lim[i].per * cost end
 end
-return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1, 0, 0}
+return {2, line(at, inc or 0), 0, now_ms, reopen, 0, 1, 0, 0, inc and 1 or 0}
 `)
 
 // keys are the Redis keys of one scope. Every key of a scope shares one hash
@@ -702,6 +710,7 @@ type admission struct {
 	limited   bool          // the scope has limits, configured or learned
 	probe     bool          // a first contact's probe: its response's budget is awaited
 	seq       int64         // sequence number among the admissions that spent the budget
+	spread    bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
 }
 
 const (
@@ -733,11 +742,11 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 		}
 	}
 	v, err := s.run(ctx, "admit", admitScript, ks, args...)
-	if err = want(v, 9, err); err != nil {
+	if err = want(v, 10, err); err != nil {
 		return admission{}, err
 	}
 	a := admission{code: v[0], wait: time.Duration(v[1]) * time.Microsecond, now: time.UnixMilli(v[3]),
-		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1, probe: v[7] == 1, seq: v[8]}
+		reopen: v[4], cacheable: v[5] == 1, limited: v[6] == 1, probe: v[7] == 1, seq: v[8], spread: v[9] == 1}
 	if v[2] != 0 {
 		a.until = time.UnixMilli(v[2])
 	}
