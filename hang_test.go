@@ -105,8 +105,12 @@ func TestHangBoundsGoroutines(t *testing.T) {
 
 	t.Logf("Redis hung %v under %d workers: at most %d goroutines beyond the workers' own (%d after %v); %d calls, %d answered at once; cap %d",
 		hang, workers, peak, late, lateFrom, calls.Load(), atOnce.Load(), maxRunning)
-	if peak > workers+maxRunning+slack {
-		t.Errorf("%d goroutines beyond the workers' own at peak, want at most one per worker + the cap %d + %d", peak, maxRunning, slack)
+	// Before any call has failed, each worker may have one call running
+	// and, on a loaded machine, a second one started before the first
+	// failure is seen: the peak is bounded by the workers, not by time.
+	// Once the store is known to fail, only the cap remains (below).
+	if peak > 2*workers+maxRunning+slack {
+		t.Errorf("%d goroutines beyond the workers' own at peak, want at most two per worker + the cap %d + %d", peak, maxRunning, slack)
 	}
 	if late > maxRunning+slack {
 		t.Errorf("%d goroutines beyond the workers' own after %v of the hang, want at most the cap %d + %d", late, lateFrom, maxRunning, slack)

@@ -174,8 +174,8 @@ func TestLearnFromRefusals(t *testing.T) {
 	// A refusal under the learned limit takes a quarter off.
 	c.advance(200 * ms)
 	st.pause(ctx, k, time.Second, hinted)
-	if m := learned(); m["n"] != "7" || m["best"] != "10" {
-		t.Fatalf("after a refusal under the learned limit: %v, want n 7, best 10", m)
+	if m := learned(); m["n"] != "7" || m["best"] != "9" {
+		t.Fatalf("after a refusal under the learned limit: %v, want n 7, best 9 (below the 10 refused)", m)
 	}
 	// Each window spent whole without a refusal adds one, up to best.
 	win := []step{{time.Second, open, admitted, 0}}

@@ -57,9 +57,11 @@ end
 // those whose handler had not returned) are added to it. w is rounded to whole
 // seconds when the hint was (a hint of "5 seconds" read at any point of the
 // last second). A refusal under a learned limit takes a quarter off n
-// (multiplicative decrease); each window spent whole without a refusal adds
-// one, up to best (additive increase, in admitScript): never above what was
-// observed to succeed. Refusals of requests already in flight when the
+// (multiplicative decrease) and lowers best below the n refused; each
+// window spent whole without a refusal adds one, up to best (additive
+// increase, in admitScript): never above what was observed to succeed, and
+// converging on the most the provider grants (a token bucket's first burst
+// is more than its rate). Refusals of requests already in flight when the
 // scope paused do not count. The state expires after learnTTL without a
 // refusal: a quota learned long ago is a hint, not a law.
 var pauseScript = redis.NewScript(luaPrelude + `
@@ -89,8 +91,9 @@ if ARGV[4] == '1' and open then
   local prec = tonumber(ARGV[6])
   local learnt = 0
   if n then
-    -- refused under the learned limit: multiplicative decrease
-    redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)))
+    -- refused under the learned limit: multiplicative decrease, and n is
+    -- known to be too many: the increase stops below it from now on
+    redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)), 'best', math.max(1, math.min(best, n - 1)))
   elseif since and since < now_ms then
     local w = deadline - since
     if prec >= 1000 then w = math.floor((w + 500) / 1000) * 1000 end
