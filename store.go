@@ -76,9 +76,9 @@ else
   redis.call('PEXPIREAT', KEYS[1], deadline)
 end
 local okd = tonumber(ARGV[5])
-local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best', 'late')
+local v = redis.pcall('HMGET', KEYS[2], 'since', 'ok', 'n', 'best', 'late', 'w')
 if type(v) ~= 'table' or v.err then redis.call('DEL', KEYS[2]); v = {} end
-local since, ok, n, best, late = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0, int(v[5])
+local since, ok, n, best, late, lw = int(v[1]), int(v[2]) or 0, int(v[3]), int(v[4]) or 0, int(v[5]), int(v[6]) or 0
 if not since then -- the first cycle runs from the first contact's probe
   local fc = redis.pcall('HGET', KEYS[3], 'fc')
   since = int(fc)
@@ -93,7 +93,12 @@ if ARGV[4] == '1' and open then
   if n then
     -- refused under the learned limit: multiplicative decrease, and n is
     -- known to be too many: the increase stops below it from now on
-    redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)), 'best', math.max(1, math.min(best, n - 1)))
+    redis.call('HSET', KEYS[2], 'n', math.max(1, n - math.ceil(n / 4)))
+    if not since or now_ms - since >= lw then
+      -- (a refusal in the first window after a reopening may be the last
+      -- window's overdraft: it lowers n, not the ceiling)
+      redis.call('HSET', KEYS[2], 'best', math.max(1, math.min(best, n - 1)))
+    end
   elseif since and since < now_ms then
     local w = deadline - since
     if prec >= 1000 then w = math.floor((w + 500) / 1000) * 1000 end
