@@ -156,6 +156,10 @@ func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, gr gra
 	err := g.store.observe(context.WithoutCancel(ctx), k, o)
 	if err != nil {
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
+		return err
 	}
-	return err
+	if o.remaining >= 0 {
+		g.metrics.budgetObserved(s.Provider)
+	}
+	return nil
 }

@@ -6,7 +6,7 @@
 //	go run ./example -model sliding  sliding-window carrier (its hint: the whole window)
 //	go run ./example -headers        the carrier advertises its budget on every response
 //	go run ./example -json           final figures as JSON, one object per line
-//	go run ./example -ui :8080       also serve asynqmon, keep serving until Ctrl-C
+//	go run ./example -ui :8080       also serve asynqmon, the inspector and /metrics, until Ctrl-C
 //	go run ./example -redis redis://localhost:6379/0
 //	go run ./example -bench -runs 3 -redis redis://127.0.0.1:6390/0
 //	go run ./example -serve-carrier 127.0.0.1:8099 -model bucket -rate 8 -burst 10
@@ -32,9 +32,11 @@
 //
 // With -ui, each mode's queue (local, gate, gate+limit) shows in asynqmon;
 // deferred polls wait in a queue's Retry tab, and their last error is the
-// gate's Deferral message, which says why and until when. Pauses of a second
-// are mostly waited out in-process (Config.MaxHold), so for a good look use a
-// longer window: go run ./example -ui :8080 -window 10s -rate 30 -polls 100.
+// gate's Deferral message, which says why and until when; the inspector
+// (/quotagate/) shows the paused scopes and /metrics the gates' counters.
+// Pauses of a second are mostly waited out in-process (Tuning.MaxHold), so
+// for a good look use a longer window:
+// go run ./example -ui :8080 -window 10s -rate 30 -polls 100.
 //
 // The constrained carrier's windows start with each mode's run, on a whole
 // second. -serve-carrier serves that carrier alone, for another job queue
@@ -118,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.holders, "holders", 0, "quotagate Config.MaxHolders: workers per scope that may wait out a pause in-process (0: the default)")
 	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
 	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
-	fs.StringVar(&o.ui, "ui", "", "serve asynqmon on this address (e.g. :8080) and keep serving until Ctrl-C")
+	fs.StringVar(&o.ui, "ui", "", "serve asynqmon (/), the gates' inspector (/quotagate/) and /metrics on this address (e.g. :8080) and keep serving until Ctrl-C")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode (and run) per line) instead of the table")
 	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
 	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")
@@ -262,7 +264,7 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if o.ui != "" {
-		fmt.Fprintf(stderr, "asynqmon still serving on %s; Ctrl-C to stop\n", o.ui)
+		fmt.Fprintf(stderr, "asynqmon, the inspector and /metrics still serving on %s; Ctrl-C to stop\n", o.ui)
 		<-ctx.Done()
 	}
 	return nil

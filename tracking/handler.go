@@ -58,11 +58,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return h.Report(ctx, p, res)
 }
 
-// PollError is a failed poll. Its message is built when read, not when the
-// error is made: the gate's middleware completes a wrapped
-// *quotagate.Refusal (the deadline now in force) after the handler
-// returned, and asynq reads the message after that, so the task's last error
-// shows the shared deadline. (fmt.Errorf would freeze the message first.)
+// PollError is a failed poll: the carrier and number, and the cause (a
+// *quotagate.Refusal for a 429, which the gate's middleware records as the
+// scope's pause and wraps with the deadline in force).
 type PollError struct {
 	Carrier, Number string
 	Err             error
