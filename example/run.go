@@ -98,8 +98,8 @@ type settings struct {
 	seed    uint64
 	latency time.Duration
 	timeout time.Duration // per mode
-	hold    time.Duration // quotagate Config.MaxHold (0: its default)
-	holders int           // quotagate Config.MaxHolders (0: its default)
+	hold    time.Duration // quotagate Tuning.MaxHold (0: its default)
+	holders int           // quotagate Tuning.MaxHolders (0: its default)
 	// delayedCheck is asynq's DelayedTaskCheckInterval: how often its
 	// forwarder moves due retries back to the queue.
 	delayedCheck time.Duration
