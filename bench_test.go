@@ -81,7 +81,7 @@ func BenchmarkAdmitPausedScopes(b *testing.B) {
 
 // BenchmarkServerThroughput runs the same no-op tasks through a real asynq
 // server on a real redis-server without the Middleware, with it, and with it
-// but Config.OpenCache disabled (one round trip per task), alternating in one
+// but Tuning.OpenCache disabled (one round trip per task), alternating in one
 // run, and reports the throughput ratios to bare asynq (target ≥ 0.88).
 func BenchmarkServerThroughput(b *testing.B) {
 	srv := redistest.Start(b)

@@ -222,7 +222,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 }
 
 // Close releases the gate's subscription to pause announcements (see
-// Config.OpenCache). The gate keeps working after Close, with one round
+// Tuning.OpenCache). The gate keeps working after Close, with one round
 // trip per admission. It does not close the Redis client.
 func (g *Gate) Close() error { return g.open.close() }
 

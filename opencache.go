@@ -23,7 +23,7 @@ import (
 //     (re)subscription, so no announcement can be missed unnoticed;
 //   - if no announcement arrived between the round trip that saw the scope
 //     open and the moment it is remembered (a generation counter);
-//   - for at most maxAge (Config.OpenCache), which bounds how stale it can
+//   - for at most maxAge (Tuning.OpenCache), which bounds how stale it can
 //     be if the subscription's connection dies silently.
 //
 // The staleness in the normal case is the delivery delay of one Redis

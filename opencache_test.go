@@ -99,7 +99,7 @@ func TestOpenCacheOwnPauseAndLimits(t *testing.T) {
 	}
 }
 
-// Entries age out after Config.OpenCache, and a lost subscription forgets
+// Entries age out after Tuning.OpenCache, and a lost subscription forgets
 // everything until Redis confirms a new one.
 func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
 	mr := miniredis.RunT(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestRetryDelay is RetryDelay's step table with the worker's clock fixed
-// (Config.Now) on a whole second or a quarter past one. Retry times are
+// (the gate's clock, newWith) on a whole second or a quarter past one. Retry times are
 // whole seconds in asynq: every delay lands now+delay on a whole second, no
 // earlier than the delay asked for.
 func TestRetryDelay(t *testing.T) {
