@@ -52,26 +52,7 @@ func scenarioNames() string {
 
 // selectScenarios returns the scenarios named in list, in their usual order.
 func selectScenarios(list string) ([]scenario, error) {
-	want := map[string]bool{}
-	for _, n := range strings.Split(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			want[n] = true
-		}
-	}
-	var out []scenario
-	for _, sc := range scenarios {
-		if want[sc.Name] {
-			out = append(out, sc)
-			delete(want, sc.Name)
-		}
-	}
-	for n := range want {
-		return nil, fmt.Errorf("unknown scenario %q (want some of %s)", n, scenarioNames())
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no scenario to run")
-	}
-	return out, nil
+	return selectNamed(list, scenarios, func(sc scenario) string { return sc.Name }, "scenario", scenarioNames())
 }
 
 // benchResult is what the runs of one scenario measured, by mode.

@@ -180,24 +180,30 @@ func pick[T comparable](v, unset, demo, bench T, isBench bool) T {
 
 // selectModes returns the modes named in list, in their usual order.
 func selectModes(list string) ([]mode, error) {
+	return selectNamed(list, modes, func(m mode) string { return m.Name }, "mode", "local, gate, gate+limit")
+}
+
+// selectNamed returns the items of all named in the comma-separated list,
+// in the order of all; what and known name them in errors.
+func selectNamed[T any](list string, all []T, name func(T) string, what, known string) ([]T, error) {
 	want := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			want[n] = true
 		}
 	}
-	var out []mode
-	for _, m := range modes {
-		if want[m.Name] {
-			out = append(out, m)
-			delete(want, m.Name)
+	var out []T
+	for _, it := range all {
+		if want[name(it)] {
+			out = append(out, it)
+			delete(want, name(it))
 		}
 	}
 	for n := range want {
-		return nil, fmt.Errorf("unknown mode %q (want local, gate, gate+limit)", n)
+		return nil, fmt.Errorf("unknown %s %q (want some of %s)", what, n, known)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no mode to run")
+		return nil, fmt.Errorf("no %s to run", what)
 	}
 	return out, nil
 }
