@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -284,5 +285,47 @@ func TestOneRefusalOneRecord(t *testing.T) {
 	}
 	if n := p.hits.Load(); n != 1 {
 		t.Errorf("provider hits = %d, want 1", n)
+	}
+}
+
+// TestTransportLearnsTheAdvertisedBudget: the budget a provider advertises
+// on its 200s is kept for the scope; once spent, the next request is
+// deferred until the reset, before any refusal, and State shows it. The
+// first request of the unknown scope went alone (the probe).
+func TestTransportLearnsTheAdvertisedBudget(t *testing.T) {
+	_, rdb := newMini(t)
+	g := New(rdb, Config{})
+	defer g.Close()
+	remaining := atomic.Int64{}
+	remaining.Store(2)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("X-RateLimit-Limit", "2")
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(remaining.Add(-1), 10))
+		w.Header().Set("X-RateLimit-Reset", "60")
+	}))
+	defer srv.Close()
+	c := &http.Client{Transport: g.Transport(nil)}
+	s := Scope{Provider: "gh", Account: "acct"}
+	ctx := WithScope(context.Background(), s)
+	for i := range 2 {
+		resp, err := get(t, c, ctx, srv.URL)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+	st, err := g.State(context.Background(), s)
+	if err != nil || st.Budget == nil || st.Budget.Remaining != 0 || st.Budget.Limit != 2 || st.Budget.Reset.IsZero() {
+		t.Fatalf("State = %+v (budget %+v), %v; want a spent budget of 2 with its reset", st, st.Budget, err)
+	}
+	_, err = get(t, c, ctx, srv.URL)
+	var d *Deferral
+	if !errors.As(err, &d) || d.Reason != ReasonPaused || !d.Deadline.Equal(st.Budget.Reset) {
+		t.Errorf("third request: %v; want a deferral until the budget's reset %v", err, st.Budget.Reset)
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("provider hits = %d, want 2: the third waits for the reset", n)
 	}
 }
