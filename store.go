@@ -372,6 +372,17 @@ local function fixed_window(l, t) -- start of the window of t, and until when it
   local s = a + math.floor((t - a) / l.per) * l.per
   return s, s + allow, a
 end
+-- used returns the admissions counted against the window that starts at s:
+-- those of every recorded window that overlaps it (a window realigned to a
+-- reset learned since keeps what its predecessor spent).
+local function used(l, s)
+  local c = 0
+  for f, v in pairs(fixed_state(l)) do
+    local fs = tonumber(f)
+    if f ~= 'a' and fs and fs > s - l.per and fs < s + l.per then c = c + v end
+  end
+  return c
+end
 local function earliest(l, t)
   if l.kind == 0 then
     local tat = int(redis.pcall('GET', l.key))
@@ -383,7 +394,7 @@ local function earliest(l, t)
   local st = fixed_state(l)
   for _ = 1, 3 do
     local s, stop = fixed_window(l, t)
-    if t < stop and (st[field(s)] or 0) + cost <= l.r then return t end
+    if t < stop and used(l, s) + cost <= l.r then return t end
     t = s + l.per
   end
   return t

@@ -144,10 +144,10 @@ func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, gr gra
 	k := scopeKeys(g.cfg.Prefix, s)
 	o := observation{remaining: -1, seq: gr.seq}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
-		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Millisecond, seq: gr.seq}
-		if b.Reset%time.Second == 0 {
-			o.precision = time.Second
-		}
+		// A reset read from a header is good to a second at best: most are
+		// whole seconds rounded up, others are anchored to the whole-second
+		// Date header, and the answer took its time to come back.
+		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Second, seq: gr.seq}
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil
