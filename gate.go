@@ -346,13 +346,11 @@ func (g *Gate) limitsOf(s Scope) []Limit {
 // probe is how long the first request of a scope the gate knows nothing
 // about is given to bring back the budget its provider advertises, while
 // the other workers of the scope hold: zero (no probe) until responses are
-// observed (Transport, Observe), for the answer would never come, and none
-// for a scope with configured limits (the budget does not hold it back:
-// see admitScript). MaxHold
+// observed (Transport, Observe), for the answer would never come. MaxHold
 // + one asynq tick, as long as a worker may hold for a reopening: a
 // provider slower than that to answer is probed again by the next task.
-func (g *Gate) probe(limits []Limit) time.Duration {
-	if len(limits) > 0 || !g.observed.Load() || g.cfg.Tuning.MaxHold <= 0 {
+func (g *Gate) probe() time.Duration {
+	if !g.observed.Load() || g.cfg.Tuning.MaxHold <= 0 {
 		return 0
 	}
 	return g.cfg.Tuning.MaxHold + asynqTick

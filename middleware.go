@@ -117,7 +117,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) 
 	for {
 		gen := g.open.begin()
 		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold,
-			successes: g.successes.take(k.pause), probe: g.probe(ls)})
+			successes: g.successes.take(k.pause), probe: g.probe()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return gr, ctx.Err()

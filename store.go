@@ -243,11 +243,6 @@ return out
 // head of windows one period apart never puts more than one window's quota
 // into any window of the provider's.
 //
-// The advertised budget holds back only a scope without configured limits:
-// a configured limit is the operator's word on the quota, and a budget
-// whose reset is read to the second (a bucket's next token, rounded up)
-// would idle it for that second.
-//
 // A limit learned from refusals (learned.n per learned.w, see pauseScript)
 // applies as a fixed window aligned to the last refusal's reset when no limit
 // is configured and no budget is advertised.
@@ -296,10 +291,7 @@ local budget = nil -- remaining to spend, when the budget applies
 local reopen = b_l or 0
 local block = nil -- a deadline (ms) the budget imposes
 local probing = 0 -- this admission is a first contact's probe
-if n > 0 then
-  -- configured limits are the operator's word on the quota: the budget is
-  -- kept (State shows it) but does not hold the scope back
-elseif b_s then
+if b_s then
   -- the provider advertises nothing
 elseif b_r then
   if b_u and now_ms < b_u then

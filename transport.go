@@ -106,8 +106,7 @@ func isRefusal(resp *http.Response) bool {
 // and when it is spent the scope waits for its reset, before any refusal.
 // A budget is a provider's word for one window: once its reset passes the
 // scope starts whole again, and a record ten minutes past its reset is
-// forgotten. A scope with configured limits keeps its budget (State shows
-// it) but only its limits hold it back. Transport observes every response; call Observe for each
+// forgotten. Transport observes every response; call Observe for each
 // response of a handler that uses its own client (refusals still go back as
 // a Refusal). Observe never blocks a scope on a missing or stale record.
 //
