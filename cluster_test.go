@@ -242,3 +242,41 @@ func TestClusterTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterPauses: Gate.Pauses lists the pauses of every master (SCAN
+// on each), decoded back to their scopes, an account with ':' '{' '}' '%'
+// included.
+func TestClusterPauses(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	rdb := c.Client(t)
+	prefix := c.Prefix(t)
+	ctx := context.Background()
+	scopes, masters := scopesOnEveryMaster(t, rdb, prefix, "ups")
+	scopes = append(scopes, Scope{Provider: "acme", Account: "team:{eu}%1"})
+	g := New(rdb, Config{Prefix: prefix})
+	for _, s := range scopes {
+		if _, err := g.Pause(ctx, s, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err := g.Pauses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[Scope]bool{}
+	for _, p := range listed {
+		if p.Remaining <= 0 || p.Until.IsZero() {
+			t.Errorf("listed %v with no time left", p)
+		}
+		got[p.Scope] = true
+	}
+	for _, s := range scopes {
+		if !got[s] {
+			t.Errorf("Pauses on %d masters (%v) misses %v; listed %v", len(masters), masters, s, listed)
+		}
+	}
+	if len(listed) != len(scopes) {
+		t.Errorf("listed %d pauses, want %d", len(listed), len(scopes))
+	}
+}
