@@ -272,14 +272,14 @@ func (g *Gate) clamp(d time.Duration) time.Duration {
 // the one proposed. Use it by hand (a provider's incident); a refusal is
 // recorded by the Middleware or the Transport, which also learn from it.
 func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, error) {
-	return g.pause(ctx, s, d, refusalFacts{})
-}
-
-func (g *Gate) pause(ctx context.Context, s Scope, d time.Duration, r refusalFacts) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	k := scopeKeys(g.cfg.Prefix, s)
+	return g.pause(ctx, s, scopeKeys(g.cfg.Prefix, s), d, refusalFacts{})
+}
+
+// pause is Pause for a valid scope s whose keys are k.
+func (g *Gate) pause(ctx context.Context, s Scope, k keys, d time.Duration, r refusalFacts) (Pause, error) {
 	g.open.forget(k.pause) // before the round trip: this worker stops at once
 	until, rem, err := g.store.pause(ctx, k, g.clamp(d), r)
 	if err != nil {

@@ -250,7 +250,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("Pause(100h) = %v, want the 12h default cap", p.Remaining)
 	}
 	// FallbackPause 1m: a refusal without a hint still pauses the scope.
-	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, 0); !ok || p.Remaining != time.Minute || !p.Until.Equal(t0.Add(time.Minute)) {
+	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0); !ok || p.Remaining != time.Minute || !p.Until.Equal(t0.Add(time.Minute)) {
 		t.Errorf("refusal without hint recorded %v until %v (%v), want 1m", p.Remaining, p.Until, ok)
 	}
 	// FallbackBase 15m, FallbackCap 12h.

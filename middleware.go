@@ -47,15 +47,16 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				return exhausted{err}
 			}
 			at := attemptOf(ctx, t)
-			gr, err := g.admission(ctx, s, g.cost(t), at.last)
+			k := scopeKeys(g.cfg.Prefix, s)
+			gr, err := g.admission(ctx, s, k, g.cost(t), at.last)
 			if err != nil {
 				return err
 			}
-			ta := &taskAdmission{mustHold: at.last, grant: gr}
+			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr}
 			ta.unspent.Store(true)
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			if err == nil {
-				g.successes.add(scopeKeys(g.cfg.Prefix, s).pause)
+				g.successes.add(k.pause)
 			}
 			var r *Refusal
 			if errors.As(err, &r) {
@@ -73,7 +74,7 @@ func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Durati
 	if p := ta.refused.Load(); p != nil {
 		return &recorded{err: err, pause: *p}
 	}
-	if p, ok := g.record(ctx, s, hint); ok {
+	if p, ok := g.record(ctx, s, ta.keys, hint); ok {
 		return &recorded{err: err, pause: p}
 	}
 	return err
@@ -89,7 +90,7 @@ func (g *Gate) cost(t *asynq.Task) int {
 // admit returns nil once s may spend cost units now, waiting in-process for
 // short waits (or any wait when mustHold), or a *Deferral for longer waits.
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
-	_, err := g.admission(ctx, s, cost, mustHold)
+	_, err := g.admission(ctx, s, scopeKeys(g.cfg.Prefix, s), cost, mustHold)
 	return err
 }
 
@@ -105,9 +106,8 @@ type grant struct {
 // admission is admit, also returning the grant. It is the loop around
 // decide: ask Redis (unless the open cache knows the scope is open), do
 // what decide says, ask again after a hold.
-func (g *Gate) admission(ctx context.Context, s Scope, cost int, mustHold bool) (gr grant, err error) {
+func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool) (gr grant, err error) {
 	gr.seq = -1
-	k := scopeKeys(g.cfg.Prefix, s)
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
 		g.metrics.admission(s.Provider, outcomeAdmitted)

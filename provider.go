@@ -97,6 +97,7 @@ type scopeCtx struct {
 // then waits in-process), and the pause the Transport recorded for a
 // refusal, so the Middleware does not record the same refusal twice.
 type taskAdmission struct {
+	keys     keys // of the task's scope
 	unspent  atomic.Bool
 	mustHold bool
 	grant    grant // what the admission tells the first request's response

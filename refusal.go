@@ -53,10 +53,11 @@ func (r *recorded) Error() string {
 
 func (r *recorded) Unwrap() error { return r.err }
 
-// record pauses s for a refusal whose hint is hint (0: none readable) and
-// returns the pause in force, or false when the store could not record it.
-// It runs even when the task's context has ended: the refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, hint time.Duration) (Pause, bool) {
+// record pauses s (keys k) for a refusal whose hint is hint (0: none
+// readable) and returns the pause in force, or false when the store could
+// not record it. It runs even when the task's context has ended: the
+// refusal happened.
+func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) (Pause, bool) {
 	d := hint
 	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
 	if d <= 0 {
@@ -65,9 +66,8 @@ func (g *Gate) record(ctx context.Context, s Scope, hint time.Duration) (Pause, 
 	if hint%time.Second == 0 {
 		facts.precision = time.Second // "try again in 5 seconds": read to the second
 	}
-	k := scopeKeys(g.cfg.Prefix, s)
 	facts.successes = g.successes.take(k.pause)
-	p, err := g.pause(context.WithoutCancel(ctx), s, d, facts)
+	p, err := g.pause(context.WithoutCancel(ctx), s, k, d, facts)
 	if err != nil {
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)

@@ -333,13 +333,14 @@ if block and (not deadline or block > deadline) then deadline = block end
 -- Successes count toward the learning cycle that began at the last
 -- reopening; those reported while paused belong to the window that closed
 -- (see pauseScript's late).
-local fc = bg[7]
-if okd > 0 and redis.call('EXISTS', KEYS[4]) == 0 and not deadline and int(fc) then
-  -- the first cycle, from the first contact's probe (see pauseScript)
-  redis.call('HSET', KEYS[4], 'since', int(fc), 'ok', okd)
-  redis.call('PEXPIRE', KEYS[4], ` + learnTTLms + `)
-elseif okd > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
-  if not deadline then redis.pcall('HINCRBY', KEYS[4], 'ok', okd)
+if okd > 0 then
+  if redis.call('EXISTS', KEYS[4]) == 0 then
+    if not deadline and int(bg[7]) then
+      -- the first cycle, from the first contact's probe (see pauseScript)
+      redis.call('HSET', KEYS[4], 'since', int(bg[7]), 'ok', okd)
+      redis.call('PEXPIRE', KEYS[4], ` + learnTTLms + `)
+    end
+  elseif not deadline then redis.pcall('HINCRBY', KEYS[4], 'ok', okd)
   elseif int(ln[6]) == deadline then
     redis.call('HSET', KEYS[4], 'n', (learned or 0) + okd, 'best', math.max(int(ln[5]) or 0, (learned or 0) + okd))
   end

@@ -56,12 +56,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	var gr grant
+	var k keys
+	if sc.task != nil {
+		k = sc.task.keys
+	} else {
+		k = scopeKeys(t.g.cfg.Prefix, sc.scope)
+	}
 	if sc.task != nil && sc.task.unspent.CompareAndSwap(true, false) {
 		gr = sc.task.grant
 	} else {
 		err := sc.scope.Validate()
 		if err == nil {
-			gr, err = t.g.admission(ctx, sc.scope, 1, sc.task != nil && sc.task.mustHold)
+			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold)
 		}
 		if err != nil {
 			if req.Body != nil {
@@ -74,7 +80,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	t.g.observe(ctx, sc.scope, resp, gr, gr.probe)
+	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe)
 	if !isRefusal(resp) {
 		return resp, nil
 	}
@@ -87,7 +93,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
 	wait, _ := hint.From(resp, prefix)
-	if p, ok := t.g.record(ctx, sc.scope, wait); ok && sc.task != nil {
+	if p, ok := t.g.record(ctx, sc.scope, k, wait); ok && sc.task != nil {
 		sc.task.refused.Store(&p) // the Middleware will not record it again
 	}
 	return resp, nil
@@ -125,7 +131,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
-	if err := g.observe(ctx, s, resp, gr, report); err != nil {
+	if err := g.observe(ctx, s, k, resp, gr, report); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -139,8 +145,7 @@ const silentFor = 10 * time.Minute
 // nothing is recorded only when report is set: it answers a first contact's
 // probe (the scope's peers wait for it), or Observe has not told Redis in a
 // while.
-func (g *Gate) observe(ctx context.Context, s Scope, resp *http.Response, gr grant, report bool) error {
-	k := scopeKeys(g.cfg.Prefix, s)
+func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool) error {
 	o := observation{remaining: -1, seq: gr.seq}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
 		// A reset read from a header is good to a second at best: most are
