@@ -19,14 +19,7 @@ import (
 // miniredis, real asynq servers and the fake carriers. It asserts counts
 // only: this machine's timing is nobody's business.
 func TestModesEndToEnd(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	e := env{
-		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
-		rdb:   rdb,
-		names: func(label string) (string, string) { return "test:" + label, "qgtest:" + label },
-	}
+	e := miniEnv(t, "test")
 	s := settings{
 		quota:        quotaSpec{Model: "fixed", Rate: 10, Window: time.Second},
 		polls:        40,
@@ -156,14 +149,7 @@ func TestFlagDefaults(t *testing.T) {
 // TestBench runs -bench's loop on a tiny scenario, twice, and reads its
 // table: counts only.
 func TestBench(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	e := env{
-		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
-		rdb:   rdb,
-		names: func(label string) (string, string) { return "bench:" + label, "qgbench:" + label },
-	}
+	e := miniEnv(t, "bench")
 	o, err := parseFlags([]string{"-bench", "-polls", "24", "-workers", "8", "-runs", "2", "-delayed-check", "100ms"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -216,5 +202,18 @@ func TestBenchCell(t *testing.T) {
 		if got := benchCell(c.runs); got != c.want {
 			t.Errorf("benchCell = %q, want %q", got, c.want)
 		}
+	}
+}
+
+// miniEnv is an env on a fresh miniredis, with queues named "<name>:label"
+// and gate prefixes "qg<name>:label".
+func miniEnv(t *testing.T, name string) env {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return env{
+		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
+		rdb:   rdb,
+		names: func(label string) (string, string) { return name + ":" + label, "qg" + name + ":" + label },
 	}
 }

@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/redis/go-redis/v9"
 )
 
 // scrapeCounter reads one sample of a counter from a /metrics endpoint; ok
@@ -60,14 +57,7 @@ next:
 // in-process hold: the constrained carrier's deferrals show up as
 // quotagate_admissions_total{outcome="deferred_paused"} before the run ends.
 func TestUIMetricsDuringRun(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	e := env{
-		opt:   asynq.RedisClientOpt{Addr: m.Addr()},
-		rdb:   rdb,
-		names: func(label string) (string, string) { return "test:" + label, "qgtest:" + label },
-	}
+	e := miniEnv(t, "test")
 	u, err := startUI("127.0.0.1:0", &e)
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +131,7 @@ func getBody(t *testing.T, url string) string {
 // TestUIInspectorRoutes: /quotagate/ lists the gated modes, each mode's
 // inspector answers under /quotagate/MODE/, and asynqmon keeps /.
 func TestUIInspectorRoutes(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	e := env{opt: asynq.RedisClientOpt{Addr: m.Addr()}, rdb: rdb}
+	e := miniEnv(t, "routes")
 	u, err := startUI("127.0.0.1:0", &e)
 	if err != nil {
 		t.Fatal(err)
