@@ -2,7 +2,6 @@ package quotagate
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -151,23 +150,3 @@ func (h *holders) release(k string) {
 	}
 }
 
-// successes counts, per scope, the tasks of this process that succeeded
-// since the count was last sent to Redis, with the scope's next admission or
-// refusal: what a scope gets accepted between a reopening and a refusal is
-// the quota its provider grants (see pauseScript).
-type successes struct{ m sync.Map } // pause key → *atomic.Int64
-
-func (c *successes) add(k string) {
-	v, ok := c.m.Load(k)
-	if !ok {
-		v, _ = c.m.LoadOrStore(k, new(atomic.Int64))
-	}
-	v.(*atomic.Int64).Add(1)
-}
-
-func (c *successes) take(k string) int64 {
-	if v, ok := c.m.Load(k); ok {
-		return v.(*atomic.Int64).Swap(0)
-	}
-	return 0
-}

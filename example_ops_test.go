@@ -32,8 +32,8 @@ func ExampleGate_Pauses() {
 	}
 	json.NewEncoder(os.Stdout).Encode(ps[0])
 	// Output:
-	// fedex/a:{1} paused for 1m0s (until 2025-01-02T03:05:05Z)
-	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20Z)
+	// fedex/a:{1} paused for 1m0s (until 2025-01-02T03:05:05.000Z)
+	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20.000Z)
 	// {"provider":"fedex","account":"a:{1}","paused":true,"until":"2025-01-02T03:05:05.000Z","remaining_seconds":60,"limit_backlog_seconds":0}
 }
 

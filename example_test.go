@@ -55,8 +55,8 @@ func ExampleGate_Pause() {
 	rem, _ = g.Remaining(ctx, ups)
 	fmt.Println("after Resume:", rem)
 	// Output:
-	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20Z)
-	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20Z)
+	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20.000Z)
+	// ups/acct-42 paused for 15s (until 2025-01-02T03:04:20.000Z)
 	// ups remaining: 15s
 	// fedex remaining: 0s
 	// after Resume: 0s

@@ -190,7 +190,6 @@ type Gate struct {
 	store     store
 	open      *openCache
 	holders   holders
-	successes successes
 	metrics   *metrics
 	observed  atomic.Bool // Transport or Observe is in use: responses teach the budget
 	silent    sync.Map    // pause key → when its provider last advertised no budget
@@ -229,9 +228,14 @@ func (g *Gate) Close() error { return g.open.close() }
 // Pause is a scope's pause deadline as Redis keeps it and, from State,
 // what the gate knows of the scope's quota.
 type Pause struct {
-	Scope     Scope
-	Until     time.Time     // the deadline in force, per Redis TIME; zero when open
+	Scope Scope
+	// Until is when the scope admits a request again, per Redis TIME:
+	// the pause deadline in force, the reset of a spent budget, or the
+	// next slot of a limit with no capacity within Tuning.MaxHold; zero
+	// when the scope admits now. Reason says which.
+	Until     time.Time
 	Remaining time.Duration // Until minus Redis TIME when it was read
+	Reason    Reason        // why the scope waits; meaningful when Until is set
 
 	// Budget is what the provider advertised on its responses (see
 	// Observe); nil when it advertises nothing or nothing was observed.
@@ -257,7 +261,28 @@ type Budget struct {
 }
 
 func (p Pause) String() string {
-	return fmt.Sprintf("%s paused for %v (until %s)", p.Scope, p.Remaining.Round(time.Millisecond), p.Until.UTC().Format(time.RFC3339Nano))
+	if p.Until.IsZero() {
+		return p.Scope.String() + " is open"
+	}
+	if p.Reason == ReasonPaused {
+		return fmt.Sprintf("%s paused for %v (until %s)", p.Scope, p.Remaining.Round(time.Millisecond), p.Until.UTC().Format(RFC3339Milli))
+	}
+	return fmt.Sprintf("%s waits %v (%s, until %s)", p.Scope, p.Remaining.Round(time.Millisecond), p.Reason, p.Until.UTC().Format(RFC3339Milli))
+}
+
+// pauseOf is the Pause that a dry admission a of s describes.
+func pauseOf(s Scope, a admission) Pause {
+	p := Pause{Scope: s, Budget: a.budget, Learned: a.learned, LimitBacklog: a.limitBacklog}
+	if a.code == admitted {
+		return p
+	}
+	p.Reason = publicReason(a.reason)
+	p.Until = a.now.Add(a.wait)
+	if a.code == paused {
+		p.Until = a.until
+	}
+	p.Remaining = p.Until.Sub(a.now.Truncate(time.Millisecond)) // deadlines are whole ms
+	return p
 }
 
 // clamp bounds a pause to [MinPause, MaxPause]; any non-positive or
@@ -281,11 +306,11 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 // pause is Pause for a valid scope s whose keys are k.
 func (g *Gate) pause(ctx context.Context, s Scope, k keys, d time.Duration, r refusalFacts) (Pause, error) {
 	g.open.forget(k.pause) // before the round trip: this worker stops at once
-	until, rem, err := g.store.pause(ctx, k, g.clamp(d), r)
+	until, rem, _, err := g.store.pause(ctx, k, g.clamp(d), r, g.limitsOf(s)...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}
-	return Pause{Scope: s, Until: until, Remaining: rem}, nil
+	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, nil
 }
 
 // Remaining returns how long s stays paused: 0 when it is open, never
@@ -301,21 +326,24 @@ func (g *Gate) State(ctx context.Context, s Scope) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	p, err := g.store.state(ctx, scopeKeys(g.cfg.Prefix, s))
+	a, err := g.store.admit(ctx, scopeKeys(g.cfg.Prefix, s), admitRequest{limits: g.limitsOf(s), cost: 1,
+		hold: g.cfg.Tuning.MaxHold, probe: g.probe(), dry: true})
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: read state of %s: %w", s.Provider, err)
 	}
-	p.Scope = s
-	return p, nil
+	return pauseOf(s, a), nil
 }
 
-// Resume opens s now, deleting its pause. Tasks already deferred keep their
-// retry time.
+// Resume opens s now: it deletes everything that holds the scope back (its
+// pause, its limits' state and reopening line, a spent budget, the learned
+// limit's current window); the learned limit itself stays. Tasks already
+// deferred keep their retry time.
 func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
+	g.open.forget(scopeKeys(g.cfg.Prefix, s).pause)
+	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func TestHangBoundsGoroutines(t *testing.T) {
 	g := New(rdb, Config{Prefix: srv.Prefix(t), Tuning: Tuning{OpenCache: -1}, Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	k := scopeKeys(g.cfg.Prefix, Scope{Provider: "hang"})
-	if _, err := g.store.state(ctx, k); err != nil {
+	if _, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true}); err != nil {
 		t.Fatal(err)
 	}
 	// A warm pool, as a busy gate's is: one connection per worker (a call
@@ -75,7 +75,7 @@ func TestHangBoundsGoroutines(t *testing.T) {
 			k := scopeKeys(g.cfg.Prefix, Scope{Provider: "hang", Account: strconv.Itoa(i)})
 			for !stop.Load() {
 				start := time.Now()
-				_, err := g.store.state(ctx, k)
+				_, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true})
 				calls.Add(1)
 				if !errors.Is(err, ErrStoreTimeout) {
 					t.Errorf("a call on a suspended Redis: %v, want ErrStoreTimeout", err)
@@ -119,7 +119,7 @@ func TestHangBoundsGoroutines(t *testing.T) {
 		t.Error("no call was answered at once: the cap was never reached")
 	}
 	eventually(t, "the store answers again after the hang", func() bool {
-		_, err := g.store.state(ctx, k)
+		_, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true})
 		return err == nil
 	})
 }

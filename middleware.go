@@ -55,9 +55,6 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr}
 			ta.unspent.Store(true)
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
-			if err == nil {
-				g.successes.add(k.pause)
-			}
 			var r *Refusal
 			if errors.As(err, &r) {
 				err = g.refused(ctx, s, err, r.Hint, ta)
@@ -100,14 +97,13 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 // spent the scope's advertised budget.
 type grant struct {
 	probe bool
-	seq   int64 // -1: not known (no admission in Redis: the open cache)
+	seq   int64 // 0: not known (no admission in Redis: the open cache)
 }
 
 // admission is admit, also returning the grant. It is the loop around
 // decide: ask Redis (unless the open cache knows the scope is open), do
 // what decide says, ask again after a hold.
 func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool) (gr grant, err error) {
-	gr.seq = -1
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
 		g.metrics.admission(s.Provider, outcomeAdmitted)
@@ -116,8 +112,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
 	for {
 		gen := g.open.begin()
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold,
-			successes: g.successes.take(k.pause), probe: g.probe()})
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return gr, ctx.Err()

@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"fmt"
 	"time"
@@ -66,17 +67,21 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 	if hint%time.Second == 0 {
 		facts.precision = time.Second // "try again in 5 seconds": read to the second
 	}
-	facts.successes = g.successes.take(k.pause)
-	p, err := g.pause(context.WithoutCancel(ctx), s, k, d, facts)
+	g.open.forget(k.pause) // before the round trip: this worker stops at once
+	until, rem, moved, err := g.store.pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, g.limitsOf(s)...)
 	if err != nil {
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
 	}
 	g.metrics.refusal(s.Provider)
-	g.cfg.Logger.Info("quotagate: provider refused, scope paused",
-		"scope", s.String(), "hint", hint, "remaining", p.Remaining, "until", p.Until)
-	return p, true
+	level := slog.LevelInfo
+	msg := "quotagate: provider refused, scope paused"
+	if !moved { // a request already on its way when the scope paused
+		level, msg = slog.LevelDebug, "quotagate: provider refused a request sent before the pause"
+	}
+	g.cfg.Logger.Log(ctx, level, msg, "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
+	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 }
 
 // Deferral is the error the Middleware returns instead of running the
@@ -107,7 +112,32 @@ const (
 	ReasonLimited
 	// ReasonStoreDown: the store did not answer and the gate fails closed.
 	ReasonStoreDown
+	// ReasonBudget: the budget the provider advertises is spent until its
+	// reset.
+	ReasonBudget
+	// ReasonProbe: the budget's reset has passed and one request went to
+	// ask the provider what the new window holds; the others wait for its
+	// answer (at most Tuning.MaxHold and one second).
+	ReasonProbe
+	// ReasonLearned: the limit the scope learned from refusals has no
+	// capacity until its next window.
+	ReasonLearned
 )
+
+// publicReason names a model's reason.
+func publicReason(r reason) Reason {
+	switch r {
+	case reasonBudget:
+		return ReasonBudget
+	case reasonProbe:
+		return ReasonProbe
+	case reasonLimit:
+		return ReasonLimited
+	case reasonLearned:
+		return ReasonLearned
+	}
+	return ReasonPaused
+}
 
 func (r Reason) String() string {
 	switch r {
@@ -117,6 +147,12 @@ func (r Reason) String() string {
 		return "limited"
 	case ReasonStoreDown:
 		return "store unavailable"
+	case ReasonBudget:
+		return "budget spent"
+	case ReasonProbe:
+		return "probing"
+	case ReasonLearned:
+		return "learned limit"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }

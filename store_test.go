@@ -46,7 +46,7 @@ func TestStorePauseRecord(t *testing.T) {
 			st := testStore(e.rdb, e.prefix)
 			k := scopeKeys(e.prefix, Scope{Provider: "ups", Account: "acct-1"})
 
-			until, rem, err := st.pause(ctx, k, 30*time.Second, refusalFacts{})
+			until, rem, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, prefix)
 	k := scopeKeys(prefix, Scope{Provider: "ups"})
-	_, rem, err := st.pause(ctx, k, MinPause, refusalFacts{})
+	_, rem, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	var off []string
 	for i := range 3000 {
 		k := scopeKeys(prefix, Scope{Provider: "expiry", Account: strconv.Itoa(i)})
-		until, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
+		until, _, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, "qgtest")
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	if _, _, err := st.pause(ctx, k, 5*time.Second, refusalFacts{}); err != nil {
+	if _, _, _, err := st.pause(ctx, k, 5*time.Second, refusalFacts{}); err != nil {
 		t.Fatal(err)
 	}
 	c.mr.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
@@ -197,7 +197,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if err != nil || a.code != admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
-	until, rem, err := st.pause(ctx, k, 2*time.Second, refusalFacts{})
+	until, rem, _, err := st.pause(ctx, k, 2*time.Second, refusalFacts{})
 	if err != nil || rem != 2*time.Second || !until.Equal(t0.Add(8*time.Second)) {
 		t.Errorf("pause over an expired record = %v, %v, %v; want %v, 2s", until, rem, err, t0.Add(8*time.Second))
 	}
@@ -231,7 +231,7 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if err != nil || a.code != admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
-				until, rem, err := st.pause(ctx, k, 10*time.Second, refusalFacts{})
+				until, rem, _, err := st.pause(ctx, k, 10*time.Second, refusalFacts{})
 				if err != nil {
 					t.Errorf("record %q: pause: %v", v, err)
 					continue
@@ -275,7 +275,7 @@ func TestStoreWrongType(t *testing.T) {
 				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.pause, a, err)
 				}
-				if _, rem, err := st.pause(ctx, k, 10*time.Second, refusalFacts{}); err != nil || rem != 10*time.Second {
+				if _, rem, _, err := st.pause(ctx, k, 10*time.Second, refusalFacts{}); err != nil || rem != 10*time.Second {
 					t.Errorf("%s: pause %v, %v; want 10s", k.pause, rem, err)
 				}
 				if typ := e.rdb.Type(ctx, k.pause).Val(); typ != "string" {
@@ -391,7 +391,7 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		if _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
+		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, Limit{}, time.Second, []admitStep{
@@ -424,7 +424,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		l := PerSecond(10, 3)
-		if _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
+		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -522,7 +522,7 @@ func TestAdmitBothBackends(t *testing.T) {
 				}
 			}
 			// A pause on top: paused, nothing admitted, wait to a slot after it.
-			if _, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{}); err != nil {
+			if _, _, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{}); err != nil {
 				t.Fatal(err)
 			}
 			a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
@@ -694,22 +694,22 @@ func TestStoreTimeout(t *testing.T) {
 	hanging, _ := hangingRedis(t)
 	st := &store{rdb: hanging, prefix: "qgtest", timeout: 100 * time.Millisecond, maxPause: time.Hour}
 	start := time.Now()
-	_, err := st.run(ctx, "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
+	_, err := st.state(ctx, k)
 	if !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("run on a silent store: %v, want ErrStoreTimeout", err)
 	}
 	if elapsed := time.Since(start); elapsed > 30*time.Second {
 		t.Errorf("run took %v with a 100ms store timeout", elapsed) // the client alone would block forever
 	}
-	if _, _, err := st.pause(ctx, k, time.Minute, refusalFacts{}); !errors.Is(err, ErrStoreTimeout) {
+	if _, _, _, err := st.pause(ctx, k, time.Minute, refusalFacts{}); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("pause on a silent store: %v, want ErrStoreTimeout", err)
 	}
-	if err := st.resume(ctx, k); !errors.Is(err, ErrStoreTimeout) {
+	if err := st.resume(ctx, k, nil); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("resume on a silent store: %v, want ErrStoreTimeout", err)
 	}
 
 	refused := &store{rdb: refusingRedis(t), prefix: "qgtest", timeout: 10 * time.Second, maxPause: time.Hour}
-	if _, err := refused.run(ctx, "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds()); err == nil || errors.Is(err, ErrStoreTimeout) {
+	if _, err := refused.state(ctx, k); err == nil || errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("run on a closed port: %v, want the connection error", err)
 	}
 
@@ -723,7 +723,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb, release := hangingRedis(t)
 	st := &store{rdb: rdb, prefix: "qgtest", timeout: 50 * time.Millisecond, maxPause: time.Hour}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	v, err := st.run(context.Background(), "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
+	v, _, err := st.run(context.Background(), "state", admitScript, admitReply, []string{k.pause, k.line, k.budget, k.learn, k.learnWin}, 1, 0, time.Hour.Milliseconds(), 0, 1, 0)
 	if !errors.Is(err, ErrStoreTimeout) || v != nil {
 		t.Fatalf("run = %v, %v; want nil, ErrStoreTimeout", v, err)
 	}
@@ -747,7 +747,7 @@ func TestStoreDirectTimeout(t *testing.T) {
 		t.Fatal("a client with ContextTimeoutEnabled should be called directly")
 	}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	_, err := st.run(context.Background(), "state", stateScript, []string{k.pause, k.budget, k.learn, k.tat}, time.Hour.Milliseconds())
+	_, err := st.state(context.Background(), k)
 	if !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("direct run on a silent store: %v, want ErrStoreTimeout", err)
 	}

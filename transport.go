@@ -127,7 +127,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	k := scopeKeys(g.cfg.Prefix, s)
 	at, seen := g.silent.Load(k.pause)
 	report := !seen || g.now().Sub(at.(time.Time)) >= silentFor
-	gr := grant{seq: -1}
+	gr := grant{}
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
@@ -135,6 +135,17 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
+}
+
+// resetPrecision is how precise a reset read from a header is: a second
+// for whole seconds (most are rounded up, others are anchored to the
+// whole-second Date header), a millisecond for a reset that carries
+// fractions (Discord's X-RateLimit-Reset-After, resets in ms).
+func resetPrecision(reset time.Duration) time.Duration {
+	if reset%time.Second != 0 {
+		return time.Millisecond
+	}
+	return time.Second
 }
 
 // silentFor is how long a gate remembers that a scope's provider advertised
@@ -148,10 +159,8 @@ const silentFor = 10 * time.Minute
 func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool) error {
 	o := observation{remaining: -1, seq: gr.seq}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
-		// A reset read from a header is good to a second at best: most are
-		// whole seconds rounded up, others are anchored to the whole-second
-		// Date header, and the answer took its time to come back.
-		o = observation{remaining: b.Remaining, reset: b.Reset, limit: b.Limit, precision: time.Second, seq: gr.seq}
+		o = observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
+			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq}
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil

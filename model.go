@@ -1,0 +1,307 @@
+package quotagate
+
+// The admission model: one scope's state and its transitions, as pure
+// functions of explicit instants, in the manner of x/time/rate's reserveN.
+//
+// A scope's state has five concerns, each in its own file with the Lua
+// fragment that is its transaction in Redis:
+//
+//	model_pause.go   the pause: a deadline that only moves later
+//	model_limit.go   the configured limits: GCRA buckets and fixed windows
+//	model_budget.go  the budget the provider advertises, and its probe
+//	model_learn.go   the quota learned from refusals (a fixed window)
+//	model_line.go    the reopening line: where deferred tasks come back
+//
+// Every concern answers two questions: the earliest instant it admits a
+// request of a given cost (or why it never will), and what it commits when
+// a request is admitted at an instant. admit asks every concern, takes the
+// earliest instant all of them agree on, and commits only when that
+// instant is within the hold; otherwise it commits nothing but the
+// deferred task's slot of the line. The other transitions (refuse,
+// observe, resume) each touch the concerns they concern.
+//
+// Instants are Unix microseconds of Redis TIME (the pause deadline is kept
+// to the millisecond, as it is stored). The Lua scripts (scripts.go) run
+// the same transitions on the same state in Redis; the differential test
+// (model_differential_test.go) holds them equal.
+
+// scopeState is everything the gate keeps of one scope.
+type scopeState struct {
+	pause  pauseState
+	line   lineState
+	limits []limitState // one per configured limit, in order
+	budget budgetState
+	learn  learnState
+	lwin   windowState // the learned limit's window counts
+}
+
+// params is what the transitions need from the configuration.
+type params struct {
+	limits   []limitSpec // configured, zero ones left out
+	hold     int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
+	maxPause int64       // ms: a deadline farther ahead is malformed (Config.MaxPause)
+	probe    int64       // µs: a probe's timeout; 0: responses are not observed
+}
+
+// reason names what holds a scope back: what a deferral says, what State
+// shows.
+type reason int
+
+const (
+	reasonNone    reason = iota
+	reasonPause          // a pause deadline (a refusal, or Gate.Pause)
+	reasonBudget         // the advertised budget is spent until its reset
+	reasonProbe          // a probe is out: its answer will tell the budget
+	reasonLimit          // a configured limit has no capacity yet
+	reasonLearned        // the learned limit has no capacity yet
+)
+
+// decision is the verdict of admit.
+type decision struct {
+	code    int64  // admitted, paused (a deadline) or limited (capacity)
+	reason  reason // why not admitted at once
+	wait    int64  // µs until the slot (admitted: ≤ hold) or until asking again
+	until   int64  // ms: the deadline in force (paused), 0 otherwise
+	reopen  int64  // requests the scope can use when it reopens, 0 unknown
+	probe   bool   // admitted as a probe: its response's budget is awaited
+	seq     int64  // the admission's sequence number among those that spent the budget
+	spread  bool   // the line hands out slots one GCRA interval apart
+	limited bool   // limits (configured or learned) apply to the scope
+	cache   bool   // nothing but a pause can stop the scope (see openCache)
+}
+
+const (
+	admitted int64 = iota
+	paused
+	limited
+)
+
+// maxRounds bounds the search for the earliest instant every limit admits:
+// each round moves the instant to the next one some limit admits, and a
+// limit moves it at most to its next window, so n limits agree within n+1
+// rounds unless their windows keep crossing. After the last round the
+// instant is checked once more; a request is admitted only at an instant
+// every limit admits.
+const maxRounds = 8
+
+// active are the limits that apply to a scope: the configured ones, or the
+// learned one when none is configured and the provider advertises no
+// budget.
+type active struct {
+	specs   []limitSpec
+	states  []*limitState
+	learned bool // specs[0] is the learned limit
+}
+
+func (s *scopeState) active(p params) active {
+	if len(p.limits) > 0 {
+		a := active{specs: p.limits}
+		for i := range s.limits {
+			a.states = append(a.states, &s.limits[i])
+		}
+		return a
+	}
+	if l, ok := s.learn.spec(); ok && !s.budget.known {
+		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, win: &s.lwin}}, learned: true}
+	}
+	return active{}
+}
+
+// admit decides whether a request of cost may go at now, and returns the
+// decision; s is changed only by what the decision commits.
+func (s *scopeState) admit(p params, now, cost int64) decision {
+	s.normalize(p, now)
+	lim := s.active(p)
+	d := decision{limited: len(lim.specs) > 0}
+	d.reopen = s.reopen(lim)
+	al := s.learn.alignment()
+
+	// A deadline: the pause, or the budget's (spent until its reset, or
+	// a probe's answer awaited). A scope with configured limits is paced
+	// by them: its budget is shown, not enforced.
+	deadline, why := s.pause.earliest(p, now), reasonPause
+	var bv budgetVerdict
+	if len(p.limits) == 0 {
+		bv = s.budget.earliest(p, now, cost)
+		if bv.at > max(deadline, now) {
+			deadline, why = bv.at, bv.why
+		}
+	}
+	if deadline > now {
+		d.code, d.reason = paused, why
+		d.until = ceilMs(deadline)
+		d.wait = deadline - now
+		if why == reasonPause {
+			d.until = s.pause.untilMs
+		}
+		if len(lim.specs) > 0 {
+			inc := lim.interval(cost)
+			d.wait = s.line.take(now, deadline, inc)
+			d.spread = inc > 0
+		}
+		return d
+	}
+
+	// The limits: the earliest instant every one admits.
+	at := now
+	for range maxRounds {
+		before := at
+		for i, l := range lim.specs {
+			at = max(at, lim.states[i].earliest(l, p, al, now, at, cost))
+		}
+		if at == before {
+			break
+		}
+	}
+	ok := true
+	for i, l := range lim.specs {
+		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
+	}
+	if !ok || at-now > p.hold {
+		d.code, d.reason = limited, reasonLimit
+		if lim.learned {
+			d.reason = reasonLearned
+		}
+		inc := lim.interval(cost)
+		d.wait = s.line.take(now, at, inc)
+		d.spread = inc > 0
+		return d
+	}
+
+	// Admitted at at: commit.
+	d.wait = at - now
+	for i, l := range lim.specs {
+		if lim.learned {
+			s.learn.grow(l, p, &s.lwin, al, at)
+		}
+		lim.states[i].spend(l, p, al, now, at, cost)
+	}
+	if len(p.limits) == 0 {
+		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
+		if !s.budget.known {
+			s.learn.count(at, cost)
+		}
+	}
+	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && s.learn.since == 0
+	return d
+}
+
+// reopen is how many requests the scope can use at once when it reopens:
+// its advertised quota, or its learned limit.
+func (s *scopeState) reopen(lim active) int64 {
+	if s.budget.known && s.budget.limit > 0 {
+		return s.budget.limit
+	}
+	if lim.learned {
+		return lim.specs[0].n
+	}
+	return 0
+}
+
+// interval is the pace of the line: the smallest GCRA interval × cost
+// among the limits (0 when all are fixed windows: they open at once).
+func (a active) interval(cost int64) int64 {
+	inc := int64(0)
+	for _, l := range a.specs {
+		if !l.fixed && (inc == 0 || l.per*cost < inc) {
+			inc = l.per * cost
+		}
+	}
+	return inc
+}
+
+// refusal is what a refusal tells the scope.
+type refusal struct {
+	pause  int64 // ms, already clamped to [MinPause, MaxPause]
+	hinted bool  // the provider said how long: the pause ends at its window's reset
+	prec   int64 // µs: the hint's precision (a second when read in whole seconds)
+}
+
+// refuse records a refusal (or Gate.Pause, which is an unhinted refusal
+// that teaches nothing) at now, and returns the deadline in force (ms).
+func (s *scopeState) refuse(p params, now int64, r refusal) int64 {
+	s.normalize(p, now)
+	open := s.pause.earliest(p, now) <= now
+	deadline := s.pause.refuse(now, r.pause)
+	for i, l := range p.limits {
+		s.limits[i].refuse(l, now)
+	}
+	s.budget.refuse()
+	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
+		s.lwin = windowState{}
+	}
+	return deadline
+}
+
+// observe records the budget a response advertised (see observation).
+func (s *scopeState) observe(p params, now int64, o observation) (announce bool) {
+	s.normalize(p, now)
+	u, prec, announce := s.budget.observe(now, o)
+	if u > 0 {
+		s.learn.align(now, u, prec)
+	}
+	return announce
+}
+
+// resume lifts everything that holds the scope back now: the pause, the
+// limits' state, the line, the advertised budget and the learned limit's
+// window. What was learned (the limit itself) stays: it is knowledge, not
+// a wait.
+func (s *scopeState) resume(p params) {
+	s.pause = pauseState{}
+	s.line = lineState{}
+	s.limits = nil // normalize makes them whole
+	s.budget = budgetState{}
+	s.lwin = windowState{}
+}
+
+// normalize shapes s for p at now: one limit state per configured limit,
+// of its kind, and nothing that the values say is over (a pause not in
+// force, a past TAT or line slot, stale windows, forgotten records): the
+// state as the scripts load it.
+func (s *scopeState) normalize(p params, now int64) {
+	if !s.pause.inForce(p, now) {
+		s.pause = pauseState{}
+	}
+	if s.line.next <= now {
+		s.line = lineState{}
+	}
+	if s.budget.expires <= now {
+		s.budget = budgetState{}
+	}
+	if s.learn.expires <= now {
+		s.learn = learnState{}
+	}
+	if l, ok := s.learn.spec(); ok {
+		s.lwin.live(l, now)
+	} else {
+		s.lwin = windowState{}
+	}
+	for len(s.limits) < len(p.limits) {
+		s.limits = append(s.limits, limitState{})
+	}
+	s.limits = s.limits[:len(p.limits)]
+	for i, l := range p.limits {
+		if s.limits[i].fixed != l.fixed || s.limits[i].win == nil {
+			s.limits[i] = limitState{fixed: l.fixed, win: &windowState{}}
+		}
+		if l.fixed {
+			s.limits[i].win.live(l, now)
+		} else if s.limits[i].tat <= now {
+			s.limits[i].tat = 0
+		}
+	}
+}
+
+// ceilMs is the millisecond at or after the instant us.
+func ceilMs(us int64) int64 { return floorDiv(us+999, 1000) }
+
+// floorDiv is a / b rounded toward negative infinity (b > 0), as Lua's
+// math.floor(a / b) is for the integers the model uses.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}

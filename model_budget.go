@@ -1,0 +1,248 @@
+package quotagate
+
+// The advertised budget: what the provider said is left of its quota
+// (remaining, until reset), spent by the admissions since, counting the
+// requests still on their way.
+//
+// Until its reset a budget admits while remaining ≥ cost; a spent budget
+// holds the scope until its reset (reasonBudget), as the provider's word
+// for its window. Once the reset has passed the budget's size is unknown
+// (a window whole again, a bucket one token fuller: dialects differ), so
+// one request, the probe, goes to ask while the others wait for its
+// answer, at most the probe's timeout (reasonProbe), looking every
+// probePoll. A scope whose first request is a probe (first contact) learns
+// whether its provider advertises a budget at all; a probe answered with
+// none, or not answered within its timeout, marks the provider silent.
+//
+// The provider counted the requests it received before the one answered,
+// not those admitted after it and still on their way: an answer's
+// remaining is lowered by the admissions after its own (sequence numbers),
+// and the answer of a request admitted before the last probe or refill
+// speaks of a window that is over: it is ignored. Of two resets read for
+// the same window (within the reading's precision) the earlier is kept,
+// as resets are read rounded up.
+//
+// Invariants: never admit into a budget known to be spent before its
+// reset; never hold a scope past the reset and the probe's timeout (after
+// them a request goes); a budget is forgotten learnTTL after its reset.
+// A scope with configured limits is paced by them: its budget is
+// observed and shown, not enforced.
+
+// probePoll is how often the workers waiting for a probe's answer look for
+// it: about two round trips to a provider 25 ms away (the example's);
+// shorter costs Redis round trips, longer delays the reopening.
+const probePoll = 50_000 // µs
+
+// learnTTL is how long what a scope learned (its budget, its limit, its
+// windows' alignment) outlives the observation or refusal that taught it.
+// Ten minutes: long enough to carry over between bursts of polling, short
+// enough that a provider's raised quota is found again within minutes.
+const learnTTL = 600_000_000 // µs
+
+// budgetState is the budget as the scope keeps it.
+type budgetState struct {
+	known     bool  // a response advertised a remaining count
+	remaining int64 // left to spend
+	reset     int64 // µs: when the budget is whole again, 0 unknown
+	limit     int64 // the quota's size, 0 unknown
+	seq       int64 // admissions that spent the budget, ever (the last one's sequence number)
+	refilled  int64 // seq at the last probe or refill, 0 none
+	probeAt   int64 // µs: a probe went at, 0 none out
+	silent    bool  // the provider advertises nothing
+	expires   int64 // µs: the record is forgotten at, 0 when empty
+}
+
+// budgetVerdict is what the budget says of an admission at now.
+type budgetVerdict struct {
+	at     int64  // µs: not before (0: now)
+	why    reason // reasonBudget or reasonProbe, with at
+	probe  bool   // the admission is a probe
+	spend  bool   // it spends remaining
+	refill bool   // it finds the budget whole again (no probe possible)
+	silent bool   // the probe brought nothing back: the provider is silent
+}
+
+func (s budgetState) earliest(p params, now, cost int64) budgetVerdict {
+	switch {
+	case s.silent:
+		return budgetVerdict{}
+	case s.known && (s.reset > now || s.reset == 0) && s.remaining >= cost:
+		return budgetVerdict{spend: true}
+	case s.known && s.reset > now:
+		return budgetVerdict{at: s.reset, why: reasonBudget}
+	case s.probeAt > 0 && now < s.probeAt+p.probe:
+		return budgetVerdict{at: min(s.probeAt+p.probe, now+probePoll), why: reasonProbe}
+	case !s.known && s.probeAt > 0:
+		return budgetVerdict{silent: true}
+	case p.probe > 0:
+		return budgetVerdict{probe: true}
+	case s.known && s.limit >= cost:
+		return budgetVerdict{refill: true}
+	}
+	return budgetVerdict{}
+}
+
+// spend commits an admission at now that v allowed, and returns whether
+// it is a probe and its sequence number (0 when it spends no budget).
+func (s *budgetState) spend(p params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
+	switch {
+	case v.silent:
+		s.silent, s.probeAt = true, 0
+		s.expires = now + learnTTL
+	case v.probe:
+		s.refilled = s.seq
+		s.seq += cost
+		s.probeAt = now
+		s.expires = max(s.expires, now+learnTTL)
+		return true, s.seq
+	case v.refill:
+		s.remaining, s.reset, s.refilled = s.limit-cost, 0, s.seq
+		s.seq += cost
+		return false, s.seq
+	case v.spend:
+		s.remaining -= cost
+		s.seq += cost
+		return false, s.seq
+	}
+	return false, 0
+}
+
+// quiet reports whether nothing but an announced write can make the
+// budget hold the scope: the provider is silent, or nothing is known and
+// no probe can be sent.
+func (s budgetState) quiet(p params) bool {
+	return s.silent || !s.known && s.probeAt == 0 && p.probe == 0
+}
+
+// observation is the budget a response advertised.
+type observation struct {
+	remaining int64 // -1: the response advertises no budget
+	reset     int64 // µs until the budget is whole again, 0 unknown
+	limit     int64 // the quota's size, 0 unknown
+	prec      int64 // µs: the reset's precision
+	seq       int64 // of the request answered (decision.seq); 0 unknown
+}
+
+// observe records o at now. It returns the reset in force and its
+// precision, and announce: the scope has a budget it did not have (open
+// caches must forget it).
+func (s *budgetState) observe(now int64, o observation) (reset, prec int64, announce bool) {
+	if o.remaining < 0 {
+		if s.probeAt > 0 && !s.known {
+			s.silent, s.probeAt = true, 0
+			s.expires = now + learnTTL
+		}
+		return 0, 0, false
+	}
+	if o.seq > 0 && s.refilled > 0 && o.seq <= s.refilled {
+		return 0, 0, false
+	}
+	fresh := !s.known && s.probeAt == 0
+	r := o.remaining
+	if o.seq > 0 {
+		r = max(r-max(s.seq-o.seq, 0), 0)
+	}
+	u := int64(0)
+	if o.reset > 0 {
+		u = now + o.reset
+	}
+	if u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
+		u = min(u, s.reset)
+	}
+	s.known, s.remaining, s.reset, s.probeAt, s.silent = true, r, u, 0, false
+	if o.limit > 0 {
+		s.limit = o.limit
+	}
+	s.expires = max(u, now) + learnTTL
+	return u, o.prec, fresh
+}
+
+// refuse records a refusal: nothing remains until the reset.
+func (s *budgetState) refuse() {
+	if s.known {
+		s.remaining = 0
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// luaBudget is the budget's transaction, on a hash with the fields of
+// budgetFields; B is the loaded budget (see budgetState).
+const luaBudget = `
+local function budget_load(key)
+  local v = hload(key, budgetFields)
+  local B = {key = key}
+  for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
+  B.known, B.silent = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1
+  if B.expires <= now_us then B = {key = key, remaining = 0, reset = 0, limit = 0, seq = 0, refilled = 0, probeAt = 0, expires = 0, known = false, silent = false} end
+  return B
+end
+local function budget_earliest(B, cost)
+  if B.silent then return {at = 0} end
+  if B.known and (B.reset > now_us or B.reset == 0) and B.remaining >= cost then return {at = 0, spend = true} end
+  if B.known and B.reset > now_us then return {at = B.reset, why = 'budget'} end
+  if B.probeAt > 0 and now_us < B.probeAt + C.probe then
+    return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
+  end
+  if not B.known and B.probeAt > 0 then return {at = 0, silent = true} end
+  if C.probe > 0 then return {at = 0, probe = true} end
+  if B.known and B.limit >= cost then return {at = 0, refill = true} end
+  return {at = 0}
+end
+local function budget_spend(B, v, cost)
+  if v.silent then
+    B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+  elseif v.probe then
+    B.refilled, B.seq, B.probeAt = B.seq, B.seq + cost, now_us
+    B.expires, B.dirty = math.max(B.expires, now_us + C.learnTTL), true
+    return true, B.seq
+  elseif v.refill then
+    B.remaining, B.reset, B.refilled, B.seq, B.dirty = B.limit - cost, 0, B.seq, B.seq + cost, true
+    return false, B.seq
+  elseif v.spend then
+    B.remaining, B.seq, B.dirty = B.remaining - cost, B.seq + cost, true
+    return false, B.seq
+  end
+  return false, 0
+end
+local function budget_observe(B, rem, reset, limit, prec, seq)
+  if rem < 0 then
+    if B.probeAt > 0 and not B.known then
+      B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+    end
+    return 0, false
+  end
+  if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false end
+  local fresh = not B.known and B.probeAt == 0
+  local r = rem
+  if seq > 0 then r = math.max(r - math.max(B.seq - seq, 0), 0) end
+  local u = 0
+  if reset > 0 then u = now_us + reset end
+  if u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
+  B.known, B.remaining, B.reset, B.probeAt, B.silent = true, r, u, 0, false
+  if limit > 0 then B.limit = limit end
+  B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
+  return u, fresh
+end
+local function budget_refuse(B)
+  if B.known then B.remaining, B.dirty = 0, true end
+end
+local function budget_save(B)
+  if not B.dirty then return end
+  redis.call('DEL', B.key)
+  if B.expires == 0 then return end
+  local args = {}
+  for _, f in ipairs(budgetFields) do
+    local v = B[f]
+    if f == 'silent' then v = B.silent and 1 or 0 end
+    if f ~= 'remaining' or B.known then args[#args + 1] = f; args[#args + 1] = num(v) end
+  end
+  redis.call('HSET', B.key, unpack(args))
+  redis.call('PEXPIREAT', B.key, math.ceil(B.expires / 1000) + C.margin)
+end
+`

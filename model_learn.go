@@ -1,0 +1,197 @@
+package quotagate
+
+// The learned limit: the quota a scope whose provider advertises no
+// budget is seen to grant between refusals, applied as a fixed window
+// aligned to the last refusal's deadline when no limit is configured.
+//
+// A refusal with a hint ends a cycle at its deadline D (the provider's
+// window resets then) and starts the next one there. What the scope got
+// accepted in a cycle is what it admitted, less what was refused: the
+// refusal that ends the cycle sets the limit to the admissions of the
+// cycle's window minus one, and each refusal that arrives while the scope
+// is paused at D (the requests already on their way) takes one more off.
+// Windows are rounded to the hint's precision when it is a second or more
+// ("5 seconds" read at any point of the last second).
+//
+//   - The first hinted refusal starts counting; the second learns the
+//     limit n and its window w = D − (the first one's deadline).
+//   - Under a learned limit, a refusal whose deadline is the learned
+//     window's end (within the hint's precision) says n was too many: n
+//     becomes what the window got accepted. A deadline elsewhere says the
+//     windows are not the provider's (it counts from its first request,
+//     or its window is longer): n and w are learned again from the
+//     admissions since the last refusal, like a second refusal.
+//   - A window spent whole without a refusal raises n: back to the most
+//     the scope was seen to get accepted in a window (best) at once, and
+//     beyond it by one, so a provider that grants more is found again.
+//
+// Invariants: 1 ≤ n; 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
+// refused window got accepted, and one refusal-free window restores best;
+// what was learned is forgotten learnTTL after the refusal that taught it
+// (a scope with no news is open).
+
+// Bounds of a learned window: shorter than a second is no window a hint
+// in seconds can tell; longer than an hour is a daily quota, which the
+// pause itself (MaxPause) handles better than a count.
+const (
+	minLearnedWindow = 1_000_000     // µs
+	maxLearnedWindow = 3_600_000_000 // µs
+)
+
+// learnState is what refusals taught the scope.
+type learnState struct {
+	limit, window, best int64 // n per w µs (0: nothing learned), the most seen accepted
+	since, admits       int64 // the cycle: started at (µs, 0 none), admissions since
+	alignAt, alignPrec  int64 // a window of the provider's ends at (µs, 0 none), read to (µs)
+	absorb              int64 // µs: refusals before it take one off n (0 none)
+	refused             int64 // µs: the last refusal that taught the scope
+	expires             int64 // µs: forgotten at (0: empty)
+}
+
+func (s learnState) spec() (limitSpec, bool) {
+	return limitSpec{fixed: true, per: s.window, n: s.limit}, s.limit > 0 && s.window > 0
+}
+
+func (s learnState) alignment() alignment { return alignment{s.alignAt, s.alignPrec} }
+
+// align records a provider's reset at u (µs) read to prec: windows align
+// to it.
+func (s *learnState) align(now, u, prec int64) {
+	s.alignAt, s.alignPrec = u, prec
+	s.expires = max(s.expires, now+learnTTL)
+}
+
+// count adds an admission of the cycle.
+func (s *learnState) count(at, cost int64) {
+	if s.since > 0 && at >= s.since {
+		s.admits += cost
+	}
+}
+
+// grow raises n when the learned window of at is the first admission of
+// a window that follows one spent whole without a refusal.
+func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, at int64) {
+	start, _ := w.window(l, p, al, at)
+	if _, seen := w.counts[start]; seen || w.counts[start-l.per] < s.limit || s.refused >= start-l.per {
+		return
+	}
+	s.best = max(s.best, s.limit)
+	if s.limit < s.best {
+		s.limit = s.best
+	} else {
+		s.limit++
+	}
+}
+
+// refuse learns from a refusal at now whose deadline in force is D (µs).
+// open tells whether the scope was open (the refusal ends a cycle) or
+// paused (a request on its way when it paused); configured whether limits
+// are configured (nothing is learned then but the alignment). It reports
+// whether the learned windows' counts are over (they were refused).
+func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin *windowState) bool {
+	if !open {
+		if now < s.absorb && s.limit > 1 {
+			s.limit--
+		}
+		return false
+	}
+	s.expires = now + learnTTL
+	if !r.hinted {
+		s.since, s.admits, s.absorb = 0, 0, 0
+		return false
+	}
+	if !configured {
+		s.learnFrom(now, D, r.prec, lwin)
+	}
+	s.since, s.admits, s.refused = D, 0, now
+	s.alignAt, s.alignPrec = D, r.prec
+	return true
+}
+
+func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
+	s.absorb = 0
+	if l, ok := s.spec(); ok {
+		start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
+		if abs(D-(start+l.per)) <= max(prec, 1000) {
+			s.limit, s.absorb = max(lwin.counts[start]-1, 1), D
+			return
+		}
+	}
+	if s.since == 0 || s.since >= now {
+		return
+	}
+	w := D - s.since
+	if prec >= 1_000_000 {
+		w = floorDiv(w+500_000, 1_000_000) * 1_000_000
+	}
+	if s.admits < 2 || w < minLearnedWindow || w > maxLearnedWindow {
+		return
+	}
+	s.limit, s.window, s.absorb = s.admits-1, w, D
+	s.best = max(s.best, s.limit)
+}
+
+// luaLearn is the learned limit's transaction, on a hash with the fields
+// of learnFields; L is the loaded state.
+const luaLearn = `
+local function learn_load(key)
+  local v = hload(key, learnFields)
+  local L = {key = key}
+  for _, f in ipairs(learnFields) do L[f] = int(v[f]) or 0 end
+  if L.expires <= now_us then
+    L = {key = key}
+    for _, f in ipairs(learnFields) do L[f] = 0 end
+  end
+  return L
+end
+local function learn_count(L, at, cost)
+  if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
+end
+local function learn_grow(L, l, at)
+  local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
+  if l.counts[start] or (l.counts[start - l.per] or 0) < L.limit or L.refused >= start - l.per then return end
+  L.best = math.max(L.best, L.limit)
+  if L.limit < L.best then L.limit = L.best else L.limit = L.limit + 1 end
+  L.dirty = true
+end
+local function learn_from(L, D, prec, lw)
+  L.absorb = 0
+  if L.limit > 0 and L.window > 0 then
+    local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
+    if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
+      L.limit, L.absorb = math.max((lw.counts[start] or 0) - 1, 1), D
+      return
+    end
+  end
+  if L.since == 0 or L.since >= now_us then return end
+  local w = D - L.since
+  if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
+  if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
+  L.limit, L.window, L.absorb = L.admits - 1, w, D
+  L.best = math.max(L.best, L.limit)
+end
+local function learn_refuse(L, D, hinted, prec, open, configured, lw)
+  L.dirty = true
+  if not open then
+    if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
+    return false
+  end
+  L.expires = now_us + C.learnTTL
+  if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
+  if not configured then learn_from(L, D, prec, lw) end
+  L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
+  return true
+end
+local function learn_align(L, u, prec)
+  L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true
+end
+local function learn_save(L)
+  if not L.dirty then return end
+  redis.call('DEL', L.key)
+  if L.expires == 0 then return end
+  local args = {}
+  for _, f in ipairs(learnFields) do args[#args + 1] = f; args[#args + 1] = num(L[f]) end
+  redis.call('HSET', L.key, unpack(args))
+  redis.call('PEXPIREAT', L.key, math.ceil(L.expires / 1000) + C.margin)
+end
+`

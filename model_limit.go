@@ -1,0 +1,238 @@
+package quotagate
+
+// The configured limits (Config.Limits), and the window arithmetic the
+// learned limit shares with them.
+//
+// A GCRA limit keeps a theoretical arrival time (TAT, µs): a request of
+// cost c is admitted at t once t ≥ TAT + c·I − b·I (I the emission
+// interval, b the burst), and moves the TAT to max(TAT, t) + c·I. A
+// refusal empties the bucket at its instant: TAT ≥ now + b·I, so the
+// first requests after a pause come at the provider's refill pace.
+//
+// A fixed window limit counts admissions per window of its period. Windows
+// are aligned to a reset the scope learned (a refusal's deadline, or a
+// reset header: learnState.alignment), and then admit until the reset's
+// precision before the window ends (a reset read to the second may be up to
+// a second late). Otherwise the first admission of an idle scope starts the
+// windows (the origin), and a window admits only in its first
+// min(hold, period/2): spending kept at the head of windows one period
+// apart never puts more than one window's quota into any window of the
+// provider's, wherever its windows start. A window counts what every
+// recorded window overlapping it spent, so a window realigned by a reset
+// learned since keeps what its predecessor spent. A refusal realigns the
+// windows to its deadline and clears their counts (the provider refused
+// them: they were not spent in its next window).
+//
+// Invariants: no instant is admitted that some limit does not admit
+// (scopeState.admit checks the instant once more after its search); a cost
+// a limit can never admit is refused before Redis is asked (checkCost).
+
+// limitSpec is a limit as the model uses it.
+type limitSpec struct {
+	fixed bool
+	per   int64 // µs: GCRA emission interval, or the fixed window's period
+	n     int64 // GCRA burst, or the fixed window's rate
+}
+
+// specOf converts a configured limit.
+func specOf(l Limit) limitSpec {
+	if l.Fixed {
+		return limitSpec{fixed: true, per: l.Period.Microseconds(), n: int64(l.Rate)}
+	}
+	return limitSpec{per: l.interval(), n: int64(l.burst())}
+}
+
+// alignment is a known instant at which a window of the provider's ends
+// (µs, 0 unknown), and the precision it was read with (µs).
+type alignment struct{ at, prec int64 }
+
+// limitState is the state of one limit: a TAT, or window counts.
+type limitState struct {
+	fixed bool
+	tat   int64        // GCRA: µs, 0 none
+	win   *windowState // fixed: the counts
+}
+
+// windowState counts admissions per window start (µs), and the origin of
+// unaligned windows (µs, 0 none).
+type windowState struct {
+	origin int64
+	counts map[int64]int64
+}
+
+func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost int64) int64 {
+	if !l.fixed {
+		tat := max(s.tat, now)
+		return max(t, tat+l.per*cost-l.per*l.n)
+	}
+	return s.win.earliest(l, p, al, t, cost)
+}
+
+func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64) {
+	if !l.fixed {
+		s.tat = max(s.tat, now, t) + l.per*cost
+		return
+	}
+	s.win.spend(l, p, al, t, cost)
+}
+
+// refuse empties a GCRA bucket at now; a fixed window is realigned with
+// the learned alignment (learnState.refuse) and its counts cleared.
+func (s *limitState) refuse(l limitSpec, now int64) {
+	if !l.fixed {
+		s.tat = max(s.tat, now+l.per*l.n)
+		return
+	}
+	*s.win = windowState{}
+}
+
+// window returns the start of the window of t and the instant until which
+// it admits.
+func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (start, stop int64) {
+	a, allow := al.at, max(l.per-al.prec, 1)
+	if a == 0 {
+		a, allow = w.origin, max(min(p.hold, l.per/2), 1)
+		if a == 0 {
+			a = t
+		}
+	}
+	start = a + floorDiv(t-a, l.per)*l.per
+	return start, start + allow
+}
+
+// used is what the window starting at start has spent: the counts of every
+// recorded window that overlaps it.
+func (w *windowState) used(l limitSpec, start int64) int64 {
+	c := int64(0)
+	for s, n := range w.counts {
+		if s > start-l.per && s < start+l.per {
+			c += n
+		}
+	}
+	return c
+}
+
+// earliestRounds bounds the windows one limit looks ahead: its search
+// moves to the next window when this one is spent, and a window just
+// opened admits any cost the limit can (checkCost).
+const earliestRounds = 3
+
+func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64) int64 {
+	for range earliestRounds {
+		start, stop := w.window(l, p, al, t)
+		if t < stop && w.used(l, start)+cost <= l.n {
+			return t
+		}
+		t = max(t, start+l.per)
+	}
+	return t
+}
+
+func (w *windowState) spend(l limitSpec, p params, al alignment, t, cost int64) {
+	start, _ := w.window(l, p, al, t)
+	for s := range w.counts {
+		if s < start-l.per {
+			delete(w.counts, s)
+		}
+	}
+	if al.at == 0 && w.origin == 0 {
+		w.origin = t
+	}
+	if w.counts == nil {
+		w.counts = map[int64]int64{}
+	}
+	w.counts[start] += cost
+}
+
+// live drops what the window counts no longer say at now: a window two
+// periods old overlaps no window an admission at now or later can be in,
+// and a scope idle that long starts its windows again (no origin). Redis
+// expires the key a margin after the same instant; the expiry only
+// collects what the values already say is over.
+func (w *windowState) live(l limitSpec, now int64) {
+	for s := range w.counts {
+		if s+2*l.per <= now {
+			delete(w.counts, s)
+		}
+	}
+	if len(w.counts) == 0 {
+		w.origin = 0
+	}
+}
+
+// luaLimit is the limits' transaction. A limit is a table {key, fixed,
+// per, n} with its loaded state: tat (GCRA) or origin and counts (fixed).
+// Windows are hash fields named by their start (µs); the origin is the
+// field "origin".
+const luaLimit = `
+local function limit_load(l)
+  if not l.fixed then l.tat = int(redis.pcall('GET', l.key)) or 0; return end
+  local raw = redis.pcall('HGETALL', l.key)
+  if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
+  l.origin, l.counts = 0, {}
+  for i = 1, #raw, 2 do
+    local v = int(raw[i + 1])
+    if raw[i] == F.origin then l.origin = v or 0
+    elseif v and string.match(raw[i], '^%d+$') and tonumber(raw[i]) + 2 * l.per > now_us then
+      l.counts[tonumber(raw[i])] = v
+    end
+  end
+  if next(l.counts) == nil then l.origin = 0 end
+end
+local function window(l, al, t)
+  local a, allow = al.at, math.max(l.per - al.prec, 1)
+  if a == 0 then
+    a, allow = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
+    if a == 0 then a = t end
+  end
+  local start = a + math.floor((t - a) / l.per) * l.per
+  return start, start + allow
+end
+local function used(l, start)
+  local c = 0
+  for s, n in pairs(l.counts) do
+    if s > start - l.per and s < start + l.per then c = c + n end
+  end
+  return c
+end
+local function limit_earliest(l, al, t, cost)
+  if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * l.n) end
+  for _ = 1, C.earliestRounds do
+    local start, stop = window(l, al, t)
+    if t < stop and used(l, start) + cost <= l.n then return t end
+    t = math.max(t, start + l.per)
+  end
+  return t
+end
+local function limit_spend(l, al, t, cost)
+  l.dirty = true
+  if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
+  local start = window(l, al, t)
+  for s in pairs(l.counts) do if s < start - l.per then l.counts[s] = nil end end
+  if al.at == 0 and l.origin == 0 then l.origin = t end
+  l.counts[start] = (l.counts[start] or 0) + cost
+  l.last = start
+end
+local function limit_refuse(l)
+  l.dirty = true
+  if not l.fixed then l.tat = math.max(l.tat, now_us + l.per * l.n); return end
+  l.origin, l.counts = 0, {}
+end
+local function limit_save(l)
+  if not l.dirty then return end
+  if not l.fixed then
+    if l.tat > now_us then redis.call('SET', l.key, num(l.tat), 'PX', math.ceil((l.tat - now_us) / 1000)) end
+    return
+  end
+  redis.call('DEL', l.key)
+  local args, last = {}, 0
+  if l.origin ~= 0 then args[#args + 1] = F.origin; args[#args + 1] = num(l.origin) end
+  for s, n in pairs(l.counts) do
+    args[#args + 1] = num(s); args[#args + 1] = n
+    last = math.max(last, s)
+  end
+  if #args == 0 then return end
+  redis.call('HSET', l.key, unpack(args))
+  redis.call('PEXPIREAT', l.key, math.ceil((last + 2 * l.per) / 1000) + C.margin)
+end
+`

@@ -1,0 +1,100 @@
+package quotagate
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The schema: the Redis keys of one scope and the fields of its hashes,
+// named in one place for Go and Lua alike.
+//
+//	<prefix>:{<provider>:<account>}:pause    the pause deadline, Unix ms (string; expires at it)
+//	<prefix>:{<provider>:<account>}:line     the reopening line's next slot, Unix µs (string)
+//	<prefix>:{<provider>:<account>}:tat      the first limit's state: GCRA TAT, Unix µs (string)
+//	<prefix>:{<provider>:<account>}:win      ... or, for a fixed window, its counts (hash)
+//	<prefix>:{<provider>:<account>}:tat2 …   the second limit's state, and so on
+//	<prefix>:{<provider>:<account>}:budget   the advertised budget (hash, budgetFields)
+//	<prefix>:{<provider>:<account>}:learn    what refusals taught (hash, learnFields)
+//	<prefix>:{<provider>:<account>}:lwin     the learned limit's counts (hash)
+//
+// A window count hash has one field per window, named by its start (Unix
+// µs), and "origin" (Unix µs) while its windows are not aligned. Every
+// instant in the hashes is Unix µs of Redis TIME; every record states
+// when it is over (a deadline, an expires field, the last window), and its
+// key expires a margin after that instant: expiry only collects what the
+// values already say is over.
+//
+// Provider and account are escaped so that neither can end the hash tag or
+// make two scopes collide: '%', ':', '{' and '}' become %25, %3A, %7B, %7D.
+
+// budgetFields are the fields of the budget hash, as budgetState names
+// them: remaining (absent: nothing advertised), reset, limit, seq,
+// refilled, probeAt, silent (1: the provider advertises nothing), expires.
+var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires"}
+
+// learnFields are the fields of the learned hash, as learnState names
+// them.
+var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "expires"}
+
+// fieldOrigin names the origin of unaligned windows in a count hash.
+const fieldOrigin = "origin"
+
+// keys are the Redis keys of one scope. Every key of a scope shares one
+// hash tag built from the scope, so multi-key scripts stay Redis Cluster
+// safe, while different scopes spread over slots.
+type keys struct {
+	base                                      string
+	pause, tat, line, budget, learn, learnWin string
+}
+
+var (
+	keyEscaper   = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+	braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
+)
+
+func scopeKeys(prefix string, s Scope) keys {
+	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
+	return keys{base: base, pause: base + "pause", tat: base + "tat", line: base + "line",
+		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin"}
+}
+
+// limit returns the state key of the i-th limit l of the scope.
+func (k keys) limit(i int, l Limit) string {
+	name := "tat"
+	if l.Fixed {
+		name = "win"
+	}
+	if i > 0 {
+		name += strconv.Itoa(i + 1)
+	}
+	return k.base + name
+}
+
+// keyUnescaper reverses keyEscaper.
+var keyUnescaper = strings.NewReplacer("%25", "%", "%3A", ":", "%7B", "{", "%7D", "}")
+
+// scopeOfPauseKey is the exact inverse of scopeKeys(prefix, s).pause: it
+// returns the valid scope whose pause key under prefix is key, and false for
+// any key scopeKeys cannot have written (another prefix or kind, raw ':' or
+// '%' in a field, a lowercase or unknown escape, an invalid scope).
+func scopeOfPauseKey(prefix, key string) (Scope, bool) {
+	tag, ok := strings.CutPrefix(key, prefix+":{")
+	if !ok {
+		return Scope{}, false
+	}
+	if tag, ok = strings.CutSuffix(tag, "}:pause"); !ok {
+		return Scope{}, false
+	}
+	p, a, _ := strings.Cut(tag, ":")
+	s := Scope{Provider: keyUnescaper.Replace(p), Account: keyUnescaper.Replace(a)}
+	if s.Validate() != nil || scopeKeys(prefix, s).pause != key {
+		return Scope{}, false
+	}
+	return s, true
+}
+
+// globEscaper quotes the characters special to Redis's MATCH patterns.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// pauseKeyPattern is the SCAN MATCH pattern of every pause key under prefix.
+func pauseKeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{*}:pause" }

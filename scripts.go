@@ -1,0 +1,255 @@
+package quotagate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts: the model's transitions (model.go) as Redis transactions,
+// composed from one fragment per concern (model_*.go). Each runs on Redis
+// TIME, touches only the keys of one scope (one hash tag), and answers with
+// a named reply: a flat list of field names and values (see reply).
+//
+// Every script starts with luaPrelude (the clock, strict readers, the
+// constants C and the field lists) and the fragments, then its own body.
+
+// luaPrelude is shared by the scripts: the Redis clock, a strict reader of
+// integer records (anything else is malformed and reads as absent), hload
+// (a hash's fields, a key of the wrong type dropped), num (an integer
+// written in full, never in exponent form) and reply.
+const luaPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local function int(v)
+  if type(v) == 'string' and #v <= 17 and string.match(v, '^%d+$') then return tonumber(v) end
+  return nil
+end
+local function num(v) return string.format('%.0f', v) end
+local function hload(key, fields)
+  local v = redis.pcall('HMGET', key, unpack(fields))
+  if type(v) ~= 'table' or v.err then redis.call('DEL', key); return {} end
+  local out = {}
+  for i, f in ipairs(fields) do if v[i] then out[f] = v[i] end end
+  return out
+end
+local function reply(names, r)
+  local out = {}
+  for _, n in ipairs(names) do
+    local v = r[n] or 0
+    if type(v) == 'boolean' then v = v and 1 or 0 end
+    if type(v) == 'number' then v = num(v) end
+    out[#out + 1] = n; out[#out + 1] = v
+  end
+  return out
+end
+`
+
+// luaConstants declares C, the constants the fragments share, from their
+// Go definitions; the per-call ones (hold, maxPause, probe) are set by the
+// script body from its arguments.
+var luaConstants = func() string {
+	c := map[string]int64{
+		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
+		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
+		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow,
+	}
+	var b strings.Builder
+	b.WriteString("local C = {")
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow"} {
+		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
+	}
+	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
+	b.WriteString("local budgetFields = " + luaList(budgetFields) + "\n")
+	b.WriteString("local learnFields = " + luaList(learnFields) + "\n")
+	return b.String()
+}()
+
+func luaList(v []string) string {
+	q := make([]string, len(v))
+	for i, s := range v {
+		q[i] = strconv.Quote(s)
+	}
+	return "{" + strings.Join(q, ", ") + "}"
+}
+
+// expiryMargin is how long after the instant a record's values say it is
+// over its key expires: expiry collects, it never decides (a key read a
+// moment before it expires says the same as no key).
+const expiryMargin = time.Second
+
+// script composes a script from the prelude, the fragments and body,
+// whose reply has the fields names (REPLY in the body).
+func script(names []string, body string) *redis.Script {
+	return redis.NewScript(luaPrelude + luaConstants + luaPause + luaLimit + luaBudget + luaLearn + luaLine +
+		"local REPLY = " + luaList(names) + "\n" + body)
+}
+
+// admitReply names the fields of the admission's reply (see decision).
+var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe", "seq", "spread", "limited", "cache", "now",
+	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
+
+// admitScript is the admission of one task (scopeState.admit); with dry
+// set it commits nothing and answers what an admission would, with what
+// the scope keeps (Gate.State).
+//
+// KEYS[1] pause  KEYS[2] line  KEYS[3] budget  KEYS[4] learn  KEYS[5] lwin
+// KEYS[5+i] the state of the i-th configured limit
+// ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
+// ARGV[5] dry (1: commit nothing)  ARGV[6] n, the number of configured
+// limits, then 3 values per limit: fixed (1) or GCRA (0), period or
+// interval µs, rate or burst
+// returns: admitReply
+var admitScript = script(admitReply, luaAdmitBody)
+
+const luaAdmitBody = `
+local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[6])
+C.hold, C.maxPause, C.probe = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
+local act = {}
+for i = 1, nlim do
+  local j = 6 + (i - 1) * 3
+  act[i] = {key = KEYS[5 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
+  limit_load(act[i])
+end
+local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
+if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
+local al = {at = L.alignAt, prec = L.alignPrec}
+local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
+  budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
+if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
+if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
+local inc = 0
+for _, l in ipairs(act) do if not l.fixed and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end end
+if dry then inc = 0 end
+local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
+if nlim == 0 then
+  bv = budget_earliest(B, cost)
+  if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
+end
+if deadline > now_us then
+  r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
+  if why == 'pause' then r.deadline = P end
+  if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
+  return reply(REPLY, r)
+end
+local at = now_us
+for _ = 1, C.maxRounds do
+  local before = at
+  for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost)) end
+  if at == before then break end
+end
+local ok = true
+for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost) == at end
+if not ok or at - now_us > C.hold then
+  r.code, r.reason = 2, learned and 'learned' or 'limit'
+  r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
+  return reply(REPLY, r)
+end
+r.wait = at - now_us
+if dry then return reply(REPLY, r) end
+for _, l in ipairs(act) do
+  if learned then learn_grow(L, l, at) end
+  limit_spend(l, al, at, cost); limit_save(l)
+end
+if nlim == 0 then
+  r.probe, r.seq = budget_spend(B, bv, cost)
+  if not B.known then learn_count(L, at, cost) end
+  budget_save(B); learn_save(L)
+end
+r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and L.since == 0
+return reply(REPLY, r)
+`
+
+// refuseReply names the fields of the refusal's reply.
+var refuseReply = []string{"deadline", "now", "moved"}
+
+// refuseScript records a refusal, or a pause by hand (scopeState.refuse),
+// and announces the scope's pause key on the gate's channel, so that open
+// caches forget it.
+//
+// KEYS[1] pause  KEYS[2] budget  KEYS[3] learn  KEYS[4] lwin
+// KEYS[4+i] the state of the i-th configured limit
+// ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1)
+// ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] n, then the
+// limits as for admitScript
+// returns: refuseReply
+var refuseScript = script(refuseReply, luaRefuseBody)
+
+const luaRefuseBody = `
+C.maxPause = tonumber(ARGV[2])
+local nlim = tonumber(ARGV[6])
+local P = pause_load(KEYS[1])
+local deadline = pause_refuse(KEYS[1], P, tonumber(ARGV[1]))
+redis.call('PUBLISH', ARGV[5], KEYS[1])
+local B = budget_load(KEYS[2])
+budget_refuse(B); budget_save(B)
+for i = 1, nlim do
+  local j = 6 + (i - 1) * 3
+  local l = {key = KEYS[4 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
+  limit_load(l); limit_refuse(l); limit_save(l)
+end
+local L = learn_load(KEYS[3])
+local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}
+limit_load(lw)
+if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then
+  redis.call('DEL', KEYS[4])
+end
+learn_save(L)
+return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
+`
+
+// observeReply names the fields of the observation's reply.
+var observeReply = []string{"remaining", "reset", "now"}
+
+// observeScript records the budget a response advertised
+// (scopeState.observe), and announces the scope when it has a budget it
+// did not have.
+//
+// KEYS[1] budget  KEYS[2] learn  KEYS[3] pause (the name announced)
+// ARGV[1] remaining (-1: none advertised)  ARGV[2] reset µs (0 unknown)
+// ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
+// ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
+// returns: observeReply
+var observeScript = script(observeReply, luaObserveBody)
+
+const luaObserveBody = `
+local B = budget_load(KEYS[1])
+local prec = tonumber(ARGV[4])
+local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]))
+budget_save(B)
+if u > 0 then
+  local L = learn_load(KEYS[2])
+  learn_align(L, u, prec); learn_save(L)
+end
+if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
+return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
+`
+
+// namedReply decodes a script's named reply: every name of names, each
+// once, with an integer value, except those in text (string values).
+func namedReply(v any, names []string) (map[string]int64, map[string]string, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) != 2*len(names) {
+		return nil, nil, fmt.Errorf("quotagate: unexpected script reply %v", v)
+	}
+	ints, texts := make(map[string]int64, len(names)), map[string]string{}
+	for i, n := range names {
+		name, _ := list[2*i].(string)
+		val, _ := list[2*i+1].(string)
+		if name != n {
+			return nil, nil, fmt.Errorf("quotagate: unexpected script reply: field %d is %q, want %q", i, name, n)
+		}
+		if x, err := strconv.ParseInt(val, 10, 64); err == nil {
+			ints[n] = x
+		} else {
+			texts[n] = val
+		}
+	}
+	return ints, texts, nil
+}

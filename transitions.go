@@ -1,0 +1,153 @@
+package quotagate
+
+import (
+	"context"
+	"time"
+)
+
+// The store's side of the model: each transition of scopeState as one
+// script call (scripts.go), its arguments built from params and its named
+// reply decoded.
+
+// admitRequest is what an admission asks.
+type admitRequest struct {
+	limits []Limit
+	cost   int
+	hold   time.Duration
+	probe  time.Duration // a probe's timeout (0: responses are not observed)
+	dry    bool          // commit nothing: what would an admission say (State)
+}
+
+// admission is the decision of admitScript, with Redis TIME.
+type admission struct {
+	code      int64         // admitted, paused or limited
+	reason    reason        // why not admitted at once
+	wait      time.Duration // see decision
+	until     time.Time     // the deadline in force (paused), zero otherwise
+	now       time.Time     // Redis TIME of the decision
+	reopen    int64         // requests the scope can use when it reopens, 0 unknown
+	cacheable bool          // only a pause can stop the scope (see openCache)
+	limited   bool          // limits, configured or learned, apply
+	probe     bool          // a probe: its response's budget is awaited
+	seq       int64         // sequence number among the admissions that spent the budget (0 unknown)
+	spread    bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
+
+	// What the scope keeps, for State.
+	budget        *Budget
+	learned       Limit
+	limitBacklog  time.Duration
+	nowMicros     int64
+	untilDeadline int64
+}
+
+var reasons = map[string]reason{"pause": reasonPause, "budget": reasonBudget, "probe": reasonProbe,
+	"limit": reasonLimit, "learned": reasonLearned}
+
+// limitArgs appends the keys and arguments of the configured limits ls.
+func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
+	args = append(args, len(ls))
+	for i, l := range ls {
+		sp := specOf(l)
+		ks = append(ks, k.limit(i, l))
+		fixed := 0
+		if sp.fixed {
+			fixed = 1
+		}
+		args = append(args, fixed, sp.per, sp.n)
+	}
+	return ks, args
+}
+
+func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, error) {
+	dry := 0
+	if r.dry {
+		dry = 1
+	}
+	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin},
+		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry})
+	op := "admit"
+	if r.dry {
+		op = "state"
+	}
+	v, txt, err := s.run(ctx, op, admitScript, admitReply, ks, args...)
+	if err != nil {
+		return admission{}, err
+	}
+	a := admission{code: v["code"], reason: reasons[txt["reason"]], wait: time.Duration(v["wait"]) * time.Microsecond,
+		now: time.UnixMicro(v["now"]), reopen: v["reopen"], cacheable: v["cache"] == 1, limited: v["limited"] == 1,
+		probe: v["probe"] == 1, seq: v["seq"], spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
+	if v["deadline"] != 0 {
+		a.until = time.UnixMilli(v["deadline"])
+	}
+	if v["budgetRemaining"] >= 0 {
+		a.budget = &Budget{Remaining: v["budgetRemaining"], Limit: v["budgetLimit"]}
+		if u := v["budgetReset"]; u > v["now"] {
+			a.budget.Reset = time.UnixMicro(u)
+		}
+	}
+	if v["learnedLimit"] > 0 && v["learnedWindow"] > 0 {
+		a.learned = FixedWindow(int(v["learnedLimit"]), time.Duration(v["learnedWindow"])*time.Microsecond)
+	}
+	a.limitBacklog = time.Duration(v["backlog"]) * time.Microsecond
+	return a, nil
+}
+
+// refusalFacts is what a refusal tells the scope beyond its pause.
+type refusalFacts struct {
+	hinted    bool          // the provider gave a wait: the pause ends at its window's reset
+	precision time.Duration // of that wait: a second when read in whole seconds
+}
+
+// pause records a pause of d (clamped by the caller) under the limits ls
+// and returns the deadline in force, the time remaining until it (both per
+// Redis TIME), and whether it moved the deadline (a refusal of a request
+// sent before the pause moves nothing).
+func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFacts, ls ...Limit) (until time.Time, remaining time.Duration, moved bool, err error) {
+	hinted := 0
+	if r.hinted {
+		hinted = 1
+	}
+	ks, args := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin},
+		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel()})
+	v, _, err := s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
+	if err != nil {
+		return time.Time{}, 0, false, err
+	}
+	until = time.UnixMilli(v["deadline"])
+	return until, until.Sub(time.UnixMicro(v["now"]).Truncate(time.Millisecond)), v["moved"] == 1, nil
+}
+
+// state reads what the gate knows of a scope whose configured limits are
+// ls: a dry admission (see Gate.State).
+func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
+	a, err := s.admit(ctx, k, admitRequest{limits: ls, cost: 1, dry: true})
+	if err != nil {
+		return Pause{}, err
+	}
+	return pauseOf(Scope{}, a), nil
+}
+
+// observe records an observation (see observeScript).
+func (s *store) observe(ctx context.Context, k keys, o observation) error {
+	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel())
+	return err
+}
+
+// channel is where pauses are announced (see openCache).
+func (s *store) channel() string { return s.prefix + ":paused" }
+
+// resume deletes every record that holds the scope back (scopeState.resume):
+// its pause, line, budget, learned windows and the state of its limits.
+func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
+	del := []string{k.pause, k.line, k.budget, k.learnWin}
+	for i, l := range ls {
+		del = append(del, k.limit(i, l))
+	}
+	// Limits configured elsewhere (another gate's LimitOf) are found by kind.
+	for i := range 4 {
+		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}))
+	}
+	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, del...).Result() })
+	return err
+}
