@@ -218,11 +218,13 @@ type refusal struct {
 }
 
 // refuse records a refusal (or Gate.Pause, which is an unhinted refusal
-// that teaches nothing) at now, and returns the deadline in force (ms).
-func (s *scopeState) refuse(p params, now int64, r refusal) int64 {
+// that teaches nothing) at now, and returns the deadline in force (ms) and
+// whether it moved.
+func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, moved bool) {
 	s.normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
-	deadline := s.pause.refuse(now, r.pause)
+	before := s.pause.untilMs
+	deadline = s.pause.refuse(now, r.pause)
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now)
 	}
@@ -230,7 +232,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) int64 {
 	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
 		s.lwin = windowState{}
 	}
-	return deadline
+	return deadline, open || deadline > before
 }
 
 // observe records the budget a response advertised (see observation).

@@ -95,11 +95,11 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 		}
 		return false
 	}
-	s.expires = now + learnTTL
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
 		return false
 	}
+	s.expires = now + learnTTL
 	if !configured {
 		s.learnFrom(now, D, r.prec, lwin)
 	}
@@ -171,13 +171,13 @@ local function learn_from(L, D, prec, lw)
   L.best = math.max(L.best, L.limit)
 end
 local function learn_refuse(L, D, hinted, prec, open, configured, lw)
-  L.dirty = true
+  L.dirty = L.expires > 0 or hinted
   if not open then
     if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
     return false
   end
-  L.expires = now_us + C.learnTTL
   if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
+  L.expires = now_us + C.learnTTL
   if not configured then learn_from(L, D, prec, lw) end
   L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
   return true

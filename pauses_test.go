@@ -170,7 +170,8 @@ func TestPausesLimitBacklog(t *testing.T) {
 	if _, err := g.Pause(ctx, s, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// An admission during the pause empties the limit at the deadline.
+	// The pause emptied the bucket at its instant; an admission during
+	// the pause spends nothing.
 	if err := g.admit(ctx, s, 1, false); err == nil {
 		t.Fatal("admitted during a pause")
 	}
@@ -182,9 +183,9 @@ func TestPausesLimitBacklog(t *testing.T) {
 	if p.Scope != s || p.Remaining != 5*time.Second {
 		t.Errorf("listed %+v, want %v paused for 5s", p, s)
 	}
-	// The TAT is the deadline + interval×burst − interval = the deadline.
-	if p.LimitBacklog != 5*time.Second {
-		t.Errorf("limit backlog %v, want 5s (the limit is empty at the deadline)", p.LimitBacklog)
+	// The TAT is the pause's instant + interval × burst.
+	if p.LimitBacklog != 100*time.Millisecond {
+		t.Errorf("limit backlog %v, want 100ms (the bucket emptied by the pause)", p.LimitBacklog)
 	}
 	st, err := g.State(ctx, s)
 	if err != nil || st != p {

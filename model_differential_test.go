@@ -1,0 +1,322 @@
+package quotagate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The differential test: random sequences of events (admissions with
+// costs, refusals with and without hints, budget observations, resumes,
+// time passing) run through the Go model (model.go) and through the
+// scripts (scripts.go) on the same scope, and the two must give the same
+// verdicts and leave the same state after every event.
+
+// diffConfigs are the limit configurations a sequence runs under: none
+// (the budget and the learned limit apply), one GCRA, one fixed window,
+// both stacked.
+var diffConfigs = [][]Limit{
+	nil,
+	{PerSecond(10, 3)},
+	{FixedWindow(3, time.Second)},
+	{PerSecond(20, 5), FixedWindow(4, 2*time.Second)},
+}
+
+// diffEvent is one event of a sequence.
+type diffEvent struct {
+	kind    byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time
+	cost    int64
+	pause   int64 // ms
+	hinted  bool
+	prec    int64 // µs
+	obs     observation
+	advance time.Duration
+}
+
+func (e diffEvent) String() string {
+	switch e.kind {
+	case 'a':
+		return fmt.Sprintf("admit(cost %d)", e.cost)
+	case 'r':
+		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs)", e.pause, e.hinted, e.prec)
+	case 'o':
+		return fmt.Sprintf("observe(%+v)", e.obs)
+	case 'z':
+		return "resume"
+	}
+	return "advance " + e.advance.String()
+}
+
+// diffEvents draws n events from r; seqs are the sequence numbers the
+// admissions so far were given, which observations answer.
+func diffEvents(r *rand.Rand, n int, real bool) []diffEvent {
+	evs := make([]diffEvent, 0, n)
+	silent := r.IntN(2) == 0 // a provider that advertises nothing: the learned limit's
+	hintMs := int64(1000 + r.IntN(3)*1000)
+	for range n {
+		var e diffEvent
+		switch x := r.IntN(100); {
+		case x < 45:
+			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8)}
+		case x < 55:
+			e = diffEvent{kind: 'r', pause: 1000 + int64(r.IntN(4000)), hinted: r.IntN(3) > 0, prec: []int64{1000, 1_000_000}[r.IntN(2)]}
+			if silent && r.IntN(2) == 0 { // a window's reset, as such a provider hints it
+				e.pause, e.hinted, e.prec = hintMs, true, 1_000_000
+			}
+		case x < 70:
+			o := observation{remaining: int64(r.IntN(7)) - 1, limit: []int64{0, 5}[r.IntN(2)], prec: []int64{1000, 1_000_000}[r.IntN(2)], seq: int64(r.IntN(8))}
+			if silent {
+				o = observation{remaining: -1}
+			}
+			if r.IntN(3) > 0 {
+				o.reset = int64(1 + r.IntN(3_000_000))
+			}
+			e = diffEvent{kind: 'o', obs: o}
+		case x < 72:
+			e = diffEvent{kind: 'z'}
+		default:
+			d := time.Duration(r.IntN(1500)) * time.Millisecond
+			if !real && r.IntN(40) == 0 {
+				d = 11 * time.Minute // past every record's life
+			}
+			if real {
+				d = time.Duration(r.IntN(30)) * time.Millisecond
+			}
+			e = diffEvent{kind: 't', advance: d}
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// diffRun runs evs under limits ls through the model and the scripts of a
+// store on rdb (clock: miniredis's, nil on a real server) and fails t at
+// the first difference. It returns the number of events run.
+func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix string, ls []Limit, probe time.Duration, evs []diffEvent, seen map[string]int) int {
+	ctx := context.Background()
+	st := &store{rdb: rdb, prefix: prefix, timeout: 5 * time.Second, maxPause: time.Hour}
+	k := scopeKeys(prefix, Scope{Provider: "diff", Account: "a"})
+	p := params{hold: (250 * time.Millisecond).Microseconds(), maxPause: time.Hour.Milliseconds(), probe: probe.Microseconds()}
+	for _, l := range ls {
+		p.limits = append(p.limits, specOf(l))
+	}
+	var m scopeState
+	m.normalize(p, 0)
+	for i, e := range evs {
+		var now int64
+		switch e.kind {
+		case 'a':
+			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe})
+			if err != nil {
+				t.Fatalf("event %d %v: %v", i, e, err)
+			}
+			now = a.nowMicros
+			d := m.admit(p, now, e.cost)
+			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
+				probe: a.probe, seq: a.seq, spread: a.spread, limited: a.limited, cache: a.cacheable}
+			if got != d {
+				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
+			}
+			seen[fmt.Sprintf("code %d reason %d", d.code, d.reason)]++
+			if d.probe {
+				seen["probe"]++
+			}
+			if l, ok := m.learn.spec(); ok {
+				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
+			}
+		case 'r':
+			v, _, err := st.run(ctx, "pause", refuseScript, refuseReply, refuseKeys(k, ls), refuseArgs(st, ls, e)...)
+			if err != nil {
+				t.Fatalf("event %d %v: %v", i, e, err)
+			}
+			now = v["now"]
+			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec})
+			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
+				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
+			}
+		case 'o':
+			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel())
+			if err != nil {
+				t.Fatalf("event %d %v: %v", i, e, err)
+			}
+			now = v["now"]
+			m.observe(p, now, e.obs)
+		case 'z':
+			if err := st.resume(ctx, k, ls); err != nil {
+				t.Fatal(err)
+			}
+			m.resume(p)
+			continue
+		case 't':
+			if clock != nil {
+				clock.advance(e.advance)
+			} else {
+				time.Sleep(e.advance)
+			}
+			continue
+		}
+		m.normalize(p, now)
+		got := loadScope(t, rdb, k, ls, p, now)
+		if w, g := canonical(m), canonical(got); !reflect.DeepEqual(w, g) {
+			t.Fatalf("event %d %v at %d: state differs\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, g, w, evs[:i+1])
+		}
+	}
+	return len(evs)
+}
+
+func refuseKeys(k keys, ls []Limit) []string {
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin}, nil)
+	return ks
+}
+
+func refuseArgs(st *store, ls []Limit, e diffEvent) []any {
+	hinted := 0
+	if e.hinted {
+		hinted = 1
+	}
+	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel()})
+	return args
+}
+
+// loadScope reads the scope's records from Redis into the model's state,
+// as the scripts read them: the loader the differential test compares
+// with, written apart from the Lua.
+func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p params, now int64) scopeState {
+	ctx := context.Background()
+	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
+	hash := func(key string) map[string]string {
+		h, err := rdb.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("HGETALL %s: %v", key, err)
+		}
+		return h
+	}
+	get := func(key string) int64 { v, _ := rdb.Get(ctx, key).Result(); return num(v) }
+	windows := func(key string) *windowState {
+		w := &windowState{counts: map[int64]int64{}}
+		for f, v := range hash(key) {
+			if f == fieldOrigin {
+				w.origin = num(v)
+			} else {
+				w.counts[num(f)] = num(v)
+			}
+		}
+		return w
+	}
+	var s scopeState
+	s.pause.untilMs = get(k.pause)
+	s.line.next = get(k.line)
+	for i, l := range ls {
+		if l.Fixed {
+			s.limits = append(s.limits, limitState{fixed: true, win: windows(k.limit(i, l))})
+		} else {
+			s.limits = append(s.limits, limitState{tat: get(k.limit(i, l)), win: &windowState{}})
+		}
+	}
+	b := hash(k.budget)
+	_, known := b["remaining"]
+	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
+		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"])}
+	l := hash(k.learn)
+	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
+		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
+		refused: num(l["refused"]), expires: num(l["expires"])}
+	s.lwin = *windows(k.learnWin)
+	s.normalize(p, now)
+	return s
+}
+
+// canonState is scopeState made comparable: pointers followed, empty maps
+// and absent ones alike.
+type canonState struct {
+	Pause, Line int64
+	Limits      []canonLimit
+	Budget      budgetState
+	Learn       learnState
+	Lwin        canonWindows
+}
+
+type canonLimit struct {
+	Fixed bool
+	Tat   int64
+	Win   canonWindows
+}
+
+type canonWindows struct {
+	Origin int64
+	Counts map[int64]int64
+}
+
+func canonical(s scopeState) canonState {
+	win := func(w *windowState) canonWindows {
+		if w == nil {
+			return canonWindows{}
+		}
+		c := canonWindows{Origin: w.origin}
+		if len(w.counts) > 0 {
+			c.Counts = maps.Clone(w.counts)
+		}
+		return c
+	}
+	c := canonState{Pause: s.pause.untilMs, Line: s.line.next, Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
+	for _, l := range s.limits {
+		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Tat: l.tat, Win: win(l.win)})
+	}
+	return c
+}
+
+// TestDifferential runs random event sequences through the model and the
+// scripts, on miniredis (with its clock moved by the sequence, past the
+// records' lives too) and on a real redis-server (on its own clock), under
+// every configuration of limits, with and without a probe.
+func TestDifferential(t *testing.T) {
+	for _, b := range backends(t)[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			seqs, events := 60, 150
+			if b.name != "miniredis" {
+				seqs, events = 12, 80
+			}
+			total, seen := 0, map[string]int{}
+			for i := range seqs {
+				e := b.open(t)
+				ls := diffConfigs[i%len(diffConfigs)]
+				probe := []time.Duration{0, 2500 * time.Millisecond}[i/len(diffConfigs)%2]
+				r := rand.New(rand.NewPCG(uint64(i), 7))
+				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%s%d", e.prefix, i), ls, probe, diffEvents(r, events, e.real()), seen)
+			}
+			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs, seen)
+			if b.name == "miniredis" {
+				// The sequences reach every path the model has: each verdict
+				// and reason, probes, and learned limits that grew.
+				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
+					"code 2 reason 4", "code 2 reason 5", "probe", "learned limit 1", "learned limit 3"} {
+					if seen[path] == 0 {
+						t.Errorf("no event reached %q", path)
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzDifferential is TestDifferential driven by the fuzzer on miniredis:
+// the seed picks the configuration, the probe and the events.
+func FuzzDifferential(f *testing.F) {
+	for i := range uint64(8) {
+		f.Add(i, uint8(i), uint8(60))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, config uint8, n uint8) {
+		c, rdb := newMini(t)
+		ls := diffConfigs[int(config)%len(diffConfigs)]
+		probe := []time.Duration{0, 2500 * time.Millisecond}[int(config/4)%2]
+		diffRun(t, rdb, c, "qgfuzz", ls, probe, diffEvents(rand.New(rand.NewPCG(seed, 11)), int(n), false), map[string]int{})
+	})
+}
