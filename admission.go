@@ -149,4 +149,3 @@ func (h *holders) release(k string) {
 		delete(h.n, k)
 	}
 }
-

@@ -117,4 +117,3 @@ func TestAdmitStackedLimits(t *testing.T) {
 		t.Errorf("limit keys %q %q", k.limit(0, PerSecond(1, 1)), k.limit(1, FixedWindow(3, time.Second)))
 	}
 }
-

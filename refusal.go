@@ -2,9 +2,9 @@ package quotagate
 
 import (
 	"context"
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 

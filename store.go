@@ -155,4 +155,3 @@ func watchdog[T any](ctx context.Context, s *store, call func(context.Context) (
 		}
 	}
 }
-
