@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -293,5 +295,26 @@ func testKeysMatch(t *testing.T, rdb redis.UniversalClient, prefix string, r []s
 	}
 	if code, _, errOut := cmd(t, state...); code != exitRedis || !strings.Contains(errOut, "no such scope") {
 		t.Errorf("state with every key gone: exit %d: %s", code, errOut)
+	}
+}
+
+// TestLibMessage: the library's errors lose its name, in front and where
+// it wraps its own, and keep what they wrap.
+func TestLibMessage(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{quotagate.Scope{}.Validate(), "invalid scope: empty provider"},
+		{fmt.Errorf("quotagate: pause acme: %w", fmt.Errorf("%w after 10s: i/o timeout", quotagate.ErrStoreTimeout)), "pause acme: store timeout after 10s: i/o timeout"},
+		{fmt.Errorf("quotagate: list pauses: %w at 10000 pauses", quotagate.ErrTruncated), "list pauses: listing truncated at 10000 pauses"},
+	} {
+		if got := libMessage(c.err); got != c.want {
+			t.Errorf("libMessage(%q) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	err := libError{"Redis at 127.0.0.1:6379", fmt.Errorf("quotagate: state of acme: %w", quotagate.ErrStoreTimeout)}
+	if got := err.Error(); got != "Redis at 127.0.0.1:6379: state of acme: store timeout" || !errors.Is(err, quotagate.ErrStoreTimeout) {
+		t.Errorf("libError: %q, errors.Is ErrStoreTimeout %v", got, errors.Is(err, quotagate.ErrStoreTimeout))
 	}
 }

@@ -106,8 +106,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // libMessage is the message of an error of the library without the
-// library's own "quotagate: " in front: the command names itself once.
-func libMessage(err error) string { return strings.TrimPrefix(err.Error(), "quotagate: ") }
+// library's own "quotagate: ", in front or where it wraps one of its own
+// errors ("quotagate: pause acme: quotagate: store timeout"): the command
+// names itself once.
+func libMessage(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "quotagate: "), ": quotagate: ", ": ")
+}
 
 // libError wraps an error of the library met at where (Redis at host:port)
 // for printing after the command's own name.
