@@ -30,21 +30,30 @@ import (
 //	quotagate_refusals_total{provider}             counter: pauses recorded from refusals
 //	quotagate_budget_observations_total{provider}  counter: budgets learned from response headers
 //	quotagate_store_errors_total{op}               counter: failed Redis round trips
-//	quotagate_store_seconds{op}                    histogram of Redis round trips
+//	quotagate_store_duration_seconds{op}           histogram of Redis round trips
 //	quotagate_paused_scopes{provider}              gauge, read from Redis at scrape time
 //
-// op is the store operation: admit, pause, remaining, resume or scan.
+// op is the store operation: admit, observe, pause, resume, scan or state.
+//
+// Every counter series is there from the first scrape, at zero: the store's
+// for every op at once, a provider's for every outcome as soon as the gate
+// first meets the provider (an admission, a refusal or an observed budget),
+// so that an alert on an increase has a series to match before the first
+// event. Providers are not known in advance: a provider the gate never met
+// has no series.
+//
 // quotagate_paused_scopes is counted by the same bounded SCAN as Pauses,
 // within one second; when that fails it is left out of the scrape (and the
 // failure counted as a store error) rather than reported as a drop to zero.
-// It reads 0 for a provider this gate has admitted for and nothing paused.
+// It reads 0 for a provider this gate has met and nothing paused.
 //
 // A second Collector of the same gate describes the same metrics: register
 // one per registry. Gates sharing a registry need distinguishing labels
 // (prometheus.WrapRegistererWith).
 func (g *Gate) Collector() prometheus.Collector { return collector{g} }
 
-// Admission outcomes, the values of quotagate_admissions_total's label.
+// outcome is an admission outcome, a value of quotagate_admissions_total's
+// outcome label.
 type outcome string
 
 const (
@@ -55,6 +64,18 @@ const (
 	outcomeFailOpen        outcome = "fail_open"
 	outcomeFailClosed      outcome = "fail_closed"
 )
+
+// outcomes are all the outcome label's values, in the order the Collector
+// doc lists them: a provider's series start at zero for each.
+var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, outcomeDeferredLimited, outcomeFailOpen, outcomeFailClosed}
+
+// storeOps are all the op label's values: the operations the store times
+// and counts (store.go's run and bounded calls, pauses.go's scan), each
+// with its series at zero from the start. The Collector doc lists them;
+// TestMetricsDocumented, TestMetricsOpsInSource and TestMetricsOpsEmitted
+// hold the doc, the source and the scrape to this list, so a new operation
+// is added here first.
+var storeOps = []string{"admit", "observe", "pause", "resume", "scan", "state"}
 
 // deferredOutcome is the outcome of a deferral for reason r.
 func deferredOutcome(r Reason) outcome {
@@ -67,7 +88,7 @@ func deferredOutcome(r Reason) outcome {
 	return outcomeDeferredPaused
 }
 
-// storeBuckets are the bounds of quotagate_store_seconds, in seconds. A
+// storeBuckets are the bounds of quotagate_store_duration_seconds, in seconds. A
 // round trip to a Redis nearby takes 0.1 to 1 ms (the scripts themselves run
 // in microseconds), so the buckets are dense below a millisecond to show a
 // healthy store's shape, then widen to the default Config.StoreTimeout,
@@ -85,11 +106,11 @@ type metrics struct {
 	storeSeconds                               *prometheus.HistogramVec
 	pausedScopes                               *prometheus.Desc
 
-	providers sync.Map // provider name → struct{}: the gauge's zero series
+	providers sync.Map // provider name → struct{}: the providers met, with their zero series
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotagate_admissions_total",
 			Help: "Admission decisions of the gate, by provider and outcome.",
@@ -107,29 +128,46 @@ func newMetrics() *metrics {
 			Help: "Redis round trips of the gate that failed or timed out, by operation.",
 		}, []string{"op"}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "quotagate_store_seconds",
+			Name:    "quotagate_store_duration_seconds",
 			Help:    "Duration of the gate's Redis round trips, by operation.",
 			Buckets: storeBuckets,
 		}, []string{"op"}),
 		pausedScopes: prometheus.NewDesc("quotagate_paused_scopes",
 			"Scopes paused now, by provider, read from Redis at scrape time.", []string{"provider"}, nil),
 	}
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(op)
+		m.storeSeconds.WithLabelValues(op)
+	}
+	return m
+}
+
+// meet creates, the first time the gate meets provider, its series at
+// zero: every outcome, its refusals and its budgets, and its paused-scopes
+// gauge.
+func (m *metrics) meet(provider string) {
+	if _, met := m.providers.LoadOrStore(provider, struct{}{}); met {
+		return
+	}
+	for _, o := range outcomes {
+		m.admissions.WithLabelValues(provider, string(o))
+	}
+	m.refusals.WithLabelValues(provider)
+	m.budgets.WithLabelValues(provider)
 }
 
 // admission counts one admission outcome.
 func (m *metrics) admission(provider string, o outcome) {
-	if m == nil {
-		return
+	if m != nil {
+		m.meet(provider)
+		m.admissions.WithLabelValues(provider, string(o)).Inc()
 	}
-	if _, seen := m.providers.Load(provider); !seen {
-		m.providers.Store(provider, struct{}{})
-	}
-	m.admissions.WithLabelValues(provider, string(o)).Inc()
 }
 
 // refusal counts a pause recorded from a refusal.
 func (m *metrics) refusal(provider string) {
 	if m != nil {
+		m.meet(provider)
 		m.refusals.WithLabelValues(provider).Inc()
 	}
 }
@@ -137,6 +175,7 @@ func (m *metrics) refusal(provider string) {
 // budgetObserved counts a budget learned from a response.
 func (m *metrics) budgetObserved(provider string) {
 	if m != nil {
+		m.meet(provider)
 		m.budgets.WithLabelValues(provider).Inc()
 	}
 }

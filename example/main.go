@@ -120,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.holders, "holders", 0, "quotagate Tuning.MaxHolders: workers per scope that may wait out a pause in-process (0: the default)")
 	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
 	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
-	fs.StringVar(&o.ui, "ui", "", "serve asynqmon (/), the gates' inspector (/quotagate/) and /metrics on this address (e.g. :8080) and keep serving until Ctrl-C")
+	fs.StringVar(&o.ui, "ui", "", "serve asynqmon (/), the gates' inspector (/quotagate/) and /metrics on this address (e.g. :8080) and keep serving until Ctrl-C; to see deferrals in the first seconds, run the gate mode alone on a long window: -ui :8080 -modes gate -window 10s -rate 30 -polls 100")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode (and run) per line) instead of the table")
 	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
 	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")

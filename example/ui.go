@@ -94,7 +94,7 @@ func (u *ui) addGate(m mode, g *quotagate.Gate) {
 	}
 	u.collectors[m.Name] = g.Collector()
 	reg.MustRegister(u.collectors[m.Name]) // only fails on a programming error: names are unique per mode
-	u.gates[m.Name] = http.StripPrefix("/quotagate/"+m.Name, inspect.Handler(g, inspect.Options{Actions: u.actions}))
+	u.gates[m.Name] = http.StripPrefix("/quotagate/"+m.Name, inspect.Handler(g, inspect.Options{Actions: u.actions, Name: m.Name, Index: "../"}))
 }
 
 var indexPage = template.Must(template.New("index").Parse(`<!DOCTYPE html>

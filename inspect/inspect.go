@@ -7,6 +7,11 @@
 //
 //	mux.Handle("/quotagate/", http.StripPrefix("/quotagate", inspect.Handler(g, inspect.Options{})))
 //
+// With several gates, give each page a name and a link back to the page
+// that lists them (Options.Name, Options.Index):
+//
+//	inspect.Handler(g, inspect.Options{Name: "billing", Index: "../"}) // at /quotagate/billing/
+//
 // Routes, relative to where it is mounted:
 //
 //	GET  /          the page; JSON with "Accept: application/json" or ?format=json
@@ -55,6 +60,18 @@ type Options struct {
 
 	// Timeout bounds the Redis calls of one request. Default 5 seconds.
 	Timeout time.Duration
+
+	// Name names the gate on the page (title and heading) and in the JSON,
+	// e.g. the service or the mode it guards, when several gates have
+	// pages. Default "": the page is "quotagate" alone.
+	Name string
+
+	// Index is the URL of the page that lists this one among others, which
+	// the page links back to: "../" for pages mounted side by side under
+	// one index (/quotagate/NAME/ beside /quotagate/), or asynqmon's "/".
+	// Resolved against the page's own URL, which ends in "/". Default "":
+	// no link.
+	Index string
 }
 
 // MaxManualPause is the longest pause the page records: the workers' default
@@ -85,6 +102,8 @@ type handler struct {
 
 // view is what the template renders.
 type view struct {
+	Name    string
+	Index   string
 	Pauses  []row
 	Error   string
 	Notice  string
@@ -119,10 +138,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if wantsJSON(r) {
 		body := struct {
+			Name    string            `json:"name,omitempty"`
 			Pauses  []quotagate.Pause `json:"pauses"`
 			Actions bool              `json:"actions"`
 			Error   string            `json:"error,omitempty"`
-		}{Pauses: ps, Actions: h.opts.Actions}
+		}{Name: h.opts.Name, Pauses: ps, Actions: h.opts.Actions}
 		if body.Pauses == nil {
 			body.Pauses = []quotagate.Pause{}
 		}
@@ -132,7 +152,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, body)
 		return
 	}
-	v := view{Actions: h.opts.Actions, Read: time.Now().UTC().Format(time.RFC3339), Max: MaxManualPause.String(), Notice: r.URL.Query().Get("done")}
+	v := view{Name: h.opts.Name, Index: h.opts.Index, Actions: h.opts.Actions, Read: time.Now().UTC().Format(time.RFC3339), Max: MaxManualPause.String(), Notice: r.URL.Query().Get("done")}
 	if h.opts.Refresh > 0 {
 		v.Refresh = max(1, int(math.Round(h.opts.Refresh.Seconds())))
 	}

@@ -262,3 +262,56 @@ func TestStoreDown(t *testing.T) {
 		t.Errorf("%d:\n%s", resp.StatusCode, body)
 	}
 }
+
+// TestPageNamedWithIndex: a page mounted beside others under an index
+// names its gate in its title, heading and JSON, and links back to the
+// index; its link resolves to the index from the page's URL, and survives
+// an action's redirect. Without a name or an index the page has neither.
+func TestPageNamedWithIndex(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	g := quotagate.New(rdb, quotagate.Config{Prefix: "qgtest"})
+	t.Cleanup(func() { g.Close() })
+	mux := http.NewServeMux()
+	mux.HandleFunc("/quotagate/{$}", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "the index") })
+	mux.Handle("/quotagate/gate+limit/", http.StripPrefix("/quotagate/gate+limit",
+		Handler(g, Options{Name: "gate+limit", Index: "../", Actions: true})))
+	mux.Handle("/plain/", http.StripPrefix("/plain", Handler(g, Options{})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	page := srv.URL + "/quotagate/gate+limit/"
+	resp, body := get(t, page)
+	for _, want := range []string{ // html/template writes '+' as &#43;
+		`<title>gate&#43;limit · quotagate: 0 paused</title>`,
+		`<h1><span id="name">gate&#43;limit</span> · quotagate: scopes paused now</h1>`,
+		`<a href="../" id="index">`,
+	} {
+		if resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("%d: the page lacks %s:\n%s", resp.StatusCode, want, body)
+		}
+	}
+	base, _ := url.Parse(page)
+	index, _ := url.Parse("../")
+	if _, body := get(t, base.ResolveReference(index).String()); body != "the index" {
+		t.Errorf("the link leads to %q, want the index", body)
+	}
+	if _, body := get(t, page+"?format=json"); !strings.Contains(body, `"name": "gate+limit"`) {
+		t.Errorf("JSON without the name: %s", body)
+	}
+	// After an action the browser lands on the same page, link included.
+	resp, _ = post(t, page+"pause", srv.URL, scopeForm(odd, "duration", "90s"))
+	loc, err := resp.Location()
+	if err != nil || loc.Path != "/quotagate/gate+limit/" {
+		t.Fatalf("pause sends the browser to %v (%v)", loc, err)
+	}
+	if _, body := get(t, loc.String()); !strings.Contains(body, `id="index"`) || !strings.Contains(body, `1 paused`) {
+		t.Errorf("the page after pausing:\n%s", body)
+	}
+
+	_, body = get(t, srv.URL+"/plain/")
+	if !strings.Contains(body, "<title>quotagate: 1 paused</title>") || strings.Contains(body, `id="index"`) || strings.Contains(body, `id="name"`) {
+		t.Errorf("a page without Name and Index:\n%s", body)
+	}
+}

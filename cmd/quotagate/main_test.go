@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,10 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	os.Unsetenv(envRedisURL) // never a Redis of the environment's: each test names its own
+	redistest.Main(m)
+}
 
 // cmd runs the command and returns its exit status and outputs.
 func cmd(t *testing.T, args ...string) (int, string, string) {
@@ -111,18 +115,13 @@ func TestPauseAndState(t *testing.T) {
 	g := quotagate.New(srv.Client(t), quotagate.Config{Prefix: prefix})
 	defer g.Close()
 
-	code, out, errOut := cmd(t, "-redis", url, "-prefix", prefix, "-json", "state", odd.Provider, odd.Account)
 	var st struct {
 		Account          string
 		Paused           bool
 		Until            string
 		RemainingSeconds float64 `json:"remaining_seconds"`
 	}
-	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Paused || st.Until != "" || st.Account != odd.Account {
-		t.Errorf("state of an open scope: exit %d, %v: %s%s", code, err, out, errOut)
-	}
-
-	code, out, errOut = cmd(t, "-redis", url, "-prefix", prefix, "-json", "pause", odd.Provider, odd.Account, "10m")
+	code, out, errOut := cmd(t, "-redis", url, "-prefix", prefix, "-json", "pause", odd.Provider, odd.Account, "10m")
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || !st.Paused || st.RemainingSeconds <= 590 || st.RemainingSeconds > 600 {
 		t.Fatalf("pause 10m: exit %d, %v: %s%s", code, err, out, errOut)
 	}
@@ -141,14 +140,34 @@ func TestPauseAndState(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "is paused until "+first) {
 		t.Errorf("state: exit %d: %s", code, out)
 	}
+
+	// Resumed, the scope still has a record (what the pause wrote beside
+	// its deadline, if anything) or none: either way state does not claim
+	// a pause.
+	if code, out, errOut = cmd(t, "-redis", url, "-prefix", prefix, "resume", odd.Provider, odd.Account); code != 0 || !strings.Contains(out, "is open") {
+		t.Errorf("resume: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, _ = cmd(t, "-redis", url, "-prefix", prefix, "state", odd.Provider, odd.Account); strings.Contains(out, "paused") {
+		t.Errorf("state after resume: exit %d: %s", code, out)
+	}
 }
 
 // TestUsage: -h prints the usage; bad flags, arguments and URLs exit 2,
 // an unreachable Redis exits 1, each with a message.
 func TestUsage(t *testing.T) {
-	code, out, _ := cmd(t, "-h")
-	if code != 0 || !strings.Contains(out, "usage: quotagate") || !strings.Contains(out, "-redis URL") || !strings.Contains(out, "resume PROVIDER ACCOUNT") {
-		t.Errorf("-h: exit %d:\n%s", code, out)
+	for _, h := range [][]string{{"-h"}, {"help"}, {"pauses", "-h"}} {
+		code, out, _ := cmd(t, h...)
+		for _, want := range []string{"usage: quotagate", "-redis address", "host:port", "resume PROVIDER ACCOUNT", envRedisURL, "before or after the command"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("%q: exit %d, no %q in:\n%s", h, code, want, out)
+			}
+		}
+	}
+	// The help prints no address taken from the environment (it may hold a
+	// password).
+	t.Setenv(envRedisURL, "redis://u:hunter2@127.0.0.1:1")
+	if _, out, _ := cmd(t, "-h"); strings.Contains(out, "hunter2") {
+		t.Errorf("-h prints the environment's address:\n%s", out)
 	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -168,12 +187,20 @@ func TestUsage(t *testing.T) {
 		{[]string{"list"}, exitUsage, `unknown command "list"`},
 		{[]string{"state", "acme"}, exitUsage, "state takes 2 arguments, got 1"},
 		{[]string{"pauses", "extra"}, exitUsage, "pauses takes 0 arguments"},
-		{[]string{"pause", "acme", "a", "soon"}, exitUsage, `DURATION "soon"`},
-		{[]string{"pause", "acme", "a", "13h"}, exitUsage, `DURATION "13h"`},
-		{[]string{"pause", "acme", "a", "10ms"}, exitUsage, `DURATION "10ms"`},
-		{[]string{"state", "", "a"}, exitUsage, "empty provider"},
+		{[]string{"pauses", "-json", "extra"}, exitUsage, "pauses takes 0 arguments, got 1"},
+		{[]string{"pause", "acme", "a", "soon"}, exitUsage, "duration soon: not a duration; e.g. 90s"},
+		{[]string{"pause", "acme", "a", "10"}, exitUsage, "duration 10: missing unit, e.g. 10s"},
+		{[]string{"pause", "acme", "a", "1.5"}, exitUsage, "duration 1.5: missing unit, e.g. 1.5s"},
+		{[]string{"pause", "acme", "a", ""}, exitUsage, `duration "": not a duration`},
+		{[]string{"pause", "acme", "a", "13h"}, exitUsage, "duration 13h: longer than 12h0m0s"},
+		{[]string{"pause", "acme", "a", "10ms"}, exitUsage, "duration 10ms: shorter than 1s"},
+		{[]string{"state", "", "a"}, exitUsage, "quotagate: invalid scope: empty provider"},
+		{[]string{"state", "acme", "a\x01hunter2"}, exitUsage, "invalid scope: account of provider"},
+		{[]string{"state", "acme", "-a"}, exitUsage, "flag provided but not defined: -a"},
 		{[]string{"-timeout", "0", "pauses"}, exitUsage, "-timeout"},
-		{[]string{"-redis", "http://127.0.0.1:6379", "pauses"}, exitUsage, "-redis"},
+		{[]string{"-redis", "http://127.0.0.1:6379", "pauses"}, exitUsage, "-redis: redis: invalid URL scheme: http"},
+		{[]string{"-redis", "127.0.0.1:6379,127.0.0.1:6380", "pauses"}, exitUsage, "add -cluster"},
+		{[]string{"-redis", "127.0.0.1:notaport", "pauses"}, exitUsage, "-redis: invalid URL"},
 		{[]string{"-redis", "redis://user:hunter2@127.0.0.1:notaport", "pauses"}, exitUsage, "-redis: invalid URL"},
 		{[]string{"-cluster", "-redis", "ftp://x", "pauses"}, exitUsage, "-redis"},
 		{[]string{"-redis", closed, "-timeout", "5s", "pauses"}, exitRedis, "cannot reach Redis at " + l.Addr().String()},
@@ -185,6 +212,9 @@ func TestUsage(t *testing.T) {
 		}
 		if strings.Contains(errOut, "hunter2") {
 			t.Errorf("%q: the password is in the message %q", c.args, errOut)
+		}
+		if n := strings.Count(errOut, "quotagate:"); n != 1 {
+			t.Errorf("%q: %q names the command %d times, want once", c.args, errOut, n)
 		}
 	}
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate"
+)
+
+// The key names below follow the layout the library documents on its keys
+// type (store.go), which it does not export:
+//
+//	<prefix>:{<provider>:<account>}:<kind>
+//
+// with provider and account escaped ('%', ':', '{', '}' become %25, %3A,
+// %7B, %7D). TestKeysMatchTheLibrary checks them against the keys a Gate
+// writes, so a change of layout in the library fails there, not silently
+// here.
+
+// scopeKinds are the kinds of key of one scope that have fixed names; the
+// second and further limits add numbered ones (tat2, win3, ...).
+var scopeKinds = []string{"pause", "tat", "win", "line", "budget", "learn", "lwin"}
+
+var (
+	keyEscaper  = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+	globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+)
+
+// scopeKeyBase returns the part every key of s under prefix starts with,
+// "<prefix>:{<provider>:<account>}:".
+func scopeKeyBase(prefix string, s quotagate.Scope) string {
+	return prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
+}
+
+// errNoSuchScope is the answer of state and resume for a scope with no
+// record.
+type errNoSuchScope struct {
+	provider, prefix string
+}
+
+// Error names the provider and the prefix, not the account (which may be
+// a mistake that holds a secret).
+func (e errNoSuchScope) Error() string {
+	return fmt.Sprintf("no such scope: nothing is recorded for provider %q with that account under prefix %q "+
+		"(check both names and -prefix; a scope never paused, limited or observed has no record)", e.provider, e.prefix)
+}
+
+// hasRecord reports whether Redis holds any key of s under prefix: its
+// pause, a limit's state, its reopening line, its budget or what it
+// learned. The keys with fixed names are checked with one EXISTS (they
+// share a hash tag: one slot); only when none exists, a SCAN for the
+// scope's keys, on the node that holds its slot, finds numbered limits.
+func hasRecord(ctx context.Context, rdb redis.UniversalClient, prefix string, s quotagate.Scope) (bool, error) {
+	base := scopeKeyBase(prefix, s)
+	keys := make([]string, len(scopeKinds))
+	for i, k := range scopeKinds {
+		keys[i] = base + k
+	}
+	n, err := rdb.Exists(ctx, keys...).Result()
+	if err != nil || n > 0 {
+		return n > 0, err
+	}
+	var node redis.Cmdable = rdb
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
+			return false, err
+		}
+	}
+	pattern := globEscaper.Replace(base) + "*"
+	var cursor uint64
+	for {
+		found, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil || len(found) > 0 {
+			return len(found) > 0, err
+		}
+		if next == 0 {
+			return false, nil
+		}
+		cursor = next
+	}
+}
