@@ -226,7 +226,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	before := s.pause.untilMs
 	deadline = s.pause.refuse(now, r.pause)
 	for i, l := range p.limits {
-		s.limits[i].refuse(l, now)
+		s.limits[i].refuse(l, now, r.hinted)
 	}
 	s.budget.refuse()
 	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {

@@ -21,7 +21,8 @@ package quotagate
 // recorded window overlapping it spent, so a window realigned by a reset
 // learned since keeps what its predecessor spent. A refusal realigns the
 // windows to its deadline and clears their counts (the provider refused
-// them: they were not spent in its next window).
+// them: they were not spent in its next window); an unhinted refusal
+// keeps them.
 //
 // Invariants: no instant is admitted that some limit does not admit
 // (scopeState.admit checks the instant once more after its search); a cost
@@ -76,14 +77,16 @@ func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int
 	s.win.spend(l, p, al, t, cost)
 }
 
-// refuse empties a GCRA bucket at now; a fixed window is realigned with
-// the learned alignment (learnState.refuse) and its counts cleared.
-func (s *limitState) refuse(l limitSpec, now int64) {
+// refuse empties a GCRA bucket at now; a hinted refusal realigns fixed
+// windows to its deadline (learnState.refuse) and clears their counts.
+func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 	if !l.fixed {
 		s.tat = max(s.tat, now+l.per*l.n)
 		return
 	}
-	*s.win = windowState{}
+	if hinted {
+		*s.win = windowState{}
+	}
 }
 
 // window returns the start of the window of t and the instant until which
@@ -213,10 +216,9 @@ local function limit_spend(l, al, t, cost)
   l.counts[start] = (l.counts[start] or 0) + cost
   l.last = start
 end
-local function limit_refuse(l)
-  l.dirty = true
-  if not l.fixed then l.tat = math.max(l.tat, now_us + l.per * l.n); return end
-  l.origin, l.counts = 0, {}
+local function limit_refuse(l, hinted)
+  if not l.fixed then l.dirty, l.tat = true, math.max(l.tat, now_us + l.per * l.n); return end
+  if hinted then l.dirty, l.origin, l.counts = true, 0, {} end
 end
 local function limit_save(l)
   if not l.dirty then return end

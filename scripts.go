@@ -192,7 +192,7 @@ budget_refuse(B); budget_save(B)
 for i = 1, nlim do
   local j = 6 + (i - 1) * 3
   local l = {key = KEYS[4 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
-  limit_load(l); limit_refuse(l); limit_save(l)
+  limit_load(l); limit_refuse(l, ARGV[3] == '1'); limit_save(l)
 end
 local L = learn_load(KEYS[3])
 local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}

@@ -65,11 +65,14 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	}
 	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry})
-	op := "admit"
+	var v map[string]int64
+	var txt map[string]string
+	var err error
 	if r.dry {
-		op = "state"
+		v, txt, err = s.run(ctx, "state", admitScript, admitReply, ks, args...)
+	} else {
+		v, txt, err = s.run(ctx, "admit", admitScript, admitReply, ks, args...)
 	}
-	v, txt, err := s.run(ctx, op, admitScript, admitReply, ks, args...)
 	if err != nil {
 		return admission{}, err
 	}
