@@ -307,3 +307,34 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// luaCompose is the composition's part of the scripts: the configured
+// limits read from the arguments, the earliest instant all of them admit
+// (the same search and final check as admit), and the line's pace.
+const luaCompose = `
+local function limits_args(k0, a0, n)
+  local out = {}
+  for i = 1, n do
+    local j = a0 + (i - 1) * 3
+    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
+    limit_load(out[i])
+  end
+  return out
+end
+local function limits_earliest(act, al, cost)
+  local at = now_us
+  for _ = 1, C.maxRounds do
+    local before = at
+    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost)) end
+    if at == before then break end
+  end
+  local ok = true
+  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost) == at end
+  return at, ok
+end
+local function interval(act, cost)
+  local inc = 0
+  for _, l in ipairs(act) do if not l.fixed and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end end
+  return inc
+end
+`

@@ -174,14 +174,6 @@ func abs(v int64) int64 {
 // luaBudget is the budget's transaction, on a hash with the fields of
 // budgetFields; B is the loaded budget (see budgetState).
 const luaBudget = `
-local function budget_load(key)
-  local v = hload(key, budgetFields)
-  local B = {key = key}
-  for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1
-  if B.expires <= now_us then B = {key = key, remaining = 0, reset = 0, limit = 0, seq = 0, refilled = 0, probeAt = 0, expires = 0, known = false, silent = false} end
-  return B
-end
 local function budget_earliest(B, cost)
   if B.silent then return {at = 0} end
   if B.known and (B.reset > now_us or B.reset == 0) and B.remaining >= cost then return {at = 0, spend = true} end
@@ -231,6 +223,19 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
 end
 local function budget_refuse(B)
   if B.known then B.remaining, B.dirty = 0, true end
+end
+`
+
+// luaBudgetRecord loads the budget hash into B, as budgetState (a record
+// past its expires is none), and saves it back when a transition changed it.
+const luaBudgetRecord = `
+local function budget_load(key)
+  local v = hload(key, budgetFields)
+  local B = {key = key}
+  for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
+  B.known, B.silent = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1
+  if B.expires <= now_us then B = {key = key, remaining = 0, reset = 0, limit = 0, seq = 0, refilled = 0, probeAt = 0, expires = 0, known = false, silent = false} end
+  return B
 end
 local function budget_save(B)
   if not B.dirty then return end

@@ -134,16 +134,6 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 // luaLearn is the learned limit's transaction, on a hash with the fields
 // of learnFields; L is the loaded state.
 const luaLearn = `
-local function learn_load(key)
-  local v = hload(key, learnFields)
-  local L = {key = key}
-  for _, f in ipairs(learnFields) do L[f] = int(v[f]) or 0 end
-  if L.expires <= now_us then
-    L = {key = key}
-    for _, f in ipairs(learnFields) do L[f] = 0 end
-  end
-  return L
-end
 local function learn_count(L, at, cost)
   if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
 end
@@ -184,6 +174,21 @@ local function learn_refuse(L, D, hinted, prec, open, configured, lw)
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true
+end
+`
+
+// luaLearnRecord loads the learned hash into L, as learnState (a record
+// past its expires is none), and saves it back when a transition changed it.
+const luaLearnRecord = `
+local function learn_load(key)
+  local v = hload(key, learnFields)
+  local L = {key = key}
+  for _, f in ipairs(learnFields) do L[f] = int(v[f]) or 0 end
+  if L.expires <= now_us then
+    L = {key = key}
+    for _, f in ipairs(learnFields) do L[f] = 0 end
+  end
+  return L
 end
 local function learn_save(L)
   if not L.dirty then return end

@@ -168,20 +168,6 @@ func (w *windowState) live(l limitSpec, now int64) {
 // Windows are hash fields named by their start (µs); the origin is the
 // field "origin".
 const luaLimit = `
-local function limit_load(l)
-  if not l.fixed then l.tat = int(redis.pcall('GET', l.key)) or 0; return end
-  local raw = redis.pcall('HGETALL', l.key)
-  if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
-  l.origin, l.counts = 0, {}
-  for i = 1, #raw, 2 do
-    local v = int(raw[i + 1])
-    if raw[i] == F.origin then l.origin = v or 0
-    elseif v and string.match(raw[i], '^%d+$') and tonumber(raw[i]) + 2 * l.per > now_us then
-      l.counts[tonumber(raw[i])] = v
-    end
-  end
-  if next(l.counts) == nil then l.origin = 0 end
-end
 local function window(l, al, t)
   local a, allow = al.at, math.max(l.per - al.prec, 1)
   if a == 0 then
@@ -219,6 +205,25 @@ end
 local function limit_refuse(l, hinted)
   if not l.fixed then l.dirty, l.tat = true, math.max(l.tat, now_us + l.per * l.n); return end
   if hinted then l.dirty, l.origin, l.counts = true, 0, {} end
+end
+`
+
+// luaLimitRecord loads a limit's state (a TAT, or window counts without
+// the stale ones: see windowState.live) and saves it back when changed.
+const luaLimitRecord = `
+local function limit_load(l)
+  if not l.fixed then l.tat = int(redis.pcall('GET', l.key)) or 0; return end
+  local raw = redis.pcall('HGETALL', l.key)
+  if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
+  l.origin, l.counts = 0, {}
+  for i = 1, #raw, 2 do
+    local v = int(raw[i + 1])
+    if raw[i] == F.origin then l.origin = v or 0
+    elseif v and string.match(raw[i], '^%d+$') and tonumber(raw[i]) + 2 * l.per > now_us then
+      l.counts[tonumber(raw[i])] = v
+    end
+  end
+  if next(l.counts) == nil then l.origin = 0 end
 end
 local function limit_save(l)
   if not l.dirty then return end

@@ -86,7 +86,8 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaPause + luaLimit + luaBudget + luaLearn + luaLine +
+	return redis.NewScript(luaPrelude + luaConstants + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
+		luaLearnRecord + luaLearn + luaLine + luaCompose +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
 
@@ -111,12 +112,7 @@ const luaAdmitBody = `
 local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[6])
 C.hold, C.maxPause, C.probe = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
-local act = {}
-for i = 1, nlim do
-  local j = 6 + (i - 1) * 3
-  act[i] = {key = KEYS[5 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
-  limit_load(act[i])
-end
+local act = limits_args(5, 6, nlim)
 local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
@@ -124,9 +120,7 @@ local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.rem
   budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
 if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
 if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
-local inc = 0
-for _, l in ipairs(act) do if not l.fixed and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end end
-if dry then inc = 0 end
+local inc = dry and 0 or interval(act, cost)
 local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
 if nlim == 0 then
   bv = budget_earliest(B, cost)
@@ -138,14 +132,7 @@ if deadline > now_us then
   if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
   return reply(REPLY, r)
 end
-local at = now_us
-for _ = 1, C.maxRounds do
-  local before = at
-  for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost)) end
-  if at == before then break end
-end
-local ok = true
-for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost) == at end
+local at, ok = limits_earliest(act, al, cost)
 if not ok or at - now_us > C.hold then
   r.code, r.reason = 2, learned and 'learned' or 'limit'
   r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
@@ -189,11 +176,7 @@ local deadline = pause_refuse(KEYS[1], P, tonumber(ARGV[1]))
 redis.call('PUBLISH', ARGV[5], KEYS[1])
 local B = budget_load(KEYS[2])
 budget_refuse(B); budget_save(B)
-for i = 1, nlim do
-  local j = 6 + (i - 1) * 3
-  local l = {key = KEYS[4 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
-  limit_load(l); limit_refuse(l, ARGV[3] == '1'); limit_save(l)
-end
+for _, l in ipairs(limits_args(4, 6, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[3])
 local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
