@@ -89,10 +89,14 @@ func decide(a admission, p policy, u float64) verdict {
 	if a.limited && (a.spread || a.code == limited) {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
-	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: ReasonPaused, Deadline: a.until}
+	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until}
 	if a.code == limited {
-		d.Reason = ReasonLimited
-		return verdict{act: deferTask, wait: wait, deferral: d}
+		d.Reason, d.Deadline = publicReason(a.reason), time.Time{}
+		if a.reason != reasonLearned || a.wait > reopenHold {
+			return verdict{act: deferTask, wait: wait, deferral: d}
+		}
+		// The learned limit's next window, within a hold: ask again when
+		// it opens (it reserves no slot), as at the end of a pause.
 	}
 	if a.wait <= reopenHold {
 		holders := p.maxHolders

@@ -157,7 +157,9 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	for i, l := range lim.specs {
 		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
 	}
-	if !ok || at-now > p.hold {
+	// A learned limit reserves no slot ahead: its next window is asked for
+	// when it opens (a refusal may realign it meanwhile).
+	if !ok || at-now > p.hold || lim.learned && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
 			d.reason = reasonLearned

@@ -13,8 +13,9 @@ package quotagate
 // Windows are rounded to the hint's precision when it is a second or more
 // ("5 seconds" read at any point of the last second).
 //
-//   - The first hinted refusal starts counting; the second learns the
-//     limit n and its window w = D − (the first one's deadline).
+//   - The first admission of a scope that learned nothing starts the first
+//     cycle; a hinted refusal learns the limit n and its window w = D −
+//     (the cycle's start), and starts the next cycle at D.
 //   - Under a learned limit, a refusal whose deadline is the learned
 //     window's end (within the hint's precision) says n was too many: n
 //     becomes what the window got accepted. A deadline elsewhere says the
@@ -61,8 +62,13 @@ func (s *learnState) align(now, u, prec int64) {
 	s.expires = max(s.expires, now+learnTTL)
 }
 
-// count adds an admission of the cycle.
+// count adds an admission of the cycle; the first admission of a scope
+// that learned nothing starts the first cycle (its first contact).
 func (s *learnState) count(at, cost int64) {
+	if s.since == 0 && s.limit == 0 {
+		s.since, s.admits = at, 0
+		s.expires = max(s.expires, at+learnTTL)
+	}
 	if s.since > 0 && at >= s.since {
 		s.admits += cost
 	}
@@ -128,13 +134,15 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 		return
 	}
 	s.limit, s.window, s.absorb = s.admits-1, w, D
-	s.best = max(s.best, s.limit)
 }
 
 // luaLearn is the learned limit's transaction, on a hash with the fields
 // of learnFields; L is the loaded state.
 const luaLearn = `
 local function learn_count(L, at, cost)
+  if L.since == 0 and L.limit == 0 then
+    L.since, L.admits, L.expires = at, 0, math.max(L.expires, at + C.learnTTL)
+  end
   if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
 end
 local function learn_grow(L, l, at)
@@ -158,7 +166,6 @@ local function learn_from(L, D, prec, lw)
   if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
-  L.best = math.max(L.best, L.limit)
 end
 local function learn_refuse(L, D, hinted, prec, open, configured, lw)
   L.dirty = L.expires > 0 or hinted

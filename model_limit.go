@@ -13,7 +13,7 @@ package quotagate
 // are aligned to a reset the scope learned (a refusal's deadline, or a
 // reset header: learnState.alignment), and then admit until the reset's
 // precision before the window ends (a reset read to the second may be up to
-// a second late). Otherwise the first admission of an idle scope starts the
+// a second late), or at least in the window's first half. Otherwise the first admission of an idle scope starts the
 // windows (the origin), and a window admits only in its first
 // min(hold, period/2): spending kept at the head of windows one period
 // apart never puts more than one window's quota into any window of the
@@ -92,7 +92,7 @@ func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 // window returns the start of the window of t and the instant until which
 // it admits.
 func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (start, stop int64) {
-	a, allow := al.at, max(l.per-al.prec, 1)
+	a, allow := al.at, max(l.per-al.prec, l.per/2, 1)
 	if a == 0 {
 		a, allow = w.origin, max(min(p.hold, l.per/2), 1)
 		if a == 0 {
@@ -169,7 +169,7 @@ func (w *windowState) live(l limitSpec, now int64) {
 // field "origin".
 const luaLimit = `
 local function window(l, al, t)
-  local a, allow = al.at, math.max(l.per - al.prec, 1)
+  local a, allow = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1)
   if a == 0 then
     a, allow = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
     if a == 0 then a = t end

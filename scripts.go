@@ -133,7 +133,7 @@ if deadline > now_us then
   return reply(REPLY, r)
 end
 local at, ok = limits_earliest(act, al, cost)
-if not ok or at - now_us > C.hold then
+if not ok or at - now_us > C.hold or learned and at > now_us then
   r.code, r.reason = 2, learned and 'learned' or 'limit'
   r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
   return reply(REPLY, r)

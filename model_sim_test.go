@@ -1,0 +1,237 @@
+package quotagate
+
+import (
+	"container/heap"
+	"testing"
+	"time"
+)
+
+// A discrete-event simulation of a fleet in front of a provider, on the
+// model alone (no Redis, no clock): workers ask the model, send what it
+// admits, and report the provider's refusals with its hint. It checks what
+// learning does over many windows in milliseconds of CPU, deterministically.
+
+// simQuota is a provider's limiter: take answers a request arriving at t
+// (µs) and, when it refuses, the exact wait until it would accept one.
+type simQuota interface {
+	take(t int64) (ok bool, wait int64)
+}
+
+// simFixed counts n per window of w µs; windows start on the clock
+// (multiples of w) or, with fromFirst, at the first request after the
+// last window ended.
+type simFixed struct {
+	n, w       int64
+	fromFirst  bool
+	start, cnt int64
+}
+
+func (f *simFixed) take(t int64) (bool, int64) {
+	s := t - t%f.w
+	if f.fromFirst {
+		s = f.start
+		if t >= f.start+f.w {
+			s = t
+		}
+	}
+	if s != f.start {
+		f.start, f.cnt = s, 0
+	}
+	if f.cnt < f.n {
+		f.cnt++
+		return true, 0
+	}
+	return false, f.start + f.w - t
+}
+
+// simBucket is a token bucket of rate per second and burst.
+type simBucket struct {
+	per, burst int64 // µs per token, size
+	tat        int64 // GCRA form: full at tat - burst·per
+}
+
+func (b *simBucket) take(t int64) (bool, int64) {
+	tat := max(b.tat, t)
+	if at := tat + b.per - b.burst*b.per; at > t {
+		return false, at - t
+	}
+	b.tat = tat + b.per
+	return true, 0
+}
+
+type simEvent struct {
+	at     int64
+	worker int
+	resp   bool // a response arrives (ok, hint); else the worker asks
+	ok     bool
+	hint   int64
+}
+
+type simQueue []simEvent
+
+func (q simQueue) Len() int { return len(q) }
+func (q simQueue) Less(i, j int) bool {
+	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].worker < q[j].worker
+}
+func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *simQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
+func (q *simQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// simResult is what a simulated run did.
+type simResult struct {
+	requests, accepted int
+	end                int64 // µs from the start to the last acceptance
+	deadlineEarlier    bool  // a refusal moved the deadline earlier
+}
+
+// simulate runs polls tasks with workers workers (latency µs each way and
+// back) against q under p. plain forgets everything but the pause after
+// every event: the reference article's algorithm alone. Hints are read
+// in whole seconds, rounded up, as "try again in 5 seconds" is.
+var simTrace func(format string, args ...any)
+
+func simulate(p params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
+	var m scopeState
+	pol := policy{maxHold: time.Duration(p.hold) * time.Microsecond, maxHolders: 12}
+	m.normalize(p, 0)
+	const t0 = 1_000_000_000_000 // µs: any instant
+	var r simResult
+	ev := &simQueue{}
+	for i := range workers {
+		heap.Push(ev, simEvent{at: t0, worker: i})
+	}
+	started, held := 0, 0
+	holding := make([]int, workers)
+	for ev.Len() > 0 && r.accepted < polls {
+		e := heap.Pop(ev).(simEvent)
+		if plain {
+			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+		}
+		if e.resp {
+			if e.ok {
+				r.accepted++
+				r.end = e.at - t0
+			} else {
+				started--
+				hint := (e.hint + 999_999) / 1_000_000 * 1000
+				before := m.pause.untilMs
+				d, _ := m.refuse(p, e.at, refusal{pause: max(hint, 1000), hinted: true, prec: 1_000_000})
+				r.deadlineEarlier = r.deadlineEarlier || d < before && m.pause.inForce(p, e.at)
+				if simTrace != nil {
+					simTrace("%.3f refused hint %dms deadline %.3f learn n=%d w=%.1f best=%d since=%.3f admits=%d absorb=%.3f", float64(e.at-t0)/1e6, hint, float64(d*1000-t0)/1e6,
+						m.learn.limit, float64(m.learn.window)/1e6, m.learn.best, float64(m.learn.since-t0)/1e6, m.learn.admits, float64(m.learn.absorb-t0)/1e6)
+				}
+			}
+			if started < polls {
+				heap.Push(ev, simEvent{at: e.at, worker: e.worker})
+			}
+			continue
+		}
+		d := m.admit(p, e.at, 1)
+		a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
+			reopen: d.reopen, limited: d.limited, spread: d.spread}
+		if d.until != 0 {
+			a.until = time.UnixMilli(d.until)
+		}
+		switch v := decide(a, pol, 0.5); v.act {
+		case hold, holdPause:
+			if v.act == holdPause && holding[e.worker] == 0 && held >= v.holders {
+				// no place: deferred through asynq (whole seconds, forwarded
+				// every DelayedTaskCheckInterval: half of 1 s on average)
+				wake := e.at + ceilSecond(v.deferral.Delay.Microseconds()) + 500_000
+				heap.Push(ev, simEvent{at: wake, worker: e.worker})
+				continue
+			}
+			if holding[e.worker] == 0 {
+				held++
+			}
+			holding[e.worker] = 1
+			heap.Push(ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
+			continue
+		case deferTask:
+			if holding[e.worker] == 1 {
+				held--
+			}
+			holding[e.worker] = 0
+			wake := e.at + ceilSecond(v.deferral.Delay.Microseconds()) + 500_000
+			heap.Push(ev, simEvent{at: wake, worker: e.worker})
+			continue
+		}
+		if holding[e.worker] == 1 {
+			held--
+		}
+		holding[e.worker] = 0
+		started++
+		r.requests++
+		if simTrace != nil && !plain {
+			simTrace("%.3f admit at +%dms", float64(e.at-t0)/1e6, d.wait/1000)
+		}
+		send := e.at + d.wait
+		ok, wait := q.take(send + latency)
+		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait})
+	}
+	return r
+}
+
+// ceilSecond rounds a delay up to whole seconds, as asynq's retry times are.
+func ceilSecond(us int64) int64 { return (us + 999_999) / 1_000_000 * 1_000_000 }
+
+// TestModelLearningOnlyHelps: in the simulation, on fixed windows (on the
+// clock, and counted from the first request) and a token bucket whose
+// refusals hint in whole seconds, with nothing configured, the model with
+// learning completes every poll, wastes no more than the plain shared
+// pause, and is not slower than it by more than 5% + 0.5 s.
+func TestModelLearningOnlyHelps(t *testing.T) {
+	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000}
+	for _, tc := range []struct {
+		name  string
+		quota func() simQuota
+		polls int
+	}{
+		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000} }, 200},
+		{"fixed 40/5s from the first request", func() simQuota { return &simFixed{n: 40, w: 5_000_000, fromFirst: true} }, 200},
+		{"fixed 5/3s from the first request", func() simQuota { return &simFixed{n: 5, w: 3_000_000, fromFirst: true} }, 30},
+		{"bucket 8/s burst 10", func() simQuota { return &simBucket{per: 125_000, burst: 10} }, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain := simulate(p, tc.quota(), 20, tc.polls, 12_500, true)
+			learn := simulate(p, tc.quota(), 20, tc.polls, 12_500, false)
+			waste := func(r simResult) float64 { return float64(r.requests) / float64(r.accepted) }
+			t.Logf("plain: %.2fx in %.1fs; learning: %.2fx in %.1fs", waste(plain), float64(plain.end)/1e6, waste(learn), float64(learn.end)/1e6)
+			if learn.accepted < tc.polls || plain.accepted < tc.polls {
+				t.Fatalf("accepted %d (plain %d) of %d", learn.accepted, plain.accepted, tc.polls)
+			}
+			if waste(learn) > waste(plain) {
+				t.Errorf("learning wastes %.2fx, more than the plain pause's %.2fx", waste(learn), waste(plain))
+			}
+			if float64(learn.end) > float64(plain.end)*1.05+500_000 {
+				t.Errorf("learning took %.1fs, the plain pause %.1fs", float64(learn.end)/1e6, float64(plain.end)/1e6)
+			}
+			if learn.deadlineEarlier {
+				t.Error("a refusal moved the deadline earlier")
+			}
+		})
+	}
+}
+
+func TestModelSimTrace(t *testing.T) {
+	if testing.Short() || simTraceCase == "" {
+		t.Skip("set simTraceCase to trace a case")
+	}
+	simTrace = t.Logf
+	defer func() { simTrace = nil }()
+	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000}
+	switch simTraceCase {
+	case "bucket":
+		simulate(p, &simBucket{per: 125_000, burst: 10}, 20, 200, 12_500, false)
+	case "first":
+		simulate(p, &simFixed{n: 5, w: 3_000_000, fromFirst: true}, 20, 30, 12_500, false)
+	}
+}
+
+var simTraceCase = "bucket"
