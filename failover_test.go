@@ -53,7 +53,7 @@ const (
 	foWorkers  = 10          // per asynq server; two servers, one per gate
 	foHandler  = 20 * time.Millisecond
 	foHint     = time.Second // the refusals' hint
-	foRefuse   = 10          // every foRefuse-th task is refused on its first attempt
+	foRefuse   = 7           // every foRefuse-th task (of every scope: 7 and foScopes are coprime) is refused on its first attempt
 	foAcked    = 20          // pauses recorded just before the failover
 	foWait     = 30 * time.Second
 	foTaskType = "failover:poll"
@@ -149,16 +149,17 @@ type foGate struct {
 // foFleet is the test's asynq world and what its handlers saw.
 type foFleet struct {
 	t      *testing.T
-	queue  string
+	queues [2]string // one per gate: gate i's asynq server serves queues[i]
 	client *asynq.Client
 	insp   *asynq.Inspector
-	addr   string // asynq's Redis
+	addr   string  // asynq's Redis
 	scopes []Scope // the load's
 	gates  [2]foGate
 
 	failing atomic.Bool // the failover is under way: handlers refuse
 
 	mu         sync.Mutex
+	queue      map[string]string // the queue of each task ID
 	calls      map[string]int    // handler calls per task ID
 	refusals   map[string]int    // refusals returned per task ID
 	ranBy      map[string][2]int // per task ID, handler calls through each gate
@@ -173,15 +174,19 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 	f := &foFleet{
 		t:          t,
 		addr:       asynqRedis.Addr,
-		queue:      "qgfo-" + strconv.FormatUint(mwQueueSeq.Add(1), 10) + "-" + t.Name(),
 		client:     asynq.NewClient(asynq.RedisClientOpt{Addr: asynqRedis.Addr}),
 		insp:       asynq.NewInspector(asynq.RedisClientOpt{Addr: asynqRedis.Addr}),
+		queue:      map[string]string{},
 		calls:      map[string]int{},
 		refusals:   map[string]int{},
 		ranBy:      map[string][2]int{},
 		deferredBy: map[string][2]int{},
 	}
 	t.Cleanup(func() { f.client.Close(); f.insp.Close() })
+	n := strconv.FormatUint(mwQueueSeq.Add(1), 10)
+	for i := range f.queues {
+		f.queues[i] = "qgfo-" + n + "-" + strconv.Itoa(i) + "-" + t.Name()
+	}
 	// Gate 0 fails open (the default), gate 1 closed: both policies go
 	// through the same failover. OpenCache is a minute so that, after the
 	// failover, only an announcement can tell a gate of a peer's pause;
@@ -223,13 +228,13 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 			if i%foRefuse == 0 {
 				payload = []byte("refuse")
 			}
-			info, err := f.client.Enqueue(NewTask(foTaskType, payload, scopes[i%foScopes]), asynq.Queue(f.queue), asynq.Retention(time.Hour))
+			id, err := f.enqueue(i/foScopes, payload, scopes[i%foScopes])
 			if err != nil {
 				loadDone <- err
 				return
 			}
 			idsMu.Lock()
-			ids = append(ids, info.ID)
+			ids = append(ids, id)
 			idsMu.Unlock()
 			time.Sleep(foPace)
 		}
@@ -326,6 +331,45 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 	}
 }
 
+// enqueue enqueues the i-th task of a batch, of scope s, on the queue of
+// gate i%2 (so that both gates take their share, whatever asynq's servers
+// fetch), and returns its ID.
+func (f *foFleet) enqueue(i int, payload []byte, s Scope) (string, error) {
+	q := f.queues[i%len(f.queues)]
+	info, err := f.client.Enqueue(NewTask(foTaskType, payload, s), asynq.Queue(q), asynq.Retention(time.Hour))
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	f.queue[info.ID] = q
+	f.mu.Unlock()
+	return info.ID, nil
+}
+
+func (f *foFleet) queueOf(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queue[id]
+}
+
+// queueInfo sums the counts of the fleet's queues.
+func (f *foFleet) queueInfo() (*asynq.QueueInfo, error) {
+	var sum asynq.QueueInfo
+	for _, q := range f.queues {
+		qi, err := f.insp.GetQueueInfo(q)
+		if err != nil {
+			return nil, err
+		}
+		sum.Completed += qi.Completed
+		sum.Archived += qi.Archived
+		sum.Pending += qi.Pending
+		sum.Active += qi.Active
+		sum.Scheduled += qi.Scheduled
+		sum.Retry += qi.Retry
+	}
+	return &sum, nil
+}
+
 // serve starts the asynq server of gate i: the gate registered as the
 // README says, inside a middleware that times every admission.
 func (f *foFleet) serve(i int) {
@@ -359,7 +403,7 @@ func (f *foFleet) serve(i int) {
 	})
 	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: f.addr}, asynq.Config{
 		Concurrency:              foWorkers,
-		Queues:                   map[string]int{f.queue: 1},
+		Queues:                   map[string]int{f.queues[i]: 1},
 		IsFailure:                IsFailure,
 		RetryDelayFunc:           g.RetryDelay(nil),
 		DelayedTaskCheckInterval: 100 * time.Millisecond,
@@ -417,7 +461,7 @@ func (f *foFleet) waitCompleted(ids []string) {
 	var qi *asynq.QueueInfo
 	var err error
 	for end := time.Now().Add(foWait); ; time.Sleep(50 * time.Millisecond) {
-		if qi, err = f.insp.GetQueueInfo(f.queue); err == nil && qi.Completed+qi.Archived >= len(ids) {
+		if qi, err = f.queueInfo(); err == nil && qi.Completed+qi.Archived >= len(ids) {
 			return
 		}
 		if time.Now().After(end) {
@@ -427,7 +471,7 @@ func (f *foFleet) waitCompleted(ids []string) {
 	if err != nil {
 		f.t.Fatalf("after %v: GetQueueInfo: %v", foWait, err)
 	}
-	waiting, _ := f.insp.ListRetryTasks(f.queue, asynq.PageSize(5))
+	waiting, _ := f.insp.ListRetryTasks(f.queues[0], asynq.PageSize(5))
 	var why []string
 	for _, ti := range waiting {
 		why = append(why, fmt.Sprintf("%s (retried %d, next %v): %s", ti.ID, ti.Retried, time.Until(ti.NextProcessAt).Round(time.Second), ti.LastErr))
@@ -447,16 +491,20 @@ func (f *foFleet) waitCompleted(ids []string) {
 func (f *foFleet) checkTasks(ids []string, kill bool, downAt, promotedAt time.Time) {
 	t := f.t
 	t.Helper()
-	qi, err := f.insp.GetQueueInfo(f.queue)
+	qi, err := f.queueInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if qi.Archived != 0 || qi.Completed != len(ids) || len(ids) != foTasks {
 		t.Errorf("%d tasks enqueued of %d: %d completed, %d archived; want all completed", len(ids), foTasks, qi.Completed, qi.Archived)
 	}
-	done, err := f.insp.ListCompletedTasks(f.queue, asynq.PageSize(2*foTasks))
-	if err != nil {
-		t.Fatal(err)
+	var done []*asynq.TaskInfo
+	for _, q := range f.queues {
+		d, err := f.insp.ListCompletedTasks(q, asynq.PageSize(2*foTasks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, d...)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -502,12 +550,12 @@ func (f *foFleet) warm(s Scope) {
 			f.t.Fatalf("five rounds of 20 tasks of %v never ran through both gates", s)
 		}
 		var ids []string
-		for range 20 {
-			info, err := f.client.Enqueue(NewTask(foTaskType, []byte("ok"), s), asynq.Queue(f.queue), asynq.Retention(time.Hour))
+		for i := range 20 {
+			id, err := f.enqueue(i, []byte("ok"), s)
 			if err != nil {
 				f.t.Fatal(err)
 			}
-			ids = append(ids, info.ID)
+			ids = append(ids, id)
 		}
 		var both [2]bool
 		eventuallyWithin(f.t, foWait, "the warming tasks ran", func() bool {
@@ -537,16 +585,16 @@ func (f *foFleet) checkDeferred(s Scope) {
 	t := f.t
 	t.Helper()
 	var ids []string
-	for range 20 {
-		info, err := f.client.Enqueue(NewTask(foTaskType, []byte("ok"), s), asynq.Queue(f.queue), asynq.Retention(time.Hour))
+	for i := range 20 {
+		id, err := f.enqueue(i, []byte("ok"), s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, info.ID)
+		ids = append(ids, id)
 	}
 	eventuallyWithin(t, foWait, "every task of the paused scope deferred", func() bool {
 		for _, id := range ids {
-			ti, err := f.insp.GetTaskInfo(f.queue, id)
+			ti, err := f.insp.GetTaskInfo(f.queueOf(id), id)
 			if err != nil || ti.State != asynq.TaskStateRetry {
 				return false
 			}
@@ -572,13 +620,13 @@ func (f *foFleet) checkDeferred(s Scope) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if err := f.insp.RunTask(f.queue, id); err != nil {
+		if err := f.insp.RunTask(f.queueOf(id), id); err != nil {
 			t.Fatalf("RunTask(%s): %v", id, err)
 		}
 	}
 	eventuallyWithin(t, foWait, "the resumed scope's tasks completed", func() bool {
 		for _, id := range ids {
-			ti, err := f.insp.GetTaskInfo(f.queue, id)
+			ti, err := f.insp.GetTaskInfo(f.queueOf(id), id)
 			if err != nil || ti.State != asynq.TaskStateCompleted {
 				return false
 			}
