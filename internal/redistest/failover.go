@@ -651,3 +651,18 @@ func (s *Sentinel) stop() {
 		n.stop()
 	}
 }
+
+// Node returns the server of the replicated cluster at addr, to suspend,
+// resume or kill one node (a replica, say) of the test's own.
+func (c *Cluster) Node(tb testing.TB, addr string) *Server {
+	tb.Helper()
+	c.mustReplicated(tb, "Node")
+	return c.node(tb, addr)
+}
+
+// Node returns the data node at addr (the primary or the replica), to
+// suspend, resume or kill it.
+func (s *Sentinel) Node(tb testing.TB, addr string) *Server {
+	tb.Helper()
+	return s.node(tb, addr)
+}
