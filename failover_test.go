@@ -55,7 +55,7 @@ const (
 	foHint     = time.Second // the refusals' hint
 	foRefuse   = 7           // every foRefuse-th task (of every scope: 7 and foScopes are coprime) is refused on its first attempt
 	foAcked    = 20          // pauses recorded just before the failover
-	foWait     = 30 * time.Second
+	foWait     = 60 * time.Second
 	foTaskType = "failover:poll"
 	// foStoreTimeout is the gates' Config.StoreTimeout: its default.
 	foStoreTimeout = 250 * time.Millisecond
