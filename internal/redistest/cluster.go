@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,10 +32,15 @@ const (
 // each a cluster-enabled redis-server this process started on a free
 // loopback port, and joined with redis-cli --cluster create.
 type Cluster struct {
-	Addrs []string // the masters' host:port
+	Addrs []string // the masters' host:port (at the start, for a replicated cluster)
 
 	nodes  []*Server
 	tmpDir string // removed on stop if non-empty (created by us)
+
+	// A replicated cluster (StartReplicatedCluster, failover.go): one
+	// replica per master, fast failure detection, private to its test.
+	replicated bool
+	Replicas   []string // the replicas' host:port at the start; empty without replicas
 }
 
 // StartCluster returns a running cluster for the test. Under [Main] all
@@ -125,6 +131,11 @@ func (c *Cluster) create(cli string) error {
 // waitClusterOK polls CLUSTER INFO on addr until the node reports the
 // cluster ok, with every slot assigned and every master known.
 func waitClusterOK(ctx context.Context, addr string) error {
+	return waitClusterNodesOK(ctx, addr, ClusterMasters)
+}
+
+// waitClusterNodesOK is waitClusterOK for a cluster of nodes nodes.
+func waitClusterNodesOK(ctx context.Context, addr string, nodes int) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
 	defer rdb.Close()
 	var last string
@@ -135,7 +146,7 @@ func waitClusterOK(ctx context.Context, addr string) error {
 			last = fmt.Sprintf("cluster_state:%s cluster_slots_ok:%s cluster_known_nodes:%s",
 				f["cluster_state"], f["cluster_slots_ok"], f["cluster_known_nodes"])
 			if f["cluster_state"] == "ok" && f["cluster_slots_ok"] == "16384" &&
-				f["cluster_known_nodes"] == strconv.Itoa(ClusterMasters) {
+				f["cluster_known_nodes"] == strconv.Itoa(nodes) {
 				return nil
 			}
 		} else {
@@ -150,9 +161,18 @@ func waitClusterOK(ctx context.Context, addr string) error {
 }
 
 // Client returns a new go-redis cluster client of c, closed by tb.Cleanup.
+// For a replicated cluster its seeds are every node, and it reloads the
+// cluster's layout every ReplicatedReload (go-redis's default is a minute,
+// and until it reloads a ClusterClient sends a dead master's slots to the
+// dead master: a failover would go unnoticed that long).
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	o := &redis.ClusterOptions{Addrs: c.Addrs}
+	if c.replicated {
+		o.Addrs = append(slices.Clone(c.Addrs), c.Replicas...)
+		o.ClusterStateReloadInterval = ReplicatedReload
+	}
+	rdb := redis.NewClusterClient(o)
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
 }

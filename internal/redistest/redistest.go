@@ -242,13 +242,26 @@ func sanitize(name string) string {
 // retrying on a fresh port if the chosen one was taken meanwhile. A cluster
 // node also needs its bus port (port+10000) free, and runs in cluster mode.
 func startServer(path, dir string, clusterNode bool) (*Server, error) {
+	return startServerWith(path, clusterNode, func(port int) ([]string, error) {
+		return serverArgs(port, dir, clusterNode), nil
+	})
+}
+
+// startServerWith starts redis-server from path with the command line that
+// args returns for a free port (with bus, one whose cluster bus port is free
+// too), retrying on a fresh port if the chosen one was taken meanwhile.
+func startServerWith(path string, bus bool, args func(port int) ([]string, error)) (*Server, error) {
 	var err error
 	for range startTries {
 		var port int
-		if port, err = freePort(clusterNode); err != nil {
+		if port, err = freePort(bus); err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path: path, args: serverArgs(port, dir, clusterNode)}
+		var a []string
+		if a, err = args(port); err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path: path, args: a}
 		var retry bool
 		if retry, err = s.start(); err == nil {
 			return s, nil

@@ -148,15 +148,18 @@ func TestRequireRedis(t *testing.T) {
 	}
 }
 
-// TestMissingBinary runs Start, StartPrivate and StartCluster with an empty
-// PATH, and StartCluster with redis-server but no redis-cli, through a fake
-// TB that records whether it skipped or failed.
+// TestMissingBinary runs every starter with an empty PATH, and those of a
+// cluster with redis-server but no redis-cli, through a fake TB that
+// records whether it skipped or failed.
 func TestMissingBinary(t *testing.T) {
 	starters := map[string]func(testing.TB){
-		"Start":        func(tb testing.TB) { Start(tb) },
-		"StartPrivate": func(tb testing.TB) { StartPrivate(tb) },
-		"StartCluster": func(tb testing.TB) { StartCluster(tb) },
+		"Start":                  func(tb testing.TB) { Start(tb) },
+		"StartPrivate":           func(tb testing.TB) { StartPrivate(tb) },
+		"StartCluster":           func(tb testing.TB) { StartCluster(tb) },
+		"StartReplicatedCluster": func(tb testing.TB) { StartReplicatedCluster(tb) },
+		"StartSentinel":          func(tb testing.TB) { StartSentinel(tb) },
 	}
+	needsCLI := map[string]bool{"StartCluster": true, "StartReplicatedCluster": true}
 	server, serverErr := exec.LookPath(Binary)
 	for _, tc := range []struct {
 		env      string
@@ -164,7 +167,7 @@ func TestMissingBinary(t *testing.T) {
 	}{{"", false}, {"0", false}, {"1", true}} {
 		for name, start := range starters {
 			for _, withServer := range []bool{false, true} {
-				if withServer && (name != "StartCluster" || serverErr != nil) {
+				if withServer && (!needsCLI[name] || serverErr != nil) {
 					continue
 				}
 				missing := Binary
