@@ -40,7 +40,8 @@ type params struct {
 	limits   []limitSpec // configured, zero ones left out
 	hold     int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
 	maxPause int64       // ms: a deadline farther ahead is malformed (Config.MaxPause)
-	probe    int64       // µs: a probe's timeout; 0: responses are not observed
+	probe    int64       // µs: a budget probe's timeout; 0: responses are not observed
+	answer   int64       // µs: a learned window's probe's timeout (its task reports it)
 }
 
 // reason names what holds a scope back: what a deferral says, what State
@@ -64,6 +65,7 @@ type decision struct {
 	until   int64  // ms: the deadline in force (paused), 0 otherwise
 	reopen  int64  // requests the scope can use when it reopens, 0 unknown
 	probe   bool   // admitted as a probe: its response's budget is awaited
+	opens   int64  // µs: admitted as a learned window's probe (its instant, the answer's id); 0 not
 	seq     int64  // the admission's sequence number among those that spent the budget
 	spread  bool   // the line hands out slots one GCRA interval apart
 	limited bool   // limits (configured or learned) apply to the scope
@@ -127,6 +129,11 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 			deadline, why = bv.at, bv.why
 		}
 	}
+	if lim.learned {
+		if at := s.learn.earliest(p, now); at > max(deadline, now) {
+			deadline, why = at, reasonProbe
+		}
+	}
 	if deadline > now {
 		d.code, d.reason = paused, why
 		d.until = ceilMs(deadline)
@@ -174,6 +181,9 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	d.wait = at - now
 	for i, l := range lim.specs {
 		if lim.learned {
+			if s.learn.opens(l, p, &s.lwin, al, at) {
+				s.learn.probeAt, d.opens = at, at
+			}
 			s.learn.grow(l, p, &s.lwin, al, at)
 		}
 		lim.states[i].spend(l, p, al, now, at, cost)
@@ -244,6 +254,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	if u > 0 {
 		s.learn.align(now, u, prec)
 	}
+	s.learn.answer(o.opened)
 	return announce
 }
 

@@ -116,11 +116,12 @@ func (s budgetState) quiet(p params) bool {
 
 // observation is the budget a response advertised.
 type observation struct {
-	remaining int64 // -1: the response advertises no budget
+	remaining int64 // -1: the response advertises no budget; -2: no response seen (an answer only)
 	reset     int64 // µs until the budget is whole again, 0 unknown
 	limit     int64 // the quota's size, 0 unknown
 	prec      int64 // µs: the reset's precision
 	seq       int64 // of the request answered (decision.seq); 0 unknown
+	opened    int64 // µs: the request answered opened a learned window (decision.opens); 0 not
 }
 
 // observe records o at now. It returns the reset in force and its
@@ -128,7 +129,7 @@ type observation struct {
 // caches must forget it).
 func (s *budgetState) observe(now int64, o observation) (reset, prec int64, announce bool) {
 	if o.remaining < 0 {
-		if s.probeAt > 0 && !s.known {
+		if o.remaining == -1 && s.probeAt > 0 && !s.known {
 			s.silent, s.probeAt = true, 0
 			s.expires = now + learnTTL
 		}
@@ -204,7 +205,7 @@ local function budget_spend(B, v, cost)
 end
 local function budget_observe(B, rem, reset, limit, prec, seq)
   if rem < 0 then
-    if B.probeAt > 0 and not B.known then
+    if rem == -1 and B.probeAt > 0 and not B.known then
       B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
     end
     return 0, false

@@ -73,7 +73,10 @@ func diffEvents(r *rand.Rand, n int, real bool) []diffEvent {
 		case x < 70:
 			o := observation{remaining: int64(r.IntN(7)) - 1, limit: []int64{0, 5}[r.IntN(2)], prec: []int64{1000, 1_000_000}[r.IntN(2)], seq: int64(r.IntN(8))}
 			if silent {
-				o = observation{remaining: -1}
+				o = observation{remaining: -1 - int64(r.IntN(2))}
+			}
+			if r.IntN(2) == 0 {
+				o.opened = -1 // the learned window's probe in force, if any (see diffRun)
 			}
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
@@ -103,7 +106,8 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	ctx := context.Background()
 	st := &store{rdb: rdb, prefix: prefix, timeout: 5 * time.Second, maxPause: time.Hour}
 	k := scopeKeys(prefix, Scope{Provider: "diff", Account: "a"})
-	p := params{hold: (250 * time.Millisecond).Microseconds(), maxPause: time.Hour.Milliseconds(), probe: probe.Microseconds()}
+	p := params{hold: (250 * time.Millisecond).Microseconds(), maxPause: time.Hour.Milliseconds(), probe: probe.Microseconds(),
+		answer: answerTimeout(250 * time.Millisecond).Microseconds()}
 	for _, l := range ls {
 		p.limits = append(p.limits, specOf(l))
 	}
@@ -120,13 +124,16 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			now = a.nowMicros
 			d := m.admit(p, now, e.cost)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
-				probe: a.probe, seq: a.seq, spread: a.spread, limited: a.limited, cache: a.cacheable}
+				probe: a.probe, opens: a.opens, seq: a.seq, spread: a.spread, limited: a.limited, cache: a.cacheable}
 			if got != d {
 				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
 			}
 			seen[fmt.Sprintf("code %d reason %d", d.code, d.reason)]++
 			if d.probe {
 				seen["probe"]++
+			}
+			if d.opens > 0 {
+				seen["opens"]++
 			}
 			if l, ok := m.learn.spec(); ok {
 				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
@@ -142,8 +149,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
 			}
 		case 'o':
+			if e.obs.opened == -1 {
+				e.obs.opened = m.learn.probeAt
+			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel())
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened)
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
@@ -228,7 +238,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
-		refused: num(l["refused"]), expires: num(l["expires"])}
+		refused: num(l["refused"]), probeAt: num(l["probeAt"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
 	s.normalize(p, now)
 	return s
@@ -297,7 +307,7 @@ func TestDifferential(t *testing.T) {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
-					"code 2 reason 4", "code 2 reason 5", "probe", "learned limit 1", "learned limit 3"} {
+					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -25,6 +25,12 @@ package quotagate
 //   - A window spent whole without a refusal raises n: back to the most
 //     the scope was seen to get accepted in a window (best) at once, and
 //     beyond it by one, so a provider that grants more is found again.
+//   - The window after one spent whole opens with one request, its probe:
+//     the others wait for its answer (at most MaxHold and a second). An
+//     answer without a refusal aligns the windows to the probe (a provider
+//     that counts from its first request started its window then); a
+//     refusal says the provider's window has not ended: it realigns to the
+//     refusal's deadline, and n stays.
 //
 // Invariants: 1 ≤ n; 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
 // refused window got accepted, and one refusal-free window restores best;
@@ -46,7 +52,34 @@ type learnState struct {
 	alignAt, alignPrec  int64 // a window of the provider's ends at (µs, 0 none), read to (µs)
 	absorb              int64 // µs: refusals before it take one off n (0 none)
 	refused             int64 // µs: the last refusal that taught the scope
+	probeAt             int64 // µs: a window's probe went at, its answer awaited (0 none)
 	expires             int64 // µs: forgotten at (0: empty)
+}
+
+// earliest is when the learned limit lets an admission at now ask: after
+// the answer of a window's probe, or its timeout (0: now).
+func (s learnState) earliest(p params, now int64) int64 {
+	if s.probeAt > 0 && now < s.probeAt+p.answer {
+		return min(s.probeAt+p.answer, now+probePoll)
+	}
+	return 0
+}
+
+// opens reports whether an admission at at opens a window of l after one
+// spent whole: it goes alone, as the window's probe (see answer).
+func (s learnState) opens(l limitSpec, p params, w *windowState, al alignment, at int64) bool {
+	start, _ := w.window(l, p, al, at)
+	_, seen := w.counts[start]
+	return !seen && w.counts[start-l.per] >= l.n
+}
+
+// answer records that the probe sent at at was answered without a
+// refusal: the provider's window began with it (a provider counting from
+// its first request starts it then), so the windows align to it.
+func (s *learnState) answer(at int64) {
+	if at > 0 && s.probeAt == at {
+		s.alignAt, s.probeAt = at, 0
+	}
 }
 
 func (s learnState) spec() (limitSpec, bool) {
@@ -99,8 +132,12 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 		if now < s.absorb && s.limit > 1 {
 			s.limit--
 		}
+		if r.hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
+			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
+		}
 		return false
 	}
+	s.probeAt = 0
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
 		return false
@@ -125,6 +162,9 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	}
 	if s.since == 0 || s.since >= now {
 		return
+	}
+	if _, ok := s.spec(); ok && s.since+s.window <= now && D-s.since-s.window <= prec {
+		return // the window's end moved within the hint's precision: realign, keep n and w
 	}
 	w := D - s.since
 	if prec >= 1_000_000 {
@@ -162,6 +202,7 @@ local function learn_from(L, D, prec, lw)
     end
   end
   if L.since == 0 or L.since >= now_us then return end
+  if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
   local w = D - L.since
   if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
@@ -171,13 +212,28 @@ local function learn_refuse(L, D, hinted, prec, open, configured, lw)
   L.dirty = L.expires > 0 or hinted
   if not open then
     if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
+    if hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
     return false
   end
+  L.probeAt = 0
   if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
   L.expires = now_us + C.learnTTL
   if not configured then learn_from(L, D, prec, lw) end
   L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
   return true
+end
+local function learn_earliest(L)
+  if L.probeAt > 0 and now_us < L.probeAt + C.answer then
+    return math.min(L.probeAt + C.answer, now_us + C.probePoll)
+  end
+  return 0
+end
+local function learn_opens(L, l, at)
+  local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
+  return not l.counts[start] and (l.counts[start - l.per] or 0) >= l.n
+end
+local function learn_answer(L, at)
+  if at > 0 and L.probeAt == at then L.alignAt, L.probeAt, L.dirty = at, 0, true end
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true

@@ -65,6 +65,7 @@ type simEvent struct {
 	resp   bool // a response arrives (ok, hint); else the worker asks
 	ok     bool
 	hint   int64
+	opens  int64 // the request opened a learned window: answer it
 }
 
 type simQueue []simEvent
@@ -116,6 +117,9 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			if e.ok {
 				r.accepted++
 				r.end = e.at - t0
+				if e.opens > 0 {
+					m.observe(p, e.at, observation{remaining: -2, opened: e.opens})
+				}
 			} else {
 				started--
 				hint := (e.hint + 999_999) / 1_000_000 * 1000
@@ -173,7 +177,7 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 		}
 		send := e.at + d.wait
 		ok, wait := q.take(send + latency)
-		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait})
+		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait, opens: d.opens})
 	}
 	return r
 }
@@ -187,7 +191,7 @@ func ceilSecond(us int64) int64 { return (us + 999_999) / 1_000_000 * 1_000_000 
 // learning completes every poll, wastes no more than the plain shared
 // pause, and is not slower than it by more than 5% + 0.5 s.
 func TestModelLearningOnlyHelps(t *testing.T) {
-	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000}
+	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
 	for _, tc := range []struct {
 		name  string
 		quota func() simQuota
@@ -225,7 +229,7 @@ func TestModelSimTrace(t *testing.T) {
 	}
 	simTrace = t.Logf
 	defer func() { simTrace = nil }()
-	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000}
+	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
 	switch simTraceCase {
 	case "bucket":
 		simulate(p, &simBucket{per: 125_000, burst: 10}, 20, 200, 12_500, false)
@@ -234,4 +238,4 @@ func TestModelSimTrace(t *testing.T) {
 	}
 }
 
-var simTraceCase = "bucket"
+var simTraceCase = "first"

@@ -34,7 +34,7 @@ var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "p
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.
-var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "expires"}
+var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "probeAt", "expires"}
 
 // fieldOrigin names the origin of unaligned windows in a count hash.
 const fieldOrigin = "origin"

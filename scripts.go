@@ -92,7 +92,7 @@ func script(names []string, body string) *redis.Script {
 }
 
 // admitReply names the fields of the admission's reply (see decision).
-var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe", "seq", "spread", "limited", "cache", "now",
+var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe", "opens", "seq", "spread", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
 // admitScript is the admission of one task (scopeState.admit); with dry
@@ -102,17 +102,17 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe
 // KEYS[1] pause  KEYS[2] line  KEYS[3] budget  KEYS[4] learn  KEYS[5] lwin
 // KEYS[5+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
-// ARGV[5] dry (1: commit nothing)  ARGV[6] n, the number of configured
-// limits, then 3 values per limit: fixed (1) or GCRA (0), period or
-// interval µs, rate or burst
+// ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
+// timeout µs  ARGV[7] n, the number of configured limits, then 3 values
+// per limit: fixed (1) or GCRA (0), period or interval µs, rate or burst
 // returns: admitReply
 var admitScript = script(admitReply, luaAdmitBody)
 
 const luaAdmitBody = `
-local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[6])
-C.hold, C.maxPause, C.probe = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[7])
+C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
-local act = limits_args(5, 6, nlim)
+local act = limits_args(5, 7, nlim)
 local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
@@ -126,6 +126,7 @@ if nlim == 0 then
   bv = budget_earliest(B, cost)
   if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
 end
+if learned and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
 if deadline > now_us then
   r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
   if why == 'pause' then r.deadline = P end
@@ -141,6 +142,7 @@ end
 r.wait = at - now_us
 if dry then return reply(REPLY, r) end
 for _, l in ipairs(act) do
+  if learned and learn_opens(L, l, at) then L.probeAt, L.dirty, r.opens = at, true, at end
   if learned then learn_grow(L, l, at) end
   limit_spend(l, al, at, cost); limit_save(l)
 end
@@ -198,6 +200,8 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[1] remaining (-1: none advertised)  ARGV[2] reset µs (0 unknown)
 // ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
 // ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
+// ARGV[7] the learned window the answered request opened (its instant µs,
+// 0 none: see learnState.answer)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
@@ -206,10 +210,10 @@ local B = budget_load(KEYS[1])
 local prec = tonumber(ARGV[4])
 local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]))
 budget_save(B)
-if u > 0 then
-  local L = learn_load(KEYS[2])
-  learn_align(L, u, prec); learn_save(L)
-end
+local L = learn_load(KEYS[2])
+if u > 0 then learn_align(L, u, prec) end
+learn_answer(L, tonumber(ARGV[7]))
+learn_save(L)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `

@@ -29,6 +29,7 @@ type admission struct {
 	cacheable bool          // only a pause can stop the scope (see openCache)
 	limited   bool          // limits, configured or learned, apply
 	probe     bool          // a probe: its response's budget is awaited
+	opens     int64         // a learned window's probe: its instant, to answer (0 not)
 	seq       int64         // sequence number among the admissions that spent the budget (0 unknown)
 	spread    bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
 
@@ -64,7 +65,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 		dry = 1
 	}
 	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin},
-		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry})
+		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds()})
 	var v map[string]int64
 	var txt map[string]string
 	var err error
@@ -78,7 +79,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	}
 	a := admission{code: v["code"], reason: reasons[txt["reason"]], wait: time.Duration(v["wait"]) * time.Microsecond,
 		now: time.UnixMicro(v["now"]), reopen: v["reopen"], cacheable: v["cache"] == 1, limited: v["limited"] == 1,
-		probe: v["probe"] == 1, seq: v["seq"], spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
+		probe: v["probe"] == 1, opens: v["opens"], seq: v["seq"], spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
 	if v["deadline"] != 0 {
 		a.until = time.UnixMilli(v["deadline"])
 	}
@@ -94,6 +95,11 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	a.limitBacklog = time.Duration(v["backlog"]) * time.Microsecond
 	return a, nil
 }
+
+// answerTimeout is how long the peers of a learned window's probe wait for
+// its answer: as long as a worker may hold (MaxHold and one asynq tick); a
+// task slower than that to answer leaves the window open to the others.
+func answerTimeout(hold time.Duration) time.Duration { return hold + asynqTick }
 
 // refusalFacts is what a refusal tells the scope beyond its pause.
 type refusalFacts struct {
@@ -133,7 +139,7 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 // observe records an observation (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation) error {
 	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel())
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened)
 	return err
 }
 
