@@ -10,6 +10,13 @@
 //	go run ./example -redis redis://localhost:6379/0
 //	go run ./example -bench -runs 3 -redis redis://127.0.0.1:6390/0
 //	go run ./example -serve-carrier 127.0.0.1:8099 -model bucket -rate 8 -burst 10
+//	go run ./example -model gcra -rate 8 -burst 10 -dialect until-full
+//	go run ./example -bench -matrix -cells fixed/github,bucket/discord -runs 2
+//
+// -bench -matrix runs every provider shape × dialect cell of bench.go's
+// matrix (internal/sim's models and dialects) in the modes local, pause,
+// gate and gate+limit; -cells selects some. The carrier is internal/sim's
+// Server: -model picks its shape, -dialect how it speaks.
 //
 // -bench runs the issues' measurement instead of one table: every scenario
 // of bench.go (fixed window 40 per 5 s, token bucket 8/s burst 10, sliding
@@ -22,6 +29,7 @@
 // state (fresh carrier counters, its own asynq queue and gate key prefix):
 //
 //	local       asynq's wiki pattern: the refused task waits the hint, alone
+//	pause       the plain shared pause (pause.go; -bench default only)
 //	gate        quotagate: one refusal pauses the credential for every worker
 //	gate+limit  quotagate with Config.Limits at the carrier's quota
 //
@@ -42,7 +50,8 @@
 // second. -serve-carrier serves that carrier alone, for another job queue
 // to be measured against (serve.go).
 //
-// Files: carrier.go is the fake carrier and quota.go its quota models;
+// Files: carrier.go is the fake carrier (internal/sim's Server) and quota.go
+// maps the flags to its quota and dialect; pause.go is the baseline;
 // run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
 // behind the figures, report.go prints them; bench.go is -bench; ui.go
 // serves asynqmon.
