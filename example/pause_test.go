@@ -49,7 +49,7 @@ func TestPlainPause(t *testing.T) {
 	}{
 		{0, nil, 1, -1},
 		{100 * time.Millisecond, &quotagate.Refusal{Hint: 3 * time.Second}, 1, 3 * time.Second}, // deadline +3.1 s
-		{600 * time.Millisecond, nil, 0, 2500 * time.Millisecond},                                  // deferred before the handler
+		{600 * time.Millisecond, nil, 0, 2500 * time.Millisecond},                               // deferred before the handler
 		// A shorter hint does not move the deadline earlier (a refusal in flight).
 		{700 * time.Millisecond, &quotagate.Refusal{Hint: time.Second}, 0, 2400 * time.Millisecond},
 		{3100 * time.Millisecond, &quotagate.Refusal{Hint: time.Second}, 1, time.Second}, // open again, refused: +4.1 s

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -177,13 +178,13 @@ func TestServerDelayAndConcurrency(t *testing.T) {
 	// Concurrency 1: a request arriving while another sleeps is refused.
 	release := make(chan struct{})
 	inside := make(chan struct{})
+	var first atomic.Bool
 	c := NewServer(Config{
 		Quota: Quota{Shape: Concurrency, Rate: 1}, Dialect: d, Credentials: []string{"k"},
 		Sleep: func(ctx context.Context, _ time.Duration) {
-			select {
-			case inside <- struct{}{}:
+			if first.CompareAndSwap(false, true) { // the first request stays in flight
+				inside <- struct{}{}
 				<-release
-			default:
 			}
 		},
 	})
@@ -194,14 +195,14 @@ func TestServerDelayAndConcurrency(t *testing.T) {
 		c.ServeHTTP(w, r)
 		return w.Code
 	}
-	first := make(chan int)
-	go func() { first <- do() }()
+	firstCode := make(chan int)
+	go func() { firstCode <- do() }()
 	<-inside
 	if got := do(); got != 429 {
 		t.Errorf("second request while the first is in flight: %d, want 429", got)
 	}
 	close(release)
-	if got := <-first; got != 200 {
+	if got := <-firstCode; got != 200 {
 		t.Errorf("first request: %d, want 200", got)
 	}
 	if got := do(); got != 200 {
