@@ -101,8 +101,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // isRefusal reports whether resp refuses a request for quota.
 func isRefusal(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests ||
-		resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
+	return hint.IsRefusal(resp)
 }
 
 // Observe reads the budget a provider advertises on a response of scope s

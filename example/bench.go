@@ -9,50 +9,126 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
-// This file is -bench: the measurement of issues 8 and 9, every scenario in
-// every mode, printed as the issues' table.
+// This file is -bench: the measurement of issues 8 and 9 (the scenarios)
+// and of issue 15 (-matrix: every provider shape × dialect), every scenario
+// in every mode, printed as the issues' table.
 
-// A scenario is one provider of the benchmark.
+// A scenario is one provider of the benchmark: how it counts (a sim
+// quota) and how it speaks (a sim dialect).
 type scenario struct {
-	Name    string // for -scenarios and the JSON
-	Quota   quotaSpec
-	Headers bool // the carrier advertises its budget (-headers)
+	Name    string // for -scenarios, -cells and the JSON
+	Quota   sim.Quota
+	Dialect string // a sim dialect's name
 }
 
-// scenarios are the providers of the issues' table, at their quotas: a
-// fixed window of 40 per 5 s, a token bucket of 8/s with burst 10 (whose
-// refusals say "1 second"), a sliding window of 40 per 5 s whose refusals
-// always say the whole window while it reports its budget, and the first two
-// again with their budget in headers.
+// The quotas of the benchmark: a fixed window of 40 per 5 s, a token
+// bucket (and a GCRA) of 8/s with burst 10, and 5 requests in flight. With
+// 200 polls their ideals are 20 s, 23.75 s (GCRA 23.625 s, delayed
+// 24.875 s) and 39 latencies.
+var (
+	fixed40      = sim.Quota{Shape: sim.FixedClock, Rate: 40, Window: 5 * time.Second}
+	bucket8      = sim.Quota{Shape: sim.TokenBucket, Rate: 8, Burst: 10}
+	gcra8        = sim.Quota{Shape: sim.GCRA, Rate: 8, Burst: 10}
+	concurrency5 = sim.Quota{Shape: sim.Concurrency, Rate: 5}
+)
+
+func withShape(q sim.Quota, s sim.Shape) sim.Quota { q.Shape = s; return q }
+
+// scenarios are the providers of issues 8 and 9 (-bench without -matrix):
+// the fixed window and the bucket with their hint in prose, a sliding
+// window whose refusals always say the whole window while it reports its
+// budget (go-chi/httprate), and the first two again with their budget in
+// headers.
 var scenarios = []scenario{
-	{Name: "fixed", Quota: quotaSpec{Model: modelFixed, Rate: 40, Window: 5 * time.Second}},
-	{Name: "bucket", Quota: quotaSpec{Model: modelBucket, Rate: 8, Burst: 10}},
-	{Name: "sliding+headers", Quota: quotaSpec{Model: modelSliding, Rate: 40, Window: 5 * time.Second}, Headers: true},
-	{Name: "fixed+headers", Quota: quotaSpec{Model: modelFixed, Rate: 40, Window: 5 * time.Second}, Headers: true},
-	{Name: "bucket+headers", Quota: quotaSpec{Model: modelBucket, Rate: 8, Burst: 10}, Headers: true},
+	{Name: "fixed", Quota: fixed40, Dialect: "prose"},
+	{Name: "bucket", Quota: bucket8, Dialect: "prose"},
+	{Name: "sliding+headers", Quota: withShape(fixed40, sim.SlidingLog), Dialect: "httprate"},
+	{Name: "fixed+headers", Quota: fixed40, Dialect: "delta"},
+	{Name: "bucket+headers", Quota: bucket8, Dialect: "delta"},
+}
+
+// matrix is -bench -matrix: every shape of internal/sim at least once, each
+// with the dialects its kind of limiter typically speaks, and every dialect
+// at least once; a cell is named shape/dialect. With 200 polls at 20
+// workers:
+//
+//	fixed (40 per 5 s on the clock)    prose (the article's provider),
+//	                                   retry-after, retry-after-date,
+//	                                   github (403), github-429,
+//	                                   github-secondary (403 + retry-after),
+//	                                   x, epoch-floor (the reset rounded
+//	                                   down), ietf, reset-ms
+//	fixed-first (40 per 5 s from the   retry-after (INCR + EXPIRE),
+//	first request)                     epoch-floor (X-RateLimit-* only)
+//	bucket (8/s, burst 10)             prose, discord, delta
+//	gcra (8/s, burst 10, nodelay)      until-full (throttled), none (nginx)
+//	gcra-delay (nginx without nodelay) none
+//	sliding-log (40 per 5 s)           window (the whole window as hint)
+//	sliding-counter (40 per 5 s)       httprate
+//	concurrency (5 in flight)          retry-after
+//
+// Every cell runs every mode (-modes): local (asynq's wiki pattern), pause
+// (the plain shared pause, pause.go), gate (quotagate as shipped, nothing
+// configured), gate+limit (Config.Limits at the quota as documented:
+// configuredLimit), beside the quota's ideal. A mode gives up after
+// -timeout (90 s by default with -matrix); 21 cells × 4 modes take about
+// 30–40 minutes for one run.
+var matrix = []scenario{
+	{Quota: fixed40, Dialect: "prose"},
+	{Quota: fixed40, Dialect: "retry-after"},
+	{Quota: fixed40, Dialect: "retry-after-date"},
+	{Quota: fixed40, Dialect: "github"},
+	{Quota: fixed40, Dialect: "github-429"},
+	{Quota: fixed40, Dialect: "github-secondary"},
+	{Quota: fixed40, Dialect: "x"},
+	{Quota: fixed40, Dialect: "epoch-floor"},
+	{Quota: fixed40, Dialect: "ietf"},
+	{Quota: fixed40, Dialect: "reset-ms"},
+	{Quota: withShape(fixed40, sim.FixedFirst), Dialect: "retry-after"},
+	{Quota: withShape(fixed40, sim.FixedFirst), Dialect: "epoch-floor"},
+	{Quota: bucket8, Dialect: "prose"},
+	{Quota: bucket8, Dialect: "discord"},
+	{Quota: bucket8, Dialect: "delta"},
+	{Quota: gcra8, Dialect: "until-full"},
+	{Quota: gcra8, Dialect: "none"},
+	{Quota: withShape(gcra8, sim.GCRADelay), Dialect: "none"},
+	{Quota: withShape(fixed40, sim.SlidingLog), Dialect: "window"},
+	{Quota: withShape(fixed40, sim.SlidingCounter), Dialect: "httprate"},
+	{Quota: concurrency5, Dialect: "retry-after"},
+}
+
+func init() {
+	for i := range matrix {
+		matrix[i].Name = string(matrix[i].Quota.Shape) + "/" + matrix[i].Dialect
+	}
 }
 
 // title describes a scenario in the table.
 func (sc scenario) title() string {
-	if sc.Headers {
-		return sc.Quota.String() + "; budget in headers on every response"
-	}
-	return sc.Quota.String() + "; hint in prose only"
+	return sc.Quota.String() + "; " + mustDialect(sc.Dialect).Doc
 }
 
-func scenarioNames() string {
-	names := make([]string, len(scenarios))
-	for i, sc := range scenarios {
+func namesOf(list []scenario) string {
+	names := make([]string, len(list))
+	for i, sc := range list {
 		names[i] = sc.Name
 	}
 	return strings.Join(names, ",")
 }
 
-// selectScenarios returns the scenarios named in list, in their usual order.
-func selectScenarios(list string) ([]scenario, error) {
-	return selectNamed(list, scenarios, func(sc scenario) string { return sc.Name }, "scenario", scenarioNames())
+func scenarioNames() string { return namesOf(scenarios) }
+
+// selectScenarios returns the scenarios of all named in list, in their
+// usual order; "all" names every one.
+func selectScenarios(list string, all []scenario) ([]scenario, error) {
+	if list == "all" {
+		return all, nil
+	}
+	return selectNamed(list, all, func(sc scenario) string { return sc.Name }, "scenario", namesOf(all))
 }
 
 // benchResult is what the runs of one scenario measured, by mode.
@@ -74,9 +150,9 @@ func runBench(ctx context.Context, e env, o options, list []scenario, run []mode
 	for n := 1; n <= o.runs; n++ {
 		for i, sc := range list {
 			s := o.settings
-			s.quota, s.headers = sc.Quota, sc.Headers
+			s.quota, s.dialect = sc.Quota, mustDialect(sc.Dialect)
 			polls := workload(s.polls, s.free, s.seed)
-			results[i].ideal = s.quota.ideal(countAt(polls, constrained))
+			results[i].ideal = s.quota.IdealLatency(countAt(polls, constrained), s.latency)
 			for _, m := range run {
 				prog.setPrefix(fmt.Sprintf("%s #%d ", sc.Name, n))
 				f, err := runMode(ctx, e, fmt.Sprintf("%s.%d.%s", sc.Name, n, m.Name), m, s, polls, prog)
@@ -116,6 +192,7 @@ func countAt(polls []poll, c string) int {
 // modeHeads are the table's column heads.
 var modeHeads = map[string]string{
 	"local":      "local (asynq wiki pattern: each task waits its own hint)",
+	"pause":      "pause (the plain shared pause: the article's algorithm alone)",
 	"gate":       "gate, nothing configured",
 	"gate+limit": "gate+limit (configuredLimit)",
 }
@@ -128,20 +205,20 @@ func printBench(w io.Writer, o options, run []mode, results []benchResult) {
 	fmt.Fprintf(w, "%d polls (%d %s, %d %s without quota), %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d, %d run(s) each\n",
 		len(polls), nc, constrained, len(polls)-nc, free, o.workers, o.latency, o.delayedCheck, o.seed, o.runs)
 	fmt.Fprintln(w, "cells: requests per accepted poll, wall time (min–max over runs); wall time runs from the start of the quota's first window, on a whole second, to the last poll done")
-	fmt.Fprintf(w, "ideal: when the quota accepts the last of its %d polls if every request is sent at the earliest instant it accepts one (quotaSpec.ideal)\n\n", nc)
+	fmt.Fprintf(w, "ideal: when the quota answers the last of its %d polls if every request is sent at the earliest instant it accepts one (sim.Quota.IdealLatency)\n\n", nc)
 
-	fmt.Fprint(w, "| provider |")
+	fmt.Fprint(w, "| cell | provider |")
 	for _, m := range run {
 		fmt.Fprintf(w, " %s |", modeHeads[m.Name])
 	}
 	fmt.Fprintln(w, " the quota's ideal |")
-	fmt.Fprint(w, "|---|")
+	fmt.Fprint(w, "|---|---|")
 	for range run {
 		fmt.Fprint(w, "---|")
 	}
 	fmt.Fprintln(w, "---|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s |", r.sc.title())
+		fmt.Fprintf(w, "| %s | %s |", r.sc.Name, r.sc.title())
 		for _, m := range run {
 			fmt.Fprintf(w, " %s |", benchCell(r.byMode[m.Name]))
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotagate/quotagate"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
 // chromium returns the path of a Chromium to drive, skipping the test when
@@ -91,7 +92,8 @@ func TestBrowser(t *testing.T) {
 
 	gate := mode{Name: "gate", Gate: true}
 	s := settings{
-		quota:   quotaSpec{Model: "fixed", Rate: 5, Window: 40 * time.Second},
+		quota:   sim.Quota{Shape: sim.FixedClock, Rate: 5, Window: 40 * time.Second},
+		dialect: mustDialect("prose"),
 		polls:   30,
 		workers: 10,
 		seed:    1,

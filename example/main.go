@@ -10,6 +10,13 @@
 //	go run ./example -redis redis://localhost:6379/0
 //	go run ./example -bench -runs 3 -redis redis://127.0.0.1:6390/0
 //	go run ./example -serve-carrier 127.0.0.1:8099 -model bucket -rate 8 -burst 10
+//	go run ./example -model gcra -rate 8 -burst 10 -dialect until-full
+//	go run ./example -bench -matrix -cells fixed/github,bucket/discord -runs 2
+//
+// -bench -matrix runs every provider shape × dialect cell of bench.go's
+// matrix (internal/sim's models and dialects) in the modes local, pause,
+// gate and gate+limit; -cells selects some. The carrier is internal/sim's
+// Server: -model picks its shape, -dialect how it speaks.
 //
 // -bench runs the issues' measurement instead of one table: every scenario
 // of bench.go (fixed window 40 per 5 s, token bucket 8/s burst 10, sliding
@@ -22,6 +29,7 @@
 // state (fresh carrier counters, its own asynq queue and gate key prefix):
 //
 //	local       asynq's wiki pattern: the refused task waits the hint, alone
+//	pause       the plain shared pause (pause.go; -bench default only)
 //	gate        quotagate: one refusal pauses the credential for every worker
 //	gate+limit  quotagate with Config.Limits at the carrier's quota
 //
@@ -42,7 +50,8 @@
 // second. -serve-carrier serves that carrier alone, for another job queue
 // to be measured against (serve.go).
 //
-// Files: carrier.go is the fake carrier and quota.go its quota models;
+// Files: carrier.go is the fake carrier (internal/sim's Server) and quota.go
+// maps the flags to its quota and dialect; pause.go is the baseline;
 // run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
 // behind the figures, report.go prints them; bench.go is -bench; ui.go
 // serves asynqmon.
@@ -63,6 +72,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
 func main() {
@@ -82,7 +93,12 @@ type options struct {
 	bench     bool
 	runs      int
 	scenarios string
+	matrix    bool
+	cells     string
 	serve     string
+	model     string // -model, before shapeOf
+	dialect   string // -dialect; "": defaultDialect
+	headers   bool   // -headers
 }
 
 // The defaults that differ between the demo and -bench: the demo keeps
@@ -98,33 +114,40 @@ const (
 	benchDelayedCheck = time.Second
 	demoFree          = 15 // percent
 	benchFree         = 0
+	demoTimeout       = 3 * time.Minute
+	// 90 s: four times the slowest ideal of the matrix (24.9 s), so that a
+	// cell that stalls costs a minute and a half, not three.
+	matrixTimeout = 90 * time.Second
 )
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.quota.Model, "model", modelFixed, "the carrier's quota model: fixed (N requests per window), bucket (token bucket) or sliding (N in any window, hint: the whole window)")
-	fs.IntVar(&o.quota.Rate, "rate", 10, "fixed, sliding: requests per window; bucket: tokens per second")
-	fs.IntVar(&o.quota.Burst, "burst", 10, "bucket: its size")
+	fs.StringVar(&o.model, "model", "fixed", "the carrier's quota model: fixed (N requests per window), bucket (token bucket), sliding (N in any window), or any internal/sim shape: "+shapeNames())
+	fs.IntVar(&o.quota.Rate, "rate", 10, "fixed, sliding: requests per window; bucket, gcra: tokens per second; concurrency: requests in flight")
+	fs.IntVar(&o.quota.Burst, "burst", 10, "bucket: its size; gcra: nginx's burst (burst+1 at once)")
 	fs.DurationVar(&o.quota.Window, "window", time.Second, "fixed, sliding: the window's length")
-	fs.BoolVar(&o.headers, "headers", false, "the carrier advertises its budget on every response (X-RateLimit-Limit, -Remaining, -Reset in delta seconds) and sends Retry-After on 429")
+	fs.BoolVar(&o.headers, "headers", false, "the carrier advertises its budget on every response (X-RateLimit-Limit, -Remaining, -Reset in delta seconds) and sends Retry-After on 429: -dialect delta (sliding: httprate)")
+	fs.StringVar(&o.dialect, "dialect", "", "how the carrier speaks, an internal/sim dialect: "+dialectNames()+" (default prose; sliding: window; with -headers delta; sliding: httprate)")
 	fs.IntVar(&o.polls, "polls", 200, "tracking numbers to poll")
 	fs.IntVar(&o.free, "free", -1, fmt.Sprintf("percent of the polls at the carrier without quota (default %d, with -bench %d)", demoFree, benchFree))
 	fs.DurationVar(&o.delayedCheck, "delayed-check", 0, fmt.Sprintf("asynq DelayedTaskCheckInterval (default %v, with -bench %v)", demoDelayedCheck, benchDelayedCheck))
 	fs.IntVar(&o.workers, "workers", 20, "asynq Concurrency")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload and of the gate's jitter")
 	fs.DurationVar(&o.latency, "latency", 25*time.Millisecond, "the carriers' answer time")
-	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up a mode after this long")
+	fs.DurationVar(&o.timeout, "timeout", 0, fmt.Sprintf("give up a mode after this long (default %v, with -matrix %v)", demoTimeout, matrixTimeout))
 	fs.DurationVar(&o.hold, "hold", 0, "quotagate Tuning.MaxHold: longest in-process wait (0: the default; negative: never)")
 	fs.IntVar(&o.holders, "holders", 0, "quotagate Tuning.MaxHolders: workers per scope that may wait out a pause in-process (0: the default)")
-	fs.StringVar(&o.modes, "modes", "local,gate,gate+limit", "modes to run, comma-separated")
+	fs.StringVar(&o.modes, "modes", "", "modes to run, comma-separated: local, pause, gate, gate+limit (default local,gate,gate+limit; with -bench all four)")
 	fs.StringVar(&o.redis, "redis", "", "use this Redis (redis://host:port/db) instead of an embedded one")
 	fs.StringVar(&o.ui, "ui", "", "serve asynqmon (/), the gates' inspector (/quotagate/) and /metrics on this address (e.g. :8080) and keep serving until Ctrl-C; to see deferrals in the first seconds, run the gate mode alone on a long window: -ui :8080 -modes gate -window 10s -rate 30 -polls 100")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode (and run) per line) instead of the table")
 	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
 	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")
 	fs.StringVar(&o.scenarios, "scenarios", scenarioNames(), "-bench: scenarios to run, comma-separated")
+	fs.BoolVar(&o.matrix, "matrix", false, "-bench over every provider shape × dialect cell of bench.go's matrix (implies -bench; see -cells)")
+	fs.StringVar(&o.cells, "cells", "all", "-matrix: cells to run, comma-separated (shape/dialect, e.g. fixed/github,bucket/discord), or all")
 	fs.StringVar(&o.serve, "serve-carrier", "", "serve only the constrained carrier (-model, -rate, -burst, -window, -headers, -latency) on this address, for another queue to be measured against; see serve.go")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -132,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.bench = o.bench || o.matrix
 	if o.bench && o.serve != "" {
 		return o, errors.New("-serve-carrier does not go with -bench")
 	}
@@ -140,7 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		var conflict error
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "model", "rate", "burst", "window", "headers", "ui":
+			case "model", "rate", "burst", "window", "headers", "dialect", "ui":
 				conflict = fmt.Errorf("-%s does not go with -bench (the scenarios set the quota; see -scenarios)", f.Name)
 			}
 		})
@@ -150,9 +174,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.free = pick(o.free, -1, demoFree, benchFree, o.bench)
 	o.delayedCheck = pick(o.delayedCheck, 0, demoDelayedCheck, benchDelayedCheck, o.bench)
-	if err := o.quota.validate(); err != nil {
+	o.timeout = pick(o.timeout, 0, demoTimeout, matrixTimeout, o.matrix)
+	if o.modes == "" {
+		o.modes = pick("", "", "local,gate,gate+limit", "local,pause,gate,gate+limit", o.bench)
+	}
+	shape, err := shapeOf(o.model)
+	if err != nil {
 		return o, err
 	}
+	o.quota.Shape = shape
+	if err := o.quota.Validate(); err != nil {
+		return o, err
+	}
+	if o.dialect == "" {
+		o.dialect = defaultDialect(shape, o.headers)
+	}
+	d, ok := sim.DialectNamed(o.dialect)
+	if !ok {
+		return o, fmt.Errorf("-dialect %q: want one of %s", o.dialect, dialectNames())
+	}
+	o.settings.dialect = d
 	switch {
 	case o.polls < 1 || o.workers < 1:
 		return o, errors.New("-polls and -workers must be at least 1")
@@ -180,7 +221,7 @@ func pick[T comparable](v, unset, demo, bench T, isBench bool) T {
 
 // selectModes returns the modes named in list, in their usual order.
 func selectModes(list string) ([]mode, error) {
-	return selectNamed(list, modes, func(m mode) string { return m.Name }, "mode", "local, gate, gate+limit")
+	return selectNamed(list, modes, func(m mode) string { return m.Name }, "mode", "local, pause, gate, gate+limit")
 }
 
 // selectNamed returns the items of all named in the comma-separated list,
@@ -222,7 +263,11 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	}
 	var list []scenario
 	if o.bench {
-		if list, err = selectScenarios(o.scenarios); err != nil {
+		all, names := scenarios, o.scenarios
+		if o.matrix {
+			all, names = matrix, o.cells
+		}
+		if list, err = selectScenarios(names, all); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
 // TestModesEndToEnd runs a small workload through the three modes on
@@ -21,7 +23,8 @@ import (
 func TestModesEndToEnd(t *testing.T) {
 	e := miniEnv(t, "test")
 	s := settings{
-		quota:        quotaSpec{Model: "fixed", Rate: 10, Window: time.Second},
+		quota:        sim.Quota{Shape: sim.FixedClock, Rate: 10, Window: time.Second},
+		dialect:      mustDialect("prose"),
 		polls:        40,
 		free:         demoFree,
 		workers:      8,
@@ -116,6 +119,7 @@ func TestFlags(t *testing.T) {
 		{"-free", "101"}, {"-delayed-check", "-1s"}, {"-runs", "0"}, {"extra"},
 		{"-bench", "-model", "bucket"}, {"-bench", "-headers"}, {"-bench", "-scenarios", "fixed,leaky"},
 		{"-bench", "-scenarios", ","}, {"-bench", "-serve-carrier", "127.0.0.1:0"},
+		{"-dialect", "klingon"}, {"-bench", "-dialect", "github"}, {"-matrix", "-cells", "fixed/klingon"}, {"-model", "gcra", "-burst", "-1"},
 	} {
 		if err := realMain(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -154,8 +158,8 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := scenario{Name: "tiny", Quota: quotaSpec{Model: modelSliding, Rate: 10, Window: time.Second}, Headers: true}
-	run := []mode{modes[2]} // gate+limit: the quickest to finish
+	sc := scenario{Name: "tiny", Quota: sim.Quota{Shape: sim.SlidingLog, Rate: 10, Window: time.Second}, Dialect: "httprate"}
+	run := []mode{modeNamed(t, "gate+limit")} // the quickest to finish
 	var out bytes.Buffer
 	results, err := runBench(context.Background(), e, o, []scenario{sc}, run, &out, nil)
 	if err != nil {
@@ -181,7 +185,7 @@ func TestBench(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "| sliding window, 10 requests per 1s; budget in headers") || strings.Count(last, "×,") != 1 || !strings.HasSuffix(last, "| 2 s |") {
+	if !strings.HasPrefix(last, "| tiny | sliding log, 10 per 1s; go-chi/httprate") || strings.Count(last, "×,") != 1 || !strings.HasSuffix(last, "| 2 s |") {
 		t.Fatalf("table row %q", last)
 	}
 }
@@ -216,4 +220,16 @@ func miniEnv(t *testing.T, name string) env {
 		rdb:   rdb,
 		names: func(label string) (string, string) { return name + ":" + label, "qg" + name + ":" + label },
 	}
+}
+
+// modeNamed is the mode of that name.
+func modeNamed(t *testing.T, name string) mode {
+	t.Helper()
+	for _, m := range modes {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("no mode %q", name)
+	return mode{}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/internal/sim"
 	"github.com/quotagate/quotagate/tracking"
 )
 
@@ -126,14 +127,14 @@ func (r *run) instrument(next asynq.Handler) asynq.Handler {
 	})
 }
 
-// stampTransport adds enteredHeader to requests made on behalf of a task.
+// stampTransport adds sim.EnteredHeader to requests made on behalf of a task.
 type stampTransport struct{ base http.RoundTripper }
 
 // RoundTrip stamps req when it is made for a task, then sends it.
 func (s stampTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t, ok := req.Context().Value(enteredKey{}).(time.Time); ok {
 		req = req.Clone(req.Context())
-		req.Header.Set(enteredHeader, strconv.FormatInt(t.UnixNano(), 10))
+		req.Header.Set(sim.EnteredHeader, strconv.FormatInt(t.UnixNano(), 10))
 	}
 	return s.base.RoundTrip(req)
 }
@@ -171,14 +172,14 @@ func (r *resolver) Resolve(ctx context.Context, carrier, key string) (tracking.C
 
 // leaks counts the requests that arrived during a pause the gate had
 // recorded before their task entered the chain.
-func leaks(log []arrival, pauses []pauseRecord) int {
+func leaks(log []sim.Arrival, pauses []pauseRecord) int {
 	n := 0
 	for _, a := range log {
-		if a.entered.IsZero() {
+		if a.Entered.IsZero() {
 			continue
 		}
 		for _, p := range pauses {
-			if p.at.Before(a.entered) && a.at.Before(p.until) {
+			if p.at.Before(a.Entered) && a.At.Before(p.until) {
 				n++
 				break
 			}
@@ -205,7 +206,7 @@ func (r *run) figures(start time.Time, acme, swift *carrier) figures {
 		Held:        int(r.held.Load()),
 		HeldS:       seconds(time.Duration(r.heldNanos.Load())),
 		FreeDefer:   int(r.freeDefer.Load()),
-		Ideal:       r.s.quota.ideal(a.Accepted),
+		Ideal:       r.s.quota.IdealLatency(a.Accepted, r.s.latency),
 	}
 	end := time.Now()
 	if f.Completed == r.total {

@@ -53,12 +53,8 @@ func printTable(w io.Writer, s settings, polls []poll, all []figures) {
 			nFree++
 		}
 	}
-	advertised := ""
-	if s.headers {
-		advertised = ", budget in headers"
-	}
-	fmt.Fprintf(w, "carrier %s: %s per credential%s; carrier %s: no quota; carrier latency %v\n",
-		constrained, s.quota, advertised, free, s.latency)
+	fmt.Fprintf(w, "carrier %s: %s per credential, dialect %s; carrier %s: no quota; carrier latency %v\n",
+		constrained, s.quota, s.dialect.Name, free, s.latency)
 	fmt.Fprintf(w, "workload: %d polls (%d %s, %d %s), %d workers, seed %d\n\n",
 		len(polls), len(polls)-nFree, constrained, nFree, free, s.workers, s.seed)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/internal/sim"
 	"github.com/quotagate/quotagate/tracking"
 )
 
@@ -21,6 +22,7 @@ type mode struct {
 	Name  string
 	Gate  bool // quotagate Middleware + RetryDelay + IsFailure
 	Limit bool // Config.Limits set at the carrier's real quota
+	Pause bool // the plain shared pause (pause.go) instead of the gate
 }
 
 // modes run in this order, each on fresh state.
@@ -29,6 +31,10 @@ var modes = []mode{
 	// carrying the hint, IsFailure says it is not a failure, and the
 	// RetryDelayFunc delays that task only. Nothing is shared.
 	{Name: "local"},
+	// pause is the reference article's algorithm alone (pause.go): a
+	// shared deadline in Redis, checked before the handler; nothing
+	// learned or observed. The floor quotagate must never fall below.
+	{Name: "pause", Pause: true},
 	// gate shares the refusal: the first 429 pauses the credential for all
 	// workers, which defer (or briefly hold) instead of sending.
 	{Name: "gate", Gate: true},
@@ -90,8 +96,8 @@ type env struct {
 
 // settings are the flags a run depends on.
 type settings struct {
-	quota   quotaSpec
-	headers bool // the constrained carrier advertises its budget (-headers)
+	quota   sim.Quota
+	dialect sim.Dialect // how the constrained carrier speaks (-dialect, -headers)
 	polls   int
 	free    int // percent of the polls at the carrier without quota
 	workers int
@@ -128,7 +134,7 @@ func runMode(ctx context.Context, e env, label string, m mode, s settings, polls
 	// carrier's windows with it, as a provider's windows follow the clock.
 	// Fresh carriers: fresh quota and counters.
 	start := time.Now().Truncate(time.Second).Add(time.Second)
-	acme := newCarrier(constrained, carrierOptions{quota: &s.quota, latency: s.latency, headers: s.headers, origin: start}, acmeCredential)
+	acme := newCarrier(constrained, carrierOptions{quota: &s.quota, dialect: s.dialect, latency: s.latency, origin: start}, acmeCredential)
 	defer acme.Close()
 	swift := newCarrier(free, carrierOptions{latency: s.latency}, swiftCredential)
 	defer swift.Close()
@@ -198,8 +204,8 @@ func (r *run) server(e env, queue, prefix string, resolve func(http.RoundTripper
 			Logger: slog.New(slog.DiscardHandler),
 			Tuning: quotagate.Tuning{MaxHold: r.s.hold, MaxHolders: r.s.holders},
 		}
-		if r.mode.Limit {
-			gcfg.Limits = map[string][]quotagate.Limit{constrained: {configuredLimit(r.s.quota)}}
+		if l, ok := configuredLimit(r.s.quota); ok && r.mode.Limit {
+			gcfg.Limits = map[string][]quotagate.Limit{constrained: {l}}
 		}
 		g := quotagate.New(e.rdb, gcfg)
 		closeGate = func() { g.Close() }
@@ -211,6 +217,11 @@ func (r *run) server(e env, queue, prefix string, resolve func(http.RoundTripper
 		rt = g.Transport(base)
 		cfg.IsFailure = quotagate.IsFailure
 		cfg.RetryDelayFunc = g.RetryDelay(nil)
+	} else if r.mode.Pause {
+		p := plainPause{rdb: e.rdb, prefix: prefix}
+		mux.Use(p.middleware)
+		cfg.IsFailure = pauseIsFailure
+		cfg.RetryDelayFunc = pauseRetryDelay
 	} else {
 		cfg.IsFailure = localIsFailure
 		cfg.RetryDelayFunc = localRetryDelay
@@ -300,22 +311,4 @@ func localRetryDelay(n int, err error, t *asynq.Task) time.Duration {
 		return ref.Hint
 	}
 	return asynq.DefaultRetryDelayFunc(n, err, t)
-}
-
-// configuredLimit is the gate's Limit at the carrier's real quota, the one
-// place the gate+limit mode's limit is chosen.
-func configuredLimit(q quotaSpec) quotagate.Limit {
-	switch q.Model {
-	case modelBucket:
-		// A token bucket is its rate per second with its burst.
-		return quotagate.PerSecond(q.Rate, q.Burst)
-	case modelFixed:
-		// The provider's own model: N per window W, spent as each window
-		// opens, aligned to the provider's reset once a hint or a reset
-		// header tells where its windows end.
-		return quotagate.FixedWindow(q.Rate, q.Window)
-	}
-	// A sliding window of N per W admits N at once, but then nothing for a
-	// whole W: of the GCRA's settings only burst 1 never exceeds it.
-	return quotagate.Limit{Rate: q.Rate, Period: q.Window, Burst: 1}
 }

@@ -21,17 +21,13 @@ import (
 //
 // It serves until ctx ends.
 func serveCarrier(ctx context.Context, addr string, s settings, stdout io.Writer) error {
-	c := makeCarrier(constrained, carrierOptions{quota: &s.quota, latency: s.latency, headers: s.headers}, time.Now, acmeCredential)
+	c := makeCarrier(constrained, carrierOptions{quota: &s.quota, dialect: s.dialect, latency: s.latency}, time.Now, acmeCredential)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: controlled(c), ReadHeaderTimeout: 10 * time.Second}
-	advertised := ""
-	if s.headers {
-		advertised = ", budget in headers"
-	}
-	fmt.Fprintf(stdout, "carrier %s (%s per credential%s, latency %v) on http://%s\n", constrained, s.quota, advertised, s.latency, ln.Addr())
+	fmt.Fprintf(stdout, "carrier %s (%s per credential, dialect %s, latency %v) on http://%s\n", constrained, s.quota, s.dialect.Name, s.latency, ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

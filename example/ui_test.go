@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
 // scrapeCounter reads one sample of a counter from a /metrics endpoint; ok
@@ -65,7 +67,8 @@ func TestUIMetricsDuringRun(t *testing.T) {
 	defer u.stop()
 
 	s := settings{
-		quota:   quotaSpec{Model: "fixed", Rate: 5, Window: 3 * time.Second},
+		quota:   sim.Quota{Shape: sim.FixedClock, Rate: 5, Window: 3 * time.Second},
+		dialect: mustDialect("prose"),
 		polls:   40,
 		workers: 16,
 		seed:    1,
@@ -157,7 +160,7 @@ func TestUIInspectorRoutes(t *testing.T) {
 		t.Errorf("inspector of a mode not started: %d, want 404", code)
 	}
 	// What run.go's server does for a gated mode.
-	r := &run{mode: mode{Name: "gate+limit", Gate: true, Limit: true}, s: settings{workers: 1, quota: quotaSpec{Model: "fixed", Rate: 1, Window: time.Second}}}
+	r := &run{mode: mode{Name: "gate+limit", Gate: true, Limit: true}, s: settings{workers: 1, quota: sim.Quota{Shape: sim.FixedClock, Rate: 1, Window: time.Second}}}
 	srv, mux, closeGate := r.server(e, "q", "qgtest:routes", nil, nil)
 	if err := srv.Start(mux); err != nil { // asynq releases its Redis client only on the Shutdown of a started server
 		t.Fatal(err)

@@ -115,7 +115,9 @@ func TestBudgetDecoysAndAbsurdValues(t *testing.T) {
 		{name: "Shopify garbage", header: []string{"X-Shopify-Shop-Api-Call-Limit", "41/40"}},
 
 		// Absurd resets are unknown, the count stays.
-		{name: "reset over ten years", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "315360001"}, want: hint.Budget{Remaining: 5}, ok: true},
+		{name: "reset over ten years", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset-After", "315360001"}, want: hint.Budget{Remaining: 5}, ok: true},
+		{name: "reset above an hour: milliseconds", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "4200"}, want: hint.Budget{Remaining: 5, Reset: 4200 * time.Millisecond}, ok: true},
+		{name: "reset equal to Date", header: []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(0)}, want: hint.Budget{Remaining: 0, Reset: time.Second}, ok: true},
 		{name: "reset in the past", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", epoch(-s)}, want: hint.Budget{Remaining: 5}, ok: true},
 		{name: "negative reset", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "-30"}, want: hint.Budget{Remaining: 5}, ok: true},
 		{name: "reset 1e12 with exponent", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1e12"}, want: hint.Budget{Remaining: 5}, ok: true},

@@ -26,7 +26,12 @@
 //	                         for X-RateLimit-Reset
 //	X-RateLimit-Reset-After  delta seconds, fraction allowed (Discord)
 //	X-RateLimit-Reset        >= 1e12: Unix epoch milliseconds; >= 1e9: Unix
-//	                         epoch seconds (GitHub); smaller: delta seconds;
+//	                         epoch seconds (GitHub); smaller: delta seconds,
+//	                         or, for a whole number above 3600 (no sane
+//	                         delta in seconds), delta milliseconds; an
+//	                         epoch or instant equal to Date or less than a
+//	                         second before it (a reset rounded down) is a
+//	                         wait of a second;
 //	                         "6m0s", "20ms": a duration; an ISO 8601 instant
 //	                         (Atlassian "2024-07-22T06:23Z", Vimeo) or an
 //	                         HTTP-date

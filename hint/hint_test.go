@@ -232,8 +232,13 @@ func TestHeaders(t *testing.T) {
 		// X-RateLimit-Reset-After (Discord) and X-RateLimit-Reset.
 		{name: "X-RateLimit-Reset-After", header: []string{"X-RateLimit-Reset-After", "1.2"}, want: 2 * time.Second},
 		{name: "X-RateLimit-Reset delta", header: []string{"X-RateLimit-Reset", "30"}, want: 30 * time.Second},
-		{name: "X-RateLimit-Reset largest delta", header: []string{"X-RateLimit-Reset", "315360000"}, want: tenYears},
-		{name: "X-RateLimit-Reset delta below 1e9 over ten years", header: []string{"X-RateLimit-Reset", "999999999"}},
+		// Above an hour of "seconds", a delta is milliseconds (maxSaneResetSeconds).
+		{name: "X-RateLimit-Reset an hour", header: []string{"X-RateLimit-Reset", "3600"}, want: time.Hour},
+		{name: "X-RateLimit-Reset ms above an hour", header: []string{"X-RateLimit-Reset", "3601"}, want: 3601 * time.Millisecond},
+		{name: "X-RateLimit-Reset ms of a minute's window", header: []string{"X-RateLimit-Reset", "59987"}, want: 59987 * time.Millisecond},
+		{name: "X-RateLimit-Reset largest number below 1e9: ms", header: []string{"X-RateLimit-Reset", "999999999"}, want: 999999999 * time.Millisecond},
+		{name: "RateLimit-Reset ms", header: []string{"RateLimit-Reset", "4200"}, want: 4200 * time.Millisecond},
+		{name: "X-RateLimit-Reset fraction above an hour stays seconds", header: []string{"X-RateLimit-Reset", "3600.5"}, want: time.Hour + time.Second},
 		{name: "X-RateLimit-Reset epoch seconds", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, want: 60 * time.Second},
 		{name: "X-RateLimit-Reset epoch seconds with fraction", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix()+60) + ".25"}, want: 61 * time.Second},
 		{name: "X-RateLimit-Reset epoch ms", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() + 1500)}, want: 1500 * time.Millisecond},
@@ -241,7 +246,13 @@ func TestHeaders(t *testing.T) {
 		{name: "X-RateLimit-Reset epoch against Date header", header: []string{"Date", httpDate(t0), "X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, now: t0.Add(time.Hour), want: 60 * time.Second},
 		{name: "X-RateLimit-Reset epoch against sub-second now", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 60)}, now: t0.Add(300 * time.Millisecond), want: 60 * time.Second},
 		{name: "X-RateLimit-Reset epoch past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix() - 1)}},
-		{name: "X-RateLimit-Reset epoch ms past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() - 1)}},
+		{name: "X-RateLimit-Reset epoch ms 1 s past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() - 1000)}},
+		// A reset that has just passed (rounded down to the second, or
+		// equal to Date) is a wait of at most a second, not no hint.
+		{name: "X-RateLimit-Reset epoch equal to now", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.Unix())}, want: time.Second},
+		{name: "X-RateLimit-Reset epoch ms just past", header: []string{"X-RateLimit-Reset", fmt.Sprint(t0.UnixMilli() - 1)}, want: time.Second},
+		{name: "X-RateLimit-Reset epoch equal to Date", header: []string{"Date", t0.Add(time.Hour).Format(http.TimeFormat), "X-RateLimit-Reset", fmt.Sprint(t0.Add(time.Hour).Unix())}, want: time.Second},
+		{name: "X-Rate-Limit-Reset epoch equal to now", header: []string{"X-Rate-Limit-Reset", fmt.Sprint(t0.Unix())}, want: time.Second},
 		{name: "X-RateLimit-Reset exponent", header: []string{"X-RateLimit-Reset", "1e12"}},
 		{name: "X-RateLimit-Reset epoch seconds past year 2262", header: []string{"X-RateLimit-Reset", "999999999999"}},
 		{name: "X-RateLimit-Reset overflowing epoch", header: []string{"X-RateLimit-Reset", "99999999999999999999"}},

@@ -153,3 +153,9 @@ func fracTimes(frac string, unit int64) int64 {
 	}
 	return acc
 }
+
+// greaterThan reports whether d > n (n ≥ 0).
+func (d decimal) greaterThan(n int64) bool {
+	v, ok := d.scale(1, n+1)
+	return !ok || v > n
+}

@@ -166,6 +166,37 @@ func resetIn(v string, unit time.Duration, ref time.Time) (time.Duration, bool) 
 	if !ok {
 		return 0, false
 	}
+	return untilReset(t, ref, gran)
+}
+
+// maxSaneResetSeconds is the longest delta a reset counted in seconds is
+// taken to be. A number of "seconds" above an hour under a name that carries
+// seconds is read as milliseconds: a limiter that writes its reset as a
+// delta counts windows of seconds to minutes (Reddit's 600 s, throttled's
+// and Envoy's "until the bucket is full"), while windows of hours and days
+// are stated as instants (GitHub, X, Twitch: epoch seconds); a limiter
+// that writes milliseconds under such a name (a 60 s window's "59987")
+// would otherwise pause its scope for 16 hours. Smaller values stay
+// seconds: 1500 under X-RateLimit-Reset is 25 minutes, not 1.5 s, and a
+// misread millisecond count of at most an hour is corrected by the
+// provider's next answer. Epoch milliseconds (13 digits) are read as
+// such whatever the name.
+const maxSaneResetSeconds = 3600
+
+// justPassed bounds how far before the response's Date (or now) a reset
+// may lie, exclusive, and still be a wait, of a second: a reset written in whole seconds
+// and rounded down (the end of a window at 12:00:07.5 written as
+// 12:00:07) equals Date while the window is still closed for up to a
+// second. An older reset has passed: no hint.
+const justPassed = time.Second
+
+// untilReset is the time from ref to the reset instant t, rounded up to
+// gran; a reset equal to ref or less than justPassed before it is a wait
+// of a second (at most a second, never "no hint").
+func untilReset(t, ref time.Time, gran time.Duration) (time.Duration, bool) {
+	if d := t.Sub(ref); d <= 0 && d > -justPassed {
+		return time.Second, true
+	}
 	return until(t, ref, gran)
 }
 
@@ -180,13 +211,17 @@ func resetNumber(d decimal, v string, unit time.Duration, ref time.Time) (time.D
 		if !ok {
 			return 0, false
 		}
-		return until(time.Unix(0, ns), ref, time.Millisecond)
+		return untilReset(time.Unix(0, ns), ref, time.Millisecond)
 	case intDigits >= 10 && unit == time.Second: // >= 1e9: epoch seconds
 		ns, ok := d.scale(int64(time.Second), 1<<63-1)
 		if !ok {
 			return 0, false
 		}
-		return until(time.Unix(0, ns), ref, time.Second)
+		return untilReset(time.Unix(0, ns), ref, time.Second)
+	case unit == time.Second && d.exp >= 0 && !d.greaterThan(maxSaneResetSeconds):
+		return delta(v, unit, false)
+	case unit == time.Second && d.exp >= 0: // a whole number above an hour: milliseconds
+		return delta(v, time.Millisecond, false)
 	}
 	return delta(v, unit, false)
 }

@@ -156,8 +156,7 @@ func (c *HTTPClient) Track(ctx context.Context, number string) (Result, error) {
 		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
 	}
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests,
-		resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+	case hint.IsRefusal(resp):
 		wait, _ := hint.From(resp, body) // 0 when unreadable: the gate's fallback applies
 		return Result{}, &quotagate.Refusal{Hint: wait, Err: apiErr}
 	case resp.StatusCode == http.StatusNotFound:

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// A Model is how a limiter counts one credential's requests. Its methods
+// take the clock as an argument; successive calls must not go back in time.
+// A Model is not safe for concurrent use.
+type Model interface {
+	// Take decides on the request arriving at now and spends it when it
+	// is accepted.
+	Take(now time.Time) Decision
+	// State is the quota as the limiter knows it at now, for its dialect.
+	State(now time.Time) State
+	// Release ends an accepted request at now. Only a concurrency limit
+	// counts it; the others ignore it.
+	Release(now time.Time)
+}
+
+// Decision is a model's answer to one request.
+type Decision struct {
+	// OK reports whether the request is accepted.
+	OK bool
+	// Wait is, for a refusal, the exact time from its arrival until a
+	// request would be accepted if nothing else arrived meanwhile; 0 when
+	// the model cannot know (a concurrency limit: it depends on when the
+	// requests in flight end).
+	Wait time.Duration
+	// Delay is, for an accepted request, how long the server holds it
+	// before answering (gcra-delay); 0 for the other shapes.
+	Delay time.Duration
+}
+
+// State is a quota's state as a limiter advertises it.
+type State struct {
+	// Limit is the quota's size: requests per window, a bucket's size, the
+	// requests allowed in flight.
+	Limit int
+	// Remaining is how many requests would be accepted now, one after
+	// another.
+	Remaining int
+	// Reset is how long until Remaining next grows: the end of the window
+	// (fixed, sliding-counter), until the oldest request leaves the window
+	// (sliding-log), until the next token (bucket, gcra); 0 when nothing
+	// is spent, or unknown (concurrency).
+	Reset time.Duration
+	// Full is how long until the quota is whole again: the end of the
+	// window, until the bucket is full, until the newest request leaves the
+	// log; 0 when it is whole.
+	Full time.Duration
+	// Window is the quota's policy window: W for windows, the time a bucket
+	// takes to refill from empty; 0 for a concurrency limit.
+	Window time.Duration
+}
+
+// Shape names a way of counting (see the package documentation).
+type Shape string
+
+// The shapes.
+const (
+	FixedClock     Shape = "fixed"
+	FixedFirst     Shape = "fixed-first"
+	TokenBucket    Shape = "bucket"
+	SlidingLog     Shape = "sliding-log"
+	SlidingCounter Shape = "sliding-counter"
+	GCRA           Shape = "gcra"
+	GCRADelay      Shape = "gcra-delay"
+	Concurrency    Shape = "concurrency"
+)
+
+// Shapes lists every shape, in the order of the package documentation.
+var Shapes = []Shape{FixedClock, FixedFirst, TokenBucket, SlidingLog, SlidingCounter, GCRA, GCRADelay, Concurrency}
+
+// Quota is the quota a provider enforces per credential.
+type Quota struct {
+	Shape Shape
+	// Rate is: windows (fixed, fixed-first, sliding-*): requests per
+	// Window; bucket and gcra*: tokens per second; concurrency: requests in
+	// flight.
+	Rate int
+	// Burst is: bucket: its size; gcra*: nginx's burst, the requests
+	// allowed beyond the rate (Burst+1 at once).
+	Burst int
+	// Window is the length of a window (fixed, fixed-first, sliding-*).
+	Window time.Duration
+}
+
+// Validate reports a quota that cannot be simulated.
+func (q Quota) Validate() error {
+	switch {
+	case !q.known():
+		return fmt.Errorf("sim: unknown shape %q", q.Shape)
+	case q.Rate < 1:
+		return fmt.Errorf("sim: rate %d: want at least 1", q.Rate)
+	case q.Shape == TokenBucket && q.Burst < 1:
+		return fmt.Errorf("sim: burst %d: want at least 1", q.Burst)
+	case (q.Shape == GCRA || q.Shape == GCRADelay) && q.Burst < 0:
+		return fmt.Errorf("sim: burst %d: want at least 0", q.Burst)
+	case q.windowed() && q.Window < time.Millisecond:
+		return fmt.Errorf("sim: window %v: want at least 1ms", q.Window)
+	}
+	return nil
+}
+
+func (q Quota) known() bool {
+	for _, s := range Shapes {
+		if s == q.Shape {
+			return true
+		}
+	}
+	return false
+}
+
+// windowed reports whether the shape counts in windows of q.Window.
+func (q Quota) windowed() bool {
+	switch q.Shape {
+	case FixedClock, FixedFirst, SlidingLog, SlidingCounter:
+		return true
+	}
+	return false
+}
+
+// interval is the time one token takes to refill (bucket, gcra*).
+func (q Quota) interval() time.Duration { return time.Second / time.Duration(q.Rate) }
+
+// String describes the quota in a table's words.
+func (q Quota) String() string {
+	switch q.Shape {
+	case TokenBucket:
+		return fmt.Sprintf("token bucket, %d tokens/s, burst %d", q.Rate, q.Burst)
+	case GCRA:
+		return fmt.Sprintf("GCRA, %d/s, burst %d, nodelay", q.Rate, q.Burst)
+	case GCRADelay:
+		return fmt.Sprintf("GCRA, %d/s, burst %d, delayed", q.Rate, q.Burst)
+	case Concurrency:
+		return fmt.Sprintf("concurrency, %d in flight", q.Rate)
+	case FixedFirst:
+		return fmt.Sprintf("fixed window from the first request, %d per %v", q.Rate, q.Window)
+	case SlidingLog:
+		return fmt.Sprintf("sliding log, %d per %v", q.Rate, q.Window)
+	case SlidingCounter:
+		return fmt.Sprintf("sliding window counter, %d per %v", q.Rate, q.Window)
+	}
+	return fmt.Sprintf("fixed window, %d per %v", q.Rate, q.Window)
+}
+
+// New returns a fresh model of q. The windows of fixed and
+// sliding-counter start at origin + k·Window (the clock's windows when
+// origin is a whole multiple of Window since the epoch); the other shapes
+// do not depend on an origin: buckets start full, logs empty, fixed-first
+// with no window. New panics on a quota that does not Validate.
+func (q Quota) New(origin time.Time) Model {
+	if err := q.Validate(); err != nil {
+		panic(err)
+	}
+	switch q.Shape {
+	case FixedFirst:
+		return &fixedFirst{n: q.Rate, w: q.Window}
+	case TokenBucket:
+		return &bucket{interval: q.interval(), burst: q.Burst}
+	case GCRA:
+		return &bucket{interval: q.interval(), burst: q.Burst + 1}
+	case GCRADelay:
+		return &bucket{interval: q.interval(), burst: q.Burst + 1, delay: true}
+	case SlidingLog:
+		return &slidingLog{n: q.Rate, w: q.Window}
+	case SlidingCounter:
+		return &slidingCounter{n: q.Rate, w: q.Window, origin: origin}
+	case Concurrency:
+		return &concurrency{n: q.Rate}
+	}
+	return &fixedClock{n: q.Rate, w: q.Window, origin: origin}
+}
+
+// Ideal is the least time the quota allows from the start of its first
+// window until the last of accepted requests is answered (its arrival plus
+// the server's Delay, latency aside), all sent greedily: every request at
+// the earliest instant the model accepts one (after a refusal, its exact
+// Wait). That is, with P requests:
+//
+//	fixed, fixed-first, sliding-log:  (⌈P/N⌉ − 1) · W
+//	bucket:                           max(0, P − b) / r
+//	gcra:                             max(0, P − b − 1) / r
+//	gcra-delay:                       (P − 1) / r    (each answered in turn)
+//	concurrency:                      0              (see IdealLatency)
+//
+// With 200 requests: 40 per 5 s gives 20 s, a bucket of 8/s burst 10
+// 23.75 s, a GCRA of 8/s burst 10 23.625 s.
+func (q Quota) Ideal(accepted int) time.Duration { return q.IdealLatency(accepted, 0) }
+
+// IdealLatency is Ideal when every accepted request stays in flight for
+// latency: only a concurrency limit depends on it, whose ideal is
+// (⌈P/N⌉ − 1) · latency.
+func (q Quota) IdealLatency(accepted int, latency time.Duration) time.Duration {
+	if q.Shape == Concurrency {
+		if accepted <= 0 {
+			return 0
+		}
+		return time.Duration((accepted+q.Rate-1)/q.Rate-1) * latency
+	}
+	origin := time.Unix(0, 0)
+	m, t, last := q.New(origin), origin, origin
+	for n := 0; n < accepted; {
+		d := m.Take(t)
+		if !d.OK {
+			t = t.Add(d.Wait)
+			continue
+		}
+		n++
+		if end := t.Add(d.Delay); end.After(last) {
+			last = end
+		}
+	}
+	return last.Sub(origin)
+}
