@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,6 +67,9 @@ type verdict struct {
 //     and forwards it within its DelayedTaskCheckInterval, so the task is
 //     back, and holding, before the deadline whenever that interval is at
 //     most maxHold (the example runs it at 100 ms; asynq's default is 5 s).
+//   - limited by the learned limit, its next window within maxHold + one
+//     asynq tick: as a short pause (it reserves no slot ahead: the holders
+//     ask again as the window opens).
 //   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
@@ -86,18 +90,16 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	if a.limited && (a.spread || a.code == limited) {
+	learnedSoon := a.code == limited && a.reason == reasonLearned && a.wait <= reopenHold
+	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
 	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until}
-	if a.code == limited {
-		d.Reason, d.Deadline = publicReason(a.reason), time.Time{}
-		if a.reason != reasonLearned || a.wait > reopenHold {
-			return verdict{act: deferTask, wait: wait, deferral: d}
-		}
-		// The learned limit's next window, within a hold: ask again when
-		// it opens (it reserves no slot), as at the end of a pause.
+	if a.code == limited && !learnedSoon {
+		return verdict{act: deferTask, wait: wait, deferral: d}
 	}
+	// A short pause, or the learned limit's next window within a hold (it
+	// reserves no slot: ask again when it opens).
 	if a.wait <= reopenHold {
 		holders := p.maxHolders
 		if a.reopen > 0 {
@@ -152,4 +154,47 @@ func (h *holders) release(k string) {
 	if h.n[k]--; h.n[k] <= 0 {
 		delete(h.n, k)
 	}
+}
+
+// uncounted counts, per scope, the admissions this process made from its
+// open cache, which no script saw: the next round trip of the scope (an
+// admission or a refusal) reports them, so what the scope learns counts
+// every request it sent (see learnState.report). A count is removed when
+// taken, and given back when its round trip fails; past maxUncounted
+// scopes the counts are dropped (a scope's learning then undercounts,
+// which its next refusal-free window corrects).
+type uncounted struct {
+	m sync.Map // pause key → *atomic.Int64
+	n atomic.Int64
+}
+
+// maxUncounted bounds the scopes with counts waiting for a round trip:
+// far more than a process admits from its cache between two of their
+// round trips, few enough to be nothing in memory.
+const maxUncounted = 10_000
+
+func (c *uncounted) add(k string, n int64) {
+	if n <= 0 {
+		return
+	}
+	v, ok := c.m.Load(k)
+	if !ok {
+		if c.n.Load() >= maxUncounted {
+			c.m.Clear()
+			c.n.Store(0)
+		}
+		var loaded bool
+		if v, loaded = c.m.LoadOrStore(k, new(atomic.Int64)); !loaded {
+			c.n.Add(1)
+		}
+	}
+	v.(*atomic.Int64).Add(n)
+}
+
+func (c *uncounted) take(k string) int64 {
+	if v, ok := c.m.LoadAndDelete(k); ok {
+		c.n.Add(-1)
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
 }

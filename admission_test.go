@@ -16,6 +16,11 @@ func TestDecide(t *testing.T) {
 	pausedFor := func(wait, deadline time.Duration) admission {
 		return admission{code: paused, wait: wait, until: at(deadline), now: now}
 	}
+	pausedForReason := func(wait, deadline time.Duration, r reason) admission {
+		a := pausedFor(wait, deadline)
+		a.reason = r
+		return a
+	}
 	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != admitted; return a }
 	withWindow := func(a admission) admission { a.limited = true; return a } // fixed windows: no spread
 	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
@@ -49,9 +54,12 @@ func TestDecide(t *testing.T) {
 		{"paused with a limit: slot after the deadline, woken maxHold early", withLimit(pausedFor(12*time.Second, 10*time.Second)), plain, 0.5, deferTask, 10500 * ms, 0, 10500 * ms, ReasonPaused},
 		{"paused with a limit: never before the deadline", withLimit(pausedFor(10200*ms, 10*time.Second)), plain, 0.5, deferTask, 10 * time.Second, 0, 10 * time.Second, ReasonPaused},
 		{"paused with fixed windows only: wake early, as without a limit", withWindow(pausedFor(9*time.Second, 9*time.Second)), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonPaused},
-		{"limited: slot woken maxHold early", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"limited: slot woken maxHold early", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"learned window within a hold: hold a place, ask again as it opens", reopening(withWindow(admission{code: limited, reason: reasonLearned, wait: 800 * ms, now: now}), 5), plain, 0.5, holdPause, 800 * ms, 5, 800 * ms, ReasonLearned},
+		{"learned window beyond a hold: deferred, woken maxHold early", withWindow(admission{code: limited, reason: reasonLearned, wait: 4 * time.Second, now: now}), plain, 0.5, deferTask, 2500 * ms, 0, 2500 * ms, ReasonLearned},
+		{"spent budget: deferred to its reset, woken early to hold", pausedForReason(9*time.Second, 9*time.Second, reasonBudget), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonBudget},
 		{"last attempt: hold a long pause (with jitter)", pausedFor(9*time.Second, 9*time.Second), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0, 0},
-		{"last attempt: hold a limited slot", withLimit(admission{code: limited, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
+		{"last attempt: hold a limited slot", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
 	} {
 		v := decide(tc.a, tc.p, tc.u)
 		if v.act != tc.act || v.wait != tc.wait || v.act == holdPause && v.holders != tc.holders {

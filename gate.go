@@ -186,13 +186,15 @@ func (c Config) withDefaults() Config {
 // A missing, expired or malformed record means open. When Redis cannot answer
 // within StoreTimeout the gate fails open (logged) unless FailClosed is set.
 type Gate struct {
-	cfg      Config
-	store    store
-	open     *openCache
-	holders  holders
-	metrics  *metrics
-	observed atomic.Bool // Transport or Observe is in use: responses teach the budget
-	silent   sync.Map    // pause key → when its provider last advertised no budget
+	cfg         Config
+	store       store
+	open        *openCache
+	holders     holders
+	uncounted   uncounted
+	metrics     *metrics
+	observed    atomic.Bool   // Transport or Observe is in use: responses teach the budget
+	silent      sync.Map      // pause key → when its provider last advertised no budget
+	silentNotes atomic.Uint64 // notes taken in silent (see rememberSilent)
 
 	// The worker's clock and the jitter's randomness. The clock only aligns
 	// asynq's whole-second retry times, ages open-cache entries and dates a

@@ -56,11 +56,26 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			ta.unspent.Store(true)
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			var r *Refusal
+			if !errors.As(err, &r) && ta.refused.Load() == nil {
+				g.answer(ctx, s, ta)
+			}
 			if errors.As(err, &r) {
 				err = g.refused(ctx, s, err, r.Hint, ta)
 			}
 			return at.settle(err)
 		})
+	}
+}
+
+// answer tells the scope that the task whose admission opened a learned
+// window was not refused (unless its Transport told it already): the
+// provider's window began with it (see learnState.answer).
+func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
+	if ta.grant.opens == 0 || !ta.answered.CompareAndSwap(false, true) {
+		return
+	}
+	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, observation{remaining: -2, opened: ta.grant.opens}); err != nil {
+		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 	}
 }
 
@@ -98,6 +113,7 @@ func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) erro
 type grant struct {
 	probe bool
 	seq   int64 // 0: not known (no admission in Redis: the open cache)
+	opens int64 // µs: it opens a learned window; its answer aligns the windows (0 not)
 }
 
 // admission is admit, also returning the grant. It is the loop around
@@ -106,14 +122,17 @@ type grant struct {
 func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
+		g.uncounted.add(k.pause, int64(cost))
 		g.metrics.admission(s.Provider, outcomeAdmitted)
 		return gr, nil
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
 	for {
 		gen := g.open.begin()
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe()})
+		counts := g.uncounted.take(k.pause)
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts})
 		if err != nil {
+			g.uncounted.add(k.pause, counts)
 			if ctx.Err() != nil {
 				return gr, ctx.Err()
 			}
@@ -126,7 +145,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 				g.open.remember(k.pause, gen)
 			}
 			g.metrics.admission(s.Provider, outcomeAdmitted)
-			return grant{probe: a.probe, seq: a.seq}, sleep(ctx, v.wait)
+			return grant{probe: a.probe, seq: a.seq, opens: a.opens}, sleep(ctx, v.wait)
 		case holdPause:
 			if !g.holders.acquire(k.pause, v.holders) {
 				return gr, g.deferred(s, v.deferral)

@@ -194,8 +194,18 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 			s.learn.count(at, cost)
 		}
 	}
-	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && s.learn.since == 0
+	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p)
 	return d
+}
+
+// report adds n admissions no script counted (an open cache's) to what the
+// scope learns (see learnState.report). The scripts apply it first, in the
+// round trip of the next admission or refusal; it changes no verdict.
+func (s *scopeState) report(p params, now, n int64) {
+	s.normalize(p, now)
+	if len(p.limits) == 0 {
+		s.learn.report(now, n)
+	}
 }
 
 // reopen is how many requests the scope can use at once when it reopens:

@@ -33,6 +33,7 @@ var diffConfigs = [][]Limit{
 type diffEvent struct {
 	kind    byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time
 	cost    int64
+	counts  int64 // admissions no script counted, reported first
 	pause   int64 // ms
 	hinted  bool
 	prec    int64 // µs
@@ -64,9 +65,10 @@ func diffEvents(r *rand.Rand, n int, real bool) []diffEvent {
 		var e diffEvent
 		switch x := r.IntN(100); {
 		case x < 45:
-			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8)}
+			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8), counts: int64(max(r.IntN(10)-6, 0))}
 		case x < 55:
-			e = diffEvent{kind: 'r', pause: 1000 + int64(r.IntN(4000)), hinted: r.IntN(3) > 0, prec: []int64{1000, 1_000_000}[r.IntN(2)]}
+			e = diffEvent{kind: 'r', pause: 1000 + int64(r.IntN(4000)), hinted: r.IntN(3) > 0, prec: []int64{1000, 1_000_000}[r.IntN(2)],
+				counts: int64(max(r.IntN(10)-6, 0))}
 			if silent && r.IntN(2) == 0 { // a window's reset, as such a provider hints it
 				e.pause, e.hinted, e.prec = hintMs, true, 1_000_000
 			}
@@ -117,11 +119,12 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 		var now int64
 		switch e.kind {
 		case 'a':
-			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe})
+			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts})
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = a.nowMicros
+			m.report(p, now, e.counts)
 			d := m.admit(p, now, e.cost)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, spread: a.spread, limited: a.limited, cache: a.cacheable}
@@ -144,6 +147,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = v["now"]
+			m.report(p, now, e.counts)
 			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec})
 			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
@@ -192,7 +196,7 @@ func refuseArgs(st *store, ls []Limit, e diffEvent) []any {
 	if e.hinted {
 		hinted = 1
 	}
-	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel()})
+	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts})
 	return args
 }
 

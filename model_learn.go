@@ -107,6 +107,20 @@ func (s *learnState) count(at, cost int64) {
 	}
 }
 
+// report adds n admissions that no script counted (a gate admitted them
+// from its open cache) to the cycle they belong to: the one in progress,
+// or, while the scope is paused by the refusal that closed a cycle, that
+// cycle (they were sent before it closed), whose n they raise.
+func (s *learnState) report(now, n int64) {
+	switch {
+	case n <= 0:
+	case now < s.absorb:
+		s.limit += n
+	case s.since > 0 && now >= s.since:
+		s.admits += n
+	}
+}
+
 // grow raises n when the learned window of at is the first admission of
 // a window that follows one spent whole without a refusal.
 func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, at int64) {
@@ -185,6 +199,11 @@ local function learn_count(L, at, cost)
   end
   if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
 end
+local function learn_report(L, n)
+  if n <= 0 then return end
+  if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
+  elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
+end
 local function learn_grow(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
   if l.counts[start] or (l.counts[start - l.per] or 0) < L.limit or L.refused >= start - l.per then return end
@@ -261,5 +280,6 @@ local function learn_save(L)
   for _, f in ipairs(learnFields) do args[#args + 1] = f; args[#args + 1] = num(L[f]) end
   redis.call('HSET', L.key, unpack(args))
   redis.call('PEXPIREAT', L.key, math.ceil(L.expires / 1000) + C.margin)
+  L.dirty = false
 end
 `

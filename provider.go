@@ -102,6 +102,7 @@ type taskAdmission struct {
 	mustHold bool
 	grant    grant // what the admission tells the first request's response
 	refused  atomic.Pointer[Pause]
+	answered atomic.Bool // the learned window its grant opened was answered
 }
 
 type scopeCtxKey struct{}

@@ -68,8 +68,10 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 		facts.precision = time.Second // "try again in 5 seconds": read to the second
 	}
 	g.open.forget(k.pause) // before the round trip: this worker stops at once
+	facts.counts = g.uncounted.take(k.pause)
 	until, rem, moved, err := g.store.pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, g.limitsOf(s)...)
 	if err != nil {
+		g.uncounted.add(k.pause, facts.counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false

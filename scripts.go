@@ -103,16 +103,18 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe
 // KEYS[5+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
-// timeout µs  ARGV[7] n, the number of configured limits, then 3 values
-// per limit: fixed (1) or GCRA (0), period or interval µs, rate or burst
+// timeout µs  ARGV[7] admissions no script counted (scopeState.report)
+// ARGV[8] n, the number of configured limits, then 3 values per limit:
+// fixed (1) or GCRA (0), period or interval µs, rate or burst
 // returns: admitReply
 var admitScript = script(admitReply, luaAdmitBody)
 
 const luaAdmitBody = `
-local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[7])
+local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[8])
 C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
-local act = limits_args(5, 7, nlim)
+if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
+local act = limits_args(5, 8, nlim)
 local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
@@ -149,9 +151,10 @@ end
 if nlim == 0 then
   r.probe, r.seq = budget_spend(B, bv, cost)
   if not B.known then learn_count(L, at, cost) end
-  budget_save(B); learn_save(L)
+  budget_save(B)
 end
-r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and L.since == 0
+if not dry then learn_save(L) end
+r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
 return reply(REPLY, r)
 `
 
@@ -165,21 +168,23 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // KEYS[1] pause  KEYS[2] budget  KEYS[3] learn  KEYS[4] lwin
 // KEYS[4+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1)
-// ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] n, then the
-// limits as for admitScript
+// ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
+// script counted (scopeState.report)  ARGV[7] n, then the limits as for
+// admitScript
 // returns: refuseReply
 var refuseScript = script(refuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
-local nlim = tonumber(ARGV[6])
+local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
 local deadline = pause_refuse(KEYS[1], P, tonumber(ARGV[1]))
 redis.call('PUBLISH', ARGV[5], KEYS[1])
 local B = budget_load(KEYS[2])
 budget_refuse(B); budget_save(B)
-for _, l in ipairs(limits_args(4, 6, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(4, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[3])
+if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
 if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then

@@ -16,6 +16,7 @@ type admitRequest struct {
 	hold   time.Duration
 	probe  time.Duration // a probe's timeout (0: responses are not observed)
 	dry    bool          // commit nothing: what would an admission say (State)
+	counts int64         // admissions no script counted (the open cache's), reported first
 }
 
 // admission is the decision of admitScript, with Redis TIME.
@@ -65,7 +66,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 		dry = 1
 	}
 	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin},
-		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds()})
+		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts})
 	var v map[string]int64
 	var txt map[string]string
 	var err error
@@ -105,6 +106,7 @@ func answerTimeout(hold time.Duration) time.Duration { return hold + asynqTick }
 type refusalFacts struct {
 	hinted    bool          // the provider gave a wait: the pause ends at its window's reset
 	precision time.Duration // of that wait: a second when read in whole seconds
+	counts    int64         // admissions no script counted (the open cache's), reported first
 }
 
 // pause records a pause of d (clamped by the caller) under the limits ls
@@ -117,7 +119,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 		hinted = 1
 	}
 	ks, args := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin},
-		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel()})
+		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
 	v, _, err := s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
 	if err != nil {
 		return time.Time{}, 0, false, err

@@ -62,7 +62,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		k = scopeKeys(t.g.cfg.Prefix, sc.scope)
 	}
-	if sc.task != nil && sc.task.unspent.CompareAndSwap(true, false) {
+	taskGrant := sc.task != nil && sc.task.unspent.CompareAndSwap(true, false)
+	if taskGrant {
 		gr = sc.task.grant
 	} else {
 		err := sc.scope.Validate()
@@ -80,8 +81,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe)
-	if !isRefusal(resp) {
+	refused := isRefusal(resp)
+	opened := int64(0) // the response answers the request that opened a learned window
+	if !refused && gr.opens > 0 && (!taskGrant || sc.task.answered.CompareAndSwap(false, true)) {
+		opened = gr.opens
+	}
+	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe || opened > 0, opened)
+	if !refused {
 		return resp, nil
 	}
 	var prefix []byte
@@ -130,7 +136,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
-	if err := g.observe(ctx, s, k, resp, gr, report); err != nil {
+	if err := g.observe(ctx, s, k, resp, gr, report, 0); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -147,6 +153,28 @@ func resetPrecision(reset time.Duration) time.Duration {
 	return time.Second
 }
 
+// rememberSilent notes that the scope of pause key k advertised no budget
+// now. The notes are pruned of those older than silentFor every
+// silentPrune notes, so a gate that meets many accounts keeps a bounded
+// map (accounts are unbounded).
+func (g *Gate) rememberSilent(k string) {
+	now := g.now()
+	g.silent.Store(k, now)
+	if g.silentNotes.Add(1)%silentPrune == 0 {
+		g.silent.Range(func(key, at any) bool {
+			if now.Sub(at.(time.Time)) >= silentFor {
+				g.silent.Delete(key)
+			}
+			return true
+		})
+	}
+}
+
+// silentPrune is how many notes a gate takes between two prunings of its
+// silent scopes: a walk of the map per thousand responses costs nothing
+// beside the responses.
+const silentPrune = 1000
+
 // silentFor is how long a gate remembers that a scope's provider advertised
 // no budget before it tells Redis again (which ends a first-contact probe).
 const silentFor = 10 * time.Minute
@@ -155,16 +183,16 @@ const silentFor = 10 * time.Minute
 // nothing is recorded only when report is set: it answers a first contact's
 // probe (the scope's peers wait for it), or Observe has not told Redis in a
 // while.
-func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool) error {
-	o := observation{remaining: -1, seq: gr.seq}
+func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool, opened int64) error {
+	o := observation{remaining: -1, seq: gr.seq, opened: opened}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
 		o = observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq}
+			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened}
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil
 	} else {
-		g.silent.Store(k.pause, g.now())
+		g.rememberSilent(k.pause)
 	}
 	err := g.store.observe(context.WithoutCancel(ctx), k, o)
 	if err != nil {
