@@ -302,7 +302,7 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	return g.pause(ctx, s, scopeKeys(g.cfg.Prefix, s), d, refusalFacts{})
+	return g.pause(ctx, s, scopeKeys(g.cfg.Prefix, s), d, refusalFacts{operator: true})
 }
 
 // pause is Pause for a valid scope s whose keys are k.

@@ -68,6 +68,7 @@ type decision struct {
 	opens   int64  // µs: admitted as a learned window's probe (its instant, the answer's id); 0 not
 	seq     int64  // the admission's sequence number among those that spent the budget
 	spread  bool   // the line hands out slots one GCRA interval apart
+	byOp    bool   // paused by an operator (Gate.Pause), not a refusal
 	limited bool   // limits (configured or learned) apply to the scope
 	cache   bool   // nothing but a pause can stop the scope (see openCache)
 }
@@ -139,7 +140,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 		d.until = ceilMs(deadline)
 		d.wait = deadline - now
 		if why == reasonPause {
-			d.until = s.pause.untilMs
+			d.until, d.byOp = s.pause.untilMs, s.pause.operator
 		}
 		if len(lim.specs) > 0 {
 			inc := lim.interval(cost)
@@ -237,6 +238,8 @@ type refusal struct {
 	pause  int64 // ms, already clamped to [MinPause, MaxPause]
 	hinted bool  // the provider said how long: the pause ends at its window's reset
 	prec   int64 // µs: the hint's precision (a second when read in whole seconds)
+	// operator: Gate.Pause, not a provider (it teaches nothing either)
+	operator bool
 }
 
 // refuse records a refusal (or Gate.Pause, which is an unhinted refusal
@@ -246,7 +249,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	s.normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
-	deadline = s.pause.refuse(now, r.pause)
+	deadline = s.pause.refuse(now, r.pause, r.operator)
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)
 	}

@@ -9,6 +9,7 @@ import (
 // named in one place for Go and Lua alike.
 //
 //	<prefix>:{<provider>:<account>}:pause    the pause deadline, Unix ms (string; expires at it)
+//	<prefix>:{<provider>:<account>}:pauseby  "operator" while Gate.Pause moved the deadline last (expires with it)
 //	<prefix>:{<provider>:<account>}:line     the reopening line's next slot, Unix µs (string)
 //	<prefix>:{<provider>:<account>}:tat      the first limit's state: GCRA TAT, Unix µs (string)
 //	<prefix>:{<provider>:<account>}:win      ... or, for a fixed window, its counts (hash)
@@ -43,8 +44,8 @@ const fieldOrigin = "origin"
 // hash tag built from the scope, so multi-key scripts stay Redis Cluster
 // safe, while different scopes spread over slots.
 type keys struct {
-	base                                      string
-	pause, tat, line, budget, learn, learnWin string
+	base                                               string
+	pause, pauseBy, tat, line, budget, learn, learnWin string
 }
 
 var (
@@ -54,7 +55,7 @@ var (
 
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
-	return keys{base: base, pause: base + "pause", tat: base + "tat", line: base + "line",
+	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
 		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin"}
 }
 

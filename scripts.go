@@ -92,7 +92,7 @@ func script(names []string, body string) *redis.Script {
 }
 
 // admitReply names the fields of the admission's reply (see decision).
-var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe", "opens", "seq", "spread", "limited", "cache", "now",
+var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
 // admitScript is the admission of one task (scopeState.admit); with dry
@@ -100,7 +100,7 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "reopen", "probe
 // the scope keeps (Gate.State).
 //
 // KEYS[1] pause  KEYS[2] line  KEYS[3] budget  KEYS[4] learn  KEYS[5] lwin
-// KEYS[5+i] the state of the i-th configured limit
+// KEYS[6] pauseby  KEYS[6+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
@@ -114,7 +114,7 @@ local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[8])
 C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
 if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
-local act = limits_args(5, 8, nlim)
+local act = limits_args(6, 8, nlim)
 local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
@@ -131,7 +131,7 @@ end
 if learned and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
 if deadline > now_us then
   r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
-  if why == 'pause' then r.deadline = P end
+  if why == 'pause' then r.deadline, r.byOperator = P, pause_by(KEYS[6]) end
   if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
   return reply(REPLY, r)
 end
@@ -165,9 +165,10 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // and announces the scope's pause key on the gate's channel, so that open
 // caches forget it.
 //
-// KEYS[1] pause  KEYS[2] budget  KEYS[3] learn  KEYS[4] lwin
-// KEYS[4+i] the state of the i-th configured limit
-// ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1)
+// KEYS[1] pause  KEYS[2] budget  KEYS[3] learn  KEYS[4] lwin  KEYS[5] pauseby
+// KEYS[5+i] the state of the i-th configured limit
+// ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
+// operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
 // script counted (scopeState.report)  ARGV[7] n, then the limits as for
 // admitScript
@@ -178,11 +179,11 @@ const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
-local deadline = pause_refuse(KEYS[1], P, tonumber(ARGV[1]))
+local deadline = pause_refuse(KEYS[1], KEYS[5], P, tonumber(ARGV[1]), ARGV[3] == '2')
 redis.call('PUBLISH', ARGV[5], KEYS[1])
 local B = budget_load(KEYS[2])
 budget_refuse(B); budget_save(B)
-for _, l in ipairs(limits_args(4, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(5, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[3])
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}

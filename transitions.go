@@ -21,18 +21,19 @@ type admitRequest struct {
 
 // admission is the decision of admitScript, with Redis TIME.
 type admission struct {
-	code      int64         // admitted, paused or limited
-	reason    reason        // why not admitted at once
-	wait      time.Duration // see decision
-	until     time.Time     // the deadline in force (paused), zero otherwise
-	now       time.Time     // Redis TIME of the decision
-	reopen    int64         // requests the scope can use when it reopens, 0 unknown
-	cacheable bool          // only a pause can stop the scope (see openCache)
-	limited   bool          // limits, configured or learned, apply
-	probe     bool          // a probe: its response's budget is awaited
-	opens     int64         // a learned window's probe: its instant, to answer (0 not)
-	seq       int64         // sequence number among the admissions that spent the budget (0 unknown)
-	spread    bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
+	code       int64         // admitted, paused or limited
+	reason     reason        // why not admitted at once
+	wait       time.Duration // see decision
+	until      time.Time     // the deadline in force (paused), zero otherwise
+	now        time.Time     // Redis TIME of the decision
+	reopen     int64         // requests the scope can use when it reopens, 0 unknown
+	cacheable  bool          // only a pause can stop the scope (see openCache)
+	limited    bool          // limits, configured or learned, apply
+	probe      bool          // a probe: its response's budget is awaited
+	opens      int64         // a learned window's probe: its instant, to answer (0 not)
+	seq        int64         // sequence number among the admissions that spent the budget (0 unknown)
+	spread     bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
+	byOperator bool          // the pause was set by Gate.Pause
 
 	// What the scope keeps, for State.
 	budget        *Budget
@@ -65,7 +66,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	if r.dry {
 		dry = 1
 	}
-	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin},
+	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin, k.pauseBy},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts})
 	var v map[string]int64
 	var txt map[string]string
@@ -80,7 +81,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	}
 	a := admission{code: v["code"], reason: reasons[txt["reason"]], wait: time.Duration(v["wait"]) * time.Microsecond,
 		now: time.UnixMicro(v["now"]), reopen: v["reopen"], cacheable: v["cache"] == 1, limited: v["limited"] == 1,
-		probe: v["probe"] == 1, opens: v["opens"], seq: v["seq"], spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
+		probe: v["probe"] == 1, opens: v["opens"], seq: v["seq"], byOperator: v["byOperator"] == 1, spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
 	if v["deadline"] != 0 {
 		a.until = time.UnixMilli(v["deadline"])
 	}
@@ -107,6 +108,7 @@ type refusalFacts struct {
 	hinted    bool          // the provider gave a wait: the pause ends at its window's reset
 	precision time.Duration // of that wait: a second when read in whole seconds
 	counts    int64         // admissions no script counted (the open cache's), reported first
+	operator  bool          // Gate.Pause: an operator's pause, which teaches nothing
 }
 
 // pause records a pause of d (clamped by the caller) under the limits ls
@@ -118,7 +120,10 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.hinted {
 		hinted = 1
 	}
-	ks, args := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin},
+	if r.operator {
+		hinted = 2
+	}
+	ks, args := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin, k.pauseBy},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
 	v, _, err := s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
 	if err != nil {
@@ -151,7 +156,7 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 // resume deletes every record that holds the scope back (scopeState.resume):
 // its pause, line, budget, learned windows and the state of its limits.
 func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
-	del := []string{k.pause, k.line, k.budget, k.learnWin}
+	del := []string{k.pause, k.pauseBy, k.line, k.budget, k.learnWin}
 	for i, l := range ls {
 		del = append(del, k.limit(i, l))
 	}

@@ -322,7 +322,7 @@ func TestTransportLearnsTheAdvertisedBudget(t *testing.T) {
 	}
 	_, err = get(t, c, ctx, srv.URL)
 	var d *Deferral
-	if !errors.As(err, &d) || d.Reason != ReasonPaused || !d.Deadline.Equal(st.Budget.Reset) {
+	if !errors.As(err, &d) || d.Reason != ReasonBudget || !d.Deadline.Equal(st.Budget.Reset) {
 		t.Errorf("third request: %v; want a deferral until the budget's reset %v", err, st.Budget.Reset)
 	}
 	if n := hits.Load(); n != 2 {

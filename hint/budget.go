@@ -23,9 +23,10 @@ type Budget struct {
 
 	// Reset is how long until the quota refills, measured from the
 	// response (against its Date header when valid, else the now given to
-	// BudgetFrom), rounded up as hints are; 0 when not advertised, already
-	// past, or longer than 10 years (an absurd value is ignored, not
-	// trusted).
+	// BudgetFrom), rounded up as hints are, except a delta written with a
+	// fraction (Discord's X-RateLimit-Reset-After), kept to the millisecond;
+	// 0 when not advertised, already past, or longer than 10 years (an
+	// absurd value is ignored, not trusted).
 	Reset time.Duration
 
 	// Window is the quota's window when the provider advertises its policy
@@ -124,6 +125,9 @@ func (ps policies) tightest() (Budget, bool) {
 		return Budget{}, false
 	}
 	b := Budget{Remaining: best.remaining, Reset: best.reset, Window: best.window}
+	if best.exact > 0 && best.exact <= best.reset {
+		b.Reset = best.exact
+	}
 	if best.limit > 0 && best.limit >= best.remaining {
 		b.Limit = best.limit
 	}

@@ -50,10 +50,11 @@ func TestBudgetProviders(t *testing.T) {
 			want: hint.Budget{Limit: 900, Remaining: 899, Reset: 900 * s}, ok: true},
 		{name: "Okta", header: []string{"X-Rate-Limit-Limit", "600", "X-Rate-Limit-Remaining", "0", "X-Rate-Limit-Reset", epoch(45 * s)},
 			want: hint.Budget{Limit: 600, Remaining: 0, Reset: 45 * s}, ok: true},
-		// Discord: Reset-After (fractional seconds) preferred to the epoch
+		// Discord: Reset-After (fractional seconds, kept to the millisecond:
+		// a budget's reset is as precise as written) preferred to the epoch
 		// with fractions; bucket and scope are not counts.
 		{name: "Discord", header: []string{"X-RateLimit-Limit", "5", "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", epoch(time.Hour) + ".123", "X-RateLimit-Reset-After", "1.2", "X-RateLimit-Bucket", "abcd1234", "X-RateLimit-Scope", "user"},
-			want: hint.Budget{Limit: 5, Remaining: 1, Reset: 2 * s}, ok: true},
+			want: hint.Budget{Limit: 5, Remaining: 1, Reset: 1200 * time.Millisecond}, ok: true},
 		{name: "Discord epoch with fraction", header: []string{"X-RateLimit-Limit", "5", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(60*s) + ".25"},
 			want: hint.Budget{Limit: 5, Remaining: 0, Reset: 61 * s}, ok: true},
 		{name: "epoch milliseconds", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", epochMs(1500 * time.Millisecond)},

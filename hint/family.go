@@ -32,6 +32,7 @@ import (
 type policy struct {
 	limit, remaining, used int64
 	reset                  time.Duration // until the quota refills, from the response
+	exact                  time.Duration // reset as precisely as written, when it had a fraction (a budget's, see fraction)
 	resetRank              int           // how directly reset was read: lower wins
 	window                 time.Duration // the quota's window
 }
@@ -182,6 +183,9 @@ func (p *policy) read(f fieldName, v string, ref time.Time) {
 		}
 	case roleResetAfter:
 		p.setReset(rankDelta)(deltaIn(v, f.unit))
+		if d, ok := fraction(v, f.unit); ok && p.resetRank == rankDelta && p.exact == 0 {
+			p.exact = d
+		}
 	case roleReset:
 		p.setReset(rankReset)(resetIn(v, f.unit, ref))
 	}

@@ -238,6 +238,26 @@ func deltaIn(v string, unit time.Duration) (time.Duration, bool) {
 	return clockDuration(v)
 }
 
+// fraction reads a delta with a fraction as precisely as written, to the
+// millisecond ("0.125": Discord's next token); false for anything else. A
+// retry hint is rounded up to the second (delta), a budget's reset is not:
+// a reset a second late idles a scope whose quota refills every eighth of
+// a second.
+func fraction(v string, unit time.Duration) (time.Duration, bool) {
+	if !strings.Contains(v, ".") {
+		return 0, false
+	}
+	d, ok := parseDecimal(v, false)
+	if !ok {
+		return 0, false
+	}
+	ns, ok := d.scale(int64(unit), int64(maxHint))
+	if !ok {
+		return 0, false
+	}
+	return round(time.Duration(ns), time.Millisecond)
+}
+
 // clockDurationRE is hh:mm:ss with an optional fraction of a second.
 var clockDurationRE = regexp.MustCompile(`^(\d{1,6}):([0-5]\d):([0-5]\d(?:\.\d{1,9})?)$`)
 
