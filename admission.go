@@ -94,7 +94,7 @@ func decide(a admission, p policy, u float64) verdict {
 	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
-	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until}
+	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until, Operator: a.byOperator}
 	if a.code == limited && !learnedSoon {
 		return verdict{act: deferTask, wait: wait, deferral: d}
 	}

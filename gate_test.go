@@ -531,34 +531,44 @@ func TestLimitOfAndCost(t *testing.T) {
 	}
 }
 
-// TestDeferralError: the message asynqmon shows names the scope, how long
-// and until when (RFC 3339, UTC), for every reason, and never a secret.
+// TestDeferralError: the message asynqmon shows reads at a glance: the
+// provider and the reason first, who paused it, one instant (when the task
+// comes back: RetryAt rounded up to asynq's whole second, in UTC to the
+// millisecond), that no retry was spent, then the scope; never a secret.
 func TestDeferralError(t *testing.T) {
 	const secret = "sk_live_51HqLyjWDarjtT1zdp7dc"
 	s := Scope{Provider: "ups", Account: Fingerprint(secret)}
 	until := time.Date(2025, 1, 2, 4, 4, 14, 500_000_000, time.FixedZone("CET", 3600)) // 03:04:14.5Z
 	for _, tc := range []struct {
-		reason Reason
-		words  string
+		reason   Reason
+		operator bool
+		words    string
 	}{
-		{ReasonPaused, "paused by the provider"},
-		{ReasonLimited, "throughput limit"},
-		{ReasonStoreDown, "store unavailable"},
-		{Reason(9), "paused"},
+		{ReasonPaused, false, "ups paused by the provider;"},
+		{ReasonPaused, true, "ups paused by an operator;"},
+		{ReasonBudget, false, "ups budget spent until its reset;"},
+		{ReasonProbe, false, "ups waiting for the provider"},
+		{ReasonLimited, false, "ups at its configured limit;"},
+		{ReasonLearned, false, "ups at the limit it learned"},
+		{ReasonStoreDown, false, "ups gate store unavailable"},
+		{Reason(9), false, "ups Reason(9);"},
 	} {
-		d := &Deferral{Scope: s, Delay: 9*time.Second + 400*time.Microsecond, RetryAt: until, Reason: tc.reason}
+		d := &Deferral{Scope: s, Delay: 9*time.Second + 400*time.Microsecond, RetryAt: until, Reason: tc.reason, Operator: tc.operator}
 		msg := d.Error()
-		for _, want := range []string{"ups/" + s.Account, "9s", "2025-01-02T03:04:14.5Z", tc.words, "before calling the provider"} {
+		for _, want := range []string{"quotagate: " + tc.words, "back at 2025-01-02T03:04:15.000Z, no retry spent", "(scope ups/" + s.Account + ")"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%v: %q does not contain %q", tc.reason, msg, want)
 			}
+		}
+		if strings.Count(msg, "2025-") != 1 {
+			t.Errorf("%v: %q names more than one instant", tc.reason, msg)
 		}
 		if strings.Contains(msg, secret) {
 			t.Errorf("%v: %q holds the secret", tc.reason, msg)
 		}
 	}
-	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, RetryAt: until}).Error(); !strings.Contains(msg, "ups is paused") {
-		t.Errorf("scope without account: %q", msg)
+	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, RetryAt: until.Truncate(time.Second)}).Error(); !strings.HasSuffix(msg, "back at 2025-01-02T03:04:14.000Z, no retry spent (scope ups)") {
+		t.Errorf("scope without account, RetryAt on a whole second: %q", msg)
 	}
 }
 

@@ -23,8 +23,11 @@ import (
 //	    admitted          the task (or request) ran
 //	    held              a worker waited in-process for a short pause, then
 //	                      asked again (so the same task counts once more)
-//	    deferred_paused   deferred: the scope is paused
+//	    deferred_paused   deferred: the scope is paused (a refusal, Gate.Pause)
+//	    deferred_budget   deferred: the budget the provider advertises is
+//	                      spent until its reset, or a probe's answer is awaited
 //	    deferred_limited  deferred: the scope's Limit has no capacity
+//	    deferred_learned  deferred: the limit it learned has no capacity
 //	    fail_open         the store failed; it ran unchecked
 //	    fail_closed       the store failed; deferred (Config.FailClosed)
 //	quotagate_refusals_total{provider}             counter: pauses recorded from refusals
@@ -61,13 +64,16 @@ const (
 	outcomeHeld            outcome = "held"
 	outcomeDeferredPaused  outcome = "deferred_paused"
 	outcomeDeferredLimited outcome = "deferred_limited"
+	outcomeDeferredBudget  outcome = "deferred_budget"
+	outcomeDeferredLearned outcome = "deferred_learned"
 	outcomeFailOpen        outcome = "fail_open"
 	outcomeFailClosed      outcome = "fail_closed"
 )
 
 // outcomes are all the outcome label's values, in the order the Collector
 // doc lists them: a provider's series start at zero for each.
-var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, outcomeDeferredLimited, outcomeFailOpen, outcomeFailClosed}
+var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, outcomeDeferredBudget, outcomeDeferredLimited,
+	outcomeDeferredLearned, outcomeFailOpen, outcomeFailClosed}
 
 // storeOps are all the op label's values: the operations the store times
 // and counts (store.go's run and bounded calls, pauses.go's scan), each
@@ -82,6 +88,10 @@ func deferredOutcome(r Reason) outcome {
 	switch r {
 	case ReasonLimited:
 		return outcomeDeferredLimited
+	case ReasonLearned:
+		return outcomeDeferredLearned
+	case ReasonBudget, ReasonProbe:
+		return outcomeDeferredBudget
 	case ReasonStoreDown:
 		return outcomeFailClosed
 	}

@@ -98,10 +98,15 @@ type Deferral struct {
 	RetryAt time.Time     // when it comes back: its slot after the pause or limit
 	Reason  Reason
 
-	// Deadline is the provider's pause deadline in force (ReasonPaused);
-	// RetryAt may be earlier (to be waiting when it ends) or later (spread
-	// after it). Zero for other reasons.
+	// Deadline is the deadline in force (ReasonPaused: the pause's;
+	// ReasonBudget: the budget's reset); RetryAt may be earlier (to be
+	// waiting when it ends) or later (spread after it). Zero for other
+	// reasons.
 	Deadline time.Time
+
+	// Operator is set when the pause in force was set by Gate.Pause (an
+	// operator), not by a provider's refusal.
+	Operator bool
 }
 
 // Reason tells why a task was deferred.
@@ -160,21 +165,41 @@ func (r Reason) String() string {
 }
 
 func (d *Deferral) Error() string {
-	wait := fmt.Sprintf("deferred %v, until %s, before calling the provider",
-		d.Delay.Round(time.Millisecond), d.RetryAt.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("quotagate: %s %s; back at %s, no retry spent (scope %s)",
+		d.Scope.Provider, d.why(), d.back().UTC().Format(RFC3339Milli), d.Scope)
+}
+
+// why says, in a few words, what holds the scope back.
+func (d *Deferral) why() string {
 	switch d.Reason {
+	case ReasonPaused:
+		if d.Operator {
+			return "paused by an operator"
+		}
+		return "paused by the provider"
+	case ReasonBudget:
+		return "budget spent until its reset"
+	case ReasonProbe:
+		return "waiting for the provider to say what its new window holds"
 	case ReasonLimited:
-		return fmt.Sprintf("quotagate: %s is at its throughput limit; %s", d.Scope, wait)
+		return "at its configured limit"
+	case ReasonLearned:
+		return "at the limit it learned from refusals"
 	case ReasonStoreDown:
-		return fmt.Sprintf("quotagate: gate store unavailable for %s, failing closed; %s", d.Scope, wait)
+		return "gate store unavailable (failing closed)"
 	}
-	deadline := d.Deadline
-	if deadline.IsZero() {
-		deadline = d.RetryAt
+	return d.Reason.String()
+}
+
+// back is when asynq brings the task back: RetryAt rounded up to the
+// whole second, as RetryDelay schedules it (asynq keeps whole seconds), the
+// instant asynqmon's Retry In counts down to.
+func (d *Deferral) back() time.Time {
+	t := d.RetryAt.Truncate(time.Second)
+	if t.Before(d.RetryAt) {
+		t = t.Add(time.Second)
 	}
-	left := deadline.Sub(d.RetryAt.Add(-d.Delay)).Round(time.Millisecond)
-	return fmt.Sprintf("quotagate: %s is paused by the provider until %s (%v left); %s",
-		d.Scope, deadline.UTC().Format(time.RFC3339Nano), left, wait)
+	return t
 }
 
 // IsFailure is for asynq.Config.IsFailure: it returns false for a Deferral
