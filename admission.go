@@ -90,7 +90,7 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	learnedSoon := a.code == limited && a.reason == reasonLearned && a.wait <= reopenHold
+	learnedSoon := a.code == limited && !a.spread && a.wait <= reopenHold
 	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}

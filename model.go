@@ -130,7 +130,8 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 			deadline, why = bv.at, bv.why
 		}
 	}
-	if lim.learned {
+	fixed := lim.fixed()
+	if fixed {
 		if at := s.learn.earliest(p, now); at > max(deadline, now) {
 			deadline, why = at, reasonProbe
 		}
@@ -165,9 +166,10 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	for i, l := range lim.specs {
 		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
 	}
-	// A learned limit reserves no slot ahead: its next window is asked for
-	// when it opens (a refusal may realign it meanwhile).
-	if !ok || at-now > p.hold || lim.learned && at > now {
+	// Fixed windows reserve no slot ahead: their next window is asked for
+	// when it opens, by one request first (see learnState.opens); a
+	// refusal may realign it meanwhile.
+	if !ok || at-now > p.hold || fixed && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
 			d.reason = reasonLearned
@@ -181,10 +183,11 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	// Admitted at at: commit.
 	d.wait = at - now
 	for i, l := range lim.specs {
+		if l.fixed && d.opens == 0 && s.learn.opens(l, p, lim.states[i].win, al, at) {
+			s.learn.probeAt, d.opens = at, at
+			s.learn.expires = max(s.learn.expires, at+learnTTL)
+		}
 		if lim.learned {
-			if s.learn.opens(l, p, &s.lwin, al, at) {
-				s.learn.probeAt, d.opens = at, at
-			}
 			s.learn.grow(l, p, &s.lwin, al, at)
 		}
 		lim.states[i].spend(l, p, al, now, at, cost)
@@ -219,6 +222,16 @@ func (s *scopeState) reopen(lim active) int64 {
 		return lim.specs[0].n
 	}
 	return 0
+}
+
+// fixed reports whether a fixed window (configured or learned) applies.
+func (a active) fixed() bool {
+	for _, l := range a.specs {
+		if l.fixed {
+			return true
+		}
+	}
+	return false
 }
 
 // interval is the pace of the line: the smallest GCRA interval × cost
@@ -267,7 +280,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	if u > 0 {
 		s.learn.align(now, u, prec)
 	}
-	s.learn.answer(o.opened)
+	s.learn.answer(now, o.opened)
 	return announce
 }
 

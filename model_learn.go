@@ -65,20 +65,23 @@ func (s learnState) earliest(p params, now int64) int64 {
 	return 0
 }
 
-// opens reports whether an admission at at opens a window of l after one
-// spent whole: it goes alone, as the window's probe (see answer).
+// opens reports whether an admission at at opens a window of the fixed
+// window l (configured or learned) after one spent whole: it goes alone,
+// as the window's probe (see answer).
 func (s learnState) opens(l limitSpec, p params, w *windowState, al alignment, at int64) bool {
 	start, _ := w.window(l, p, al, at)
-	_, seen := w.counts[start]
-	return !seen && w.counts[start-l.per] >= l.n
+	return w.used(l, start) == 0 && w.used(l, start-l.per) >= l.n
 }
 
-// answer records that the probe sent at at was answered without a
+// answer records at now that the probe sent at at was answered without a
 // refusal: the provider's window began with it (a provider counting from
-// its first request starts it then), so the windows align to it.
-func (s *learnState) answer(at int64) {
+// its first request started it when the probe arrived, between at and
+// now), so the windows align to now, the one instant known to be at or
+// after the provider's start: the next window cannot open before the
+// provider's has ended.
+func (s *learnState) answer(now, at int64) {
 	if at > 0 && s.probeAt == at {
-		s.alignAt, s.probeAt = at, 0
+		s.alignAt, s.probeAt = now, 0
 	}
 }
 
@@ -125,7 +128,7 @@ func (s *learnState) report(now, n int64) {
 // a window that follows one spent whole without a refusal.
 func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, at int64) {
 	start, _ := w.window(l, p, al, at)
-	if _, seen := w.counts[start]; seen || w.counts[start-l.per] < s.limit || s.refused >= start-l.per {
+	if w.used(l, start) > 0 || w.used(l, start-l.per) < s.limit || s.refused >= start-l.per {
 		return
 	}
 	s.best = max(s.best, s.limit)
@@ -170,7 +173,7 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	if l, ok := s.spec(); ok {
 		start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
 		if abs(D-(start+l.per)) <= max(prec, 1000) {
-			s.limit, s.absorb = max(lwin.counts[start]-1, 1), D
+			s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
 			return
 		}
 	}
@@ -206,7 +209,7 @@ local function learn_report(L, n)
 end
 local function learn_grow(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
-  if l.counts[start] or (l.counts[start - l.per] or 0) < L.limit or L.refused >= start - l.per then return end
+  if used(l, start) > 0 or used(l, start - l.per) < L.limit or L.refused >= start - l.per then return end
   L.best = math.max(L.best, L.limit)
   if L.limit < L.best then L.limit = L.best else L.limit = L.limit + 1 end
   L.dirty = true
@@ -216,7 +219,7 @@ local function learn_from(L, D, prec, lw)
   if L.limit > 0 and L.window > 0 then
     local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
     if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
-      L.limit, L.absorb = math.max((lw.counts[start] or 0) - 1, 1), D
+      L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
       return
     end
   end
@@ -249,10 +252,10 @@ local function learn_earliest(L)
 end
 local function learn_opens(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
-  return not l.counts[start] and (l.counts[start - l.per] or 0) >= l.n
+  return used(l, start) == 0 and used(l, start - l.per) >= l.n
 end
 local function learn_answer(L, at)
-  if at > 0 and L.probeAt == at then L.alignAt, L.probeAt, L.dirty = at, 0, true end
+  if at > 0 and L.probeAt == at then L.alignAt, L.probeAt, L.dirty = now_us, 0, true end
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true

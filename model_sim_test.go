@@ -21,13 +21,13 @@ type simQuota interface {
 // (multiples of w) or, with fromFirst, at the first request after the
 // last window ended.
 type simFixed struct {
-	n, w       int64
-	fromFirst  bool
-	start, cnt int64
+	n, w, offset int64 // windows on the clock start at offset + k·w
+	fromFirst    bool
+	start, cnt   int64
 }
 
 func (f *simFixed) take(t int64) (bool, int64) {
-	s := t - t%f.w
+	s := t - (t-f.offset)%f.w
 	if f.fromFirst {
 		s = f.start
 		if t >= f.start+f.w {
@@ -197,7 +197,7 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 		quota func() simQuota
 		polls int
 	}{
-		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000} }, 200},
+		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000, offset: 2_300_000} }, 200},
 		{"fixed 40/5s from the first request", func() simQuota { return &simFixed{n: 40, w: 5_000_000, fromFirst: true} }, 200},
 		{"fixed 5/3s from the first request", func() simQuota { return &simFixed{n: 5, w: 3_000_000, fromFirst: true} }, 30},
 		{"bucket 8/s burst 10", func() simQuota { return &simBucket{per: 125_000, burst: 10} }, 200},
@@ -233,9 +233,11 @@ func TestModelSimTrace(t *testing.T) {
 	switch simTraceCase {
 	case "bucket":
 		simulate(p, &simBucket{per: 125_000, burst: 10}, 20, 200, 12_500, false)
+	case "clock":
+		simulate(p, &simFixed{n: 40, w: 5_000_000}, 20, 200, 12_500, false)
 	case "first":
 		simulate(p, &simFixed{n: 5, w: 3_000_000, fromFirst: true}, 20, 30, 12_500, false)
 	}
 }
 
-var simTraceCase = "first"
+var simTraceCase = "clock"

@@ -128,7 +128,9 @@ if nlim == 0 then
   bv = budget_earliest(B, cost)
   if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
 end
-if learned and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
+local fixed = false
+for _, l in ipairs(act) do fixed = fixed or l.fixed end
+if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
 if deadline > now_us then
   r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
   if why == 'pause' then r.deadline, r.byOperator = P, pause_by(KEYS[6]) end
@@ -136,7 +138,7 @@ if deadline > now_us then
   return reply(REPLY, r)
 end
 local at, ok = limits_earliest(act, al, cost)
-if not ok or at - now_us > C.hold or learned and at > now_us then
+if not ok or at - now_us > C.hold or fixed and at > now_us then
   r.code, r.reason = 2, learned and 'learned' or 'limit'
   r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
   return reply(REPLY, r)
@@ -144,7 +146,9 @@ end
 r.wait = at - now_us
 if dry then return reply(REPLY, r) end
 for _, l in ipairs(act) do
-  if learned and learn_opens(L, l, at) then L.probeAt, L.dirty, r.opens = at, true, at end
+  if l.fixed and r.opens == nil and learn_opens(L, l, at) then
+    L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+  end
   if learned then learn_grow(L, l, at) end
   limit_spend(l, al, at, cost); limit_save(l)
 end
