@@ -52,9 +52,11 @@
 // # Quick start
 //
 //	g := quotagate.New(rdb, quotagate.Config{})
+//	defer g.Close() // releases the gate's subscription to pause announcements
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
-//		IsFailure:      quotagate.IsFailure,
-//		RetryDelayFunc: g.RetryDelay(nil),
+//		IsFailure:                quotagate.IsFailure,
+//		RetryDelayFunc:           g.RetryDelay(nil),
+//		DelayedTaskCheckInterval: 500 * time.Millisecond, // below Tuning.MaxHold: reopen on time
 //	})
 //	mux := asynq.NewServeMux()
 //	mux.Use(g.Middleware())
@@ -62,7 +64,7 @@
 //		client := &http.Client{Transport: g.Transport(nil)}
 //		resp, err := client.Do(request.WithContext(ctx)) // deferred while paused
 //		...
-//		if resp.StatusCode == http.StatusTooManyRequests {
+//		if hint.IsRefusal(resp) { // 429, GitHub's 403s, 503 with Retry-After
 //			wait, _ := hint.From(resp, body)
 //			return &quotagate.Refusal{Hint: wait}
 //		}

@@ -190,6 +190,7 @@ type Gate struct {
 	store       store
 	open        *openCache
 	holders     holders
+	inside      atomic.Int64 // tasks inside the Middleware (see holders)
 	uncounted   uncounted
 	metrics     *metrics
 	observed    atomic.Bool   // Transport or Observe is in use: responses teach the budget

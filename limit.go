@@ -1,8 +1,11 @@
 package quotagate
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hibiken/asynq"
 )
 
 // Limit is a proactive throughput limit: the budget a provider grants one
@@ -89,4 +92,33 @@ func (l Limit) interval() int64 {
 	}
 	us := l.Period.Microseconds()
 	return max((us+int64(l.Rate)-1)/int64(l.Rate), 1)
+}
+
+// ErrCost is returned (wrapped) for a task whose Cost no configured limit
+// of its scope can ever admit: more than a fixed window's rate, or more than
+// a bucket's burst plus what Tuning.MaxHold can reserve ahead. The
+// Middleware archives such a task at once, instead of deferring it
+// forever.
+var ErrCost = errors.New("quotagate: cost beyond what a limit can ever admit")
+
+// capacity is the largest cost l admits at once with slots reserved up to
+// hold ahead: a fixed window's rate, a bucket's burst plus hold's worth of
+// its rate.
+func (l Limit) capacity(hold time.Duration) int64 {
+	if l.Fixed {
+		return int64(l.Rate)
+	}
+	return int64(l.burst()) + hold.Microseconds()/max(l.interval(), 1)
+}
+
+// checkCost returns an error wrapping ErrCost when the cost of t exceeds
+// the capacity of a limit of s.
+func (g *Gate) checkCost(s Scope, t *asynq.Task) error {
+	cost := int64(g.cost(t))
+	for _, l := range g.limitsOf(s) {
+		if c := l.capacity(g.cfg.Tuning.MaxHold); cost > c {
+			return fmt.Errorf("%w: cost %d, limit %v of %s admits at most %d", ErrCost, cost, l, s.Provider, c)
+		}
+	}
+	return nil
 }

@@ -46,6 +46,12 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 				g.cfg.Logger.Error("quotagate: archiving a task whose scope is invalid", "type", t.Type(), "err", err)
 				return exhausted{err}
 			}
+			g.inside.Add(1)
+			defer g.inside.Add(-1)
+			if err := g.checkCost(s, t); err != nil {
+				g.cfg.Logger.Error("quotagate: archiving a task whose cost no limit can ever admit", "type", t.Type(), "provider", s.Provider, "err", err)
+				return exhausted{err}
+			}
 			at := attemptOf(ctx, t)
 			k := scopeKeys(g.cfg.Prefix, s)
 			gr, err := g.admission(ctx, s, k, g.cost(t), at.last)
@@ -147,7 +153,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			g.metrics.admission(s.Provider, outcomeAdmitted)
 			return grant{probe: a.probe, seq: a.seq, opens: a.opens}, sleep(ctx, v.wait)
 		case holdPause:
-			if !g.holders.acquire(k.pause, v.holders) {
+			if !g.holders.acquire(k.pause, v.holders, g.inside.Load()) {
 				return gr, g.deferred(s, v.deferral)
 			}
 			g.metrics.admission(s.Provider, outcomeHeld)

@@ -28,16 +28,19 @@ const scanCount = 1000
 // MaxListed pauses found, when more pause keys exist.
 var ErrTruncated = errors.New("quotagate: listing truncated")
 
-// Pauses lists every pause in force under the gate's Prefix, sorted by
-// provider and account, each read by State (so with its limit backlog).
+// Pauses lists every scope under the gate's Prefix that waits now, for any
+// reason (a pause, a spent budget, a limit with no capacity within
+// MaxHold, the learned limit), sorted by provider and account, each read by
+// State (so with its Reason, Budget, Learned limit and backlog).
 //
 // It walks the keyspace with SCAN (never KEYS) on every master of a
 // cluster client (every shard of a ring; the one server otherwise), each
 // call bounded by Config.StoreTimeout, and decodes the key names back to
-// scopes; keys that quotagate did not write are ignored. Pauses that
-// expire, or read as malformed, by the time they are read are left out, as
-// they are open. Past MaxListed pause keys it stops and returns what it has
-// read with an error wrapping ErrTruncated. The whole listing is bounded by
+// scopes (pause, budget, limit and line keys); keys that quotagate did not
+// write are ignored. Scopes that admit again, or whose records read as
+// malformed, by the time they are read are left out, as they are open.
+// Past MaxListed scopes it stops and returns what it has read with an error
+// wrapping ErrTruncated. The whole listing is bounded by
 // ctx only: give it a deadline.
 func (g *Gate) Pauses(ctx context.Context) ([]Pause, error) {
 	scopes, scanErr := g.pausedScopes(ctx, MaxListed)
@@ -69,7 +72,7 @@ type scanPage struct {
 // pausedScopes returns the scopes of the pause keys found by SCAN, at most
 // limit of them (then with ErrTruncated).
 func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
-	pattern := pauseKeyPattern(g.cfg.Prefix)
+	pattern := scopeKeyPattern(g.cfg.Prefix)
 	var (
 		mu        sync.Mutex
 		seen      = make(map[Scope]bool)
@@ -80,7 +83,7 @@ func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range keys {
-			s, ok := scopeOfPauseKey(g.cfg.Prefix, k)
+			s, ok := scopeOfWaitKey(g.cfg.Prefix, k)
 			if !ok || seen[s] {
 				continue
 			}

@@ -1,6 +1,7 @@
 package quotagate
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -93,6 +94,25 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 	}
 	return s, true
 }
+
+// waitKind matches the kinds of key whose presence may hold a scope back: a
+// pause, a spent budget, a limit's state, the learned limit's windows (the
+// learned hash itself does not: every scope that was used has one).
+var waitKind = regexp.MustCompile(`^(pause|budget|line|lwin|tat[0-9]*|win[0-9]*)$`)
+
+// scopeOfWaitKey returns the scope of a key of one of waitKinds under
+// prefix, as scopeOfPauseKey does for pause keys.
+func scopeOfWaitKey(prefix, key string) (Scope, bool) {
+	i := strings.LastIndex(key, "}:")
+	if i < 0 || !waitKind.MatchString(key[i+2:]) {
+		return Scope{}, false
+	}
+	return scopeOfPauseKey(prefix, key[:i+2]+"pause")
+}
+
+// scopeKeyPattern is the SCAN MATCH pattern of every key of every scope
+// under prefix.
+func scopeKeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{*}:*" }
 
 // globEscaper quotes the characters special to Redis's MATCH patterns.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)

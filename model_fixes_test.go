@@ -1,0 +1,247 @@
+package quotagate
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// The correctness items of the model issue, one test each; every one
+// failed on the admission before the model.
+
+// TestResumeLiftsEverything: Resume lifts what holds a scope back, not only
+// its pause: a refusal with a GCRA limit emptied the bucket and deferred
+// tasks took slots of the line; after Resume the scope admits at once.
+// (Before, Resume deleted the pause key only, and the scope stayed limited
+// until the old deadline.)
+func TestResumeLiftsEverything(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "ups", Account: "a"}
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"ups": {PerSecond(1, 1)}}}, hooks{now: func() time.Time { return c.now }})
+	defer g.Close()
+	ctx := context.Background()
+	k := scopeKeys("qgtest", s)
+	if _, ok := g.record(ctx, s, k, 30*time.Second); !ok {
+		t.Fatal("refusal not recorded")
+	}
+	for range 3 {
+		if err := g.admit(ctx, s, 1, false); err == nil {
+			t.Fatal("admitted while paused")
+		}
+	}
+	if err := g.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || !st.Until.IsZero() {
+		t.Fatalf("State after Resume = %v, %v; want open", st, err)
+	}
+	if err := g.admit(ctx, s, 1, false); err != nil {
+		t.Errorf("after Resume: %v, want admitted at once", err)
+	}
+	for _, key := range []string{k.pause, k.line} {
+		if c.mr.Exists(key) {
+			t.Errorf("%s left after Resume", key)
+		}
+	}
+}
+
+// TestSpentBudgetIsVisible: a budget the provider said is spent holds the
+// scope until its reset, and State, Pauses and the deferral say so
+// (ReasonBudget); Resume lifts it. (Before, such a scope deferred tasks as
+// "paused by the provider" while State and Pauses showed it open, and Resume
+// could not lift it.)
+func TestSpentBudgetIsVisible(t *testing.T) {
+	_, rdb := newMini(t)
+	s := Scope{Provider: "gh", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest"})
+	defer g.Close()
+	ctx := context.Background()
+	h := http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}}
+	if err := g.Observe(ctx, s, &http.Response{StatusCode: http.StatusOK, Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || st.Reason != ReasonBudget || st.Remaining != time.Minute || st.Budget == nil || st.Budget.Remaining != 0 {
+		t.Fatalf("State = %+v, %v; want waiting a minute for the budget's reset", st, err)
+	}
+	ps, err := g.Pauses(ctx)
+	if err != nil || len(ps) != 1 || ps[0].Scope != s || ps[0].Reason != ReasonBudget {
+		t.Errorf("Pauses = %v, %v; want the scope, waiting for its budget", ps, err)
+	}
+	var d *Deferral
+	if err := g.admit(ctx, s, 1, false); !errors.As(err, &d) || d.Reason != ReasonBudget {
+		t.Errorf("admit = %v, want a deferral for the spent budget", err)
+	}
+	if err := g.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := g.State(ctx, s); err != nil || !st.Until.IsZero() || st.Budget != nil {
+		t.Errorf("State after Resume = %+v, %v; want open, no budget", st, err)
+	}
+}
+
+// TestUnhintedRefusalKeepsExpiry: what a scope learned always expires, also
+// after an unhinted refusal following its first contact. (Before, that
+// refusal left the learned hash without a TTL.)
+func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest", Tuning: Tuning{OpenCache: -1}})
+	defer g.Close()
+	ctx := context.Background()
+	if err := g.admit(ctx, s, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	k := scopeKeys("qgtest", s)
+	if _, ok := g.record(ctx, s, k, 0); !ok {
+		t.Fatal("refusal not recorded")
+	}
+	for _, key := range c.mr.Keys() {
+		if ttl := c.mr.TTL(key); ttl <= 0 || ttl > time.Duration(learnTTL)*time.Microsecond+expiryMargin {
+			t.Errorf("%s: TTL %v, want within the learned state's life", key, ttl)
+		}
+	}
+}
+
+// TestProbeAfterVerdict: a first contact that is not admitted is no probe:
+// it marks nothing, so its peers do not wait for an answer that never
+// comes. (Before, the probe was marked before the verdict.)
+func TestProbeAfterVerdict(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest"})
+	defer g.Close()
+	g.Transport(nil) // responses are observed: first contacts probe
+	ctx := context.Background()
+	if _, err := g.Pause(ctx, s, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.admit(ctx, s, 1, false); err == nil {
+		t.Fatal("admitted while paused")
+	}
+	if c.mr.Exists(scopeKeys("qgtest", s).budget) {
+		t.Error("a deferred first contact marked a probe")
+	}
+}
+
+// TestCostBeyondCapacityIsArchived: a task whose cost no limit can ever
+// admit is archived at once, with ErrCost, instead of deferred forever.
+func TestCostBeyondCapacityIsArchived(t *testing.T) {
+	_, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	for _, l := range []Limit{FixedWindow(3, time.Second), PerSecond(2, 2)} {
+		g := New(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {l}}, Cost: func(*asynq.Task) int { return 6 }})
+		ran := false
+		h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { ran = true; return nil }))
+		err := h.ProcessTask(context.Background(), NewTask("poll", nil, s))
+		if !errors.Is(err, ErrCost) || !errors.Is(err, asynq.SkipRetry) || ran {
+			t.Errorf("%v: ProcessTask = %v (handler ran %v); want archived with ErrCost", l, err, ran)
+		}
+		g.Close()
+	}
+}
+
+// TestModelNeverAdmitsOverALimit: under stacked limits (a bucket and two
+// fixed windows whose windows start with the scope's first admission), any
+// sequence of admissions keeps every limit: no window of any length period
+// holds more than its rate, and the bucket's conformance holds between any
+// two admissions. (Before, the search for the earliest instant returned
+// after a few rounds without a final check.)
+func TestModelNeverAdmitsOverALimit(t *testing.T) {
+	ls := []Limit{PerSecond(10, 3), FixedWindow(4, 2*time.Second), FixedWindow(7, 5*time.Second)}
+	p := params{hold: 250_000, maxPause: 3600_000}
+	for _, l := range ls {
+		p.limits = append(p.limits, specOf(l))
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for run := range 50 {
+		var m scopeState
+		m.normalize(p, 0)
+		now := int64(1_000_000_000_000)
+		type adm struct{ at, cost int64 }
+		var got []adm
+		for range 400 {
+			now += int64(r.IntN(300_000))
+			cost := int64(1 + r.IntN(2))
+			if d := m.admit(p, now, cost); d.code == admitted {
+				got = append(got, adm{now + d.wait, cost})
+			}
+		}
+		for i := range got {
+			for _, l := range ls {
+				sum := int64(0)
+				for j := i; j < len(got) && got[j].at < got[i].at+l.Period.Microseconds(); j++ {
+					sum += got[j].cost
+					if !l.Fixed && sum > int64(l.burst())+(got[j].at-got[i].at)/l.interval() {
+						t.Fatalf("run %d: %v: %d units between %d and %d", run, l, sum, got[i].at, got[j].at)
+					}
+				}
+				if l.Fixed && sum > int64(l.Rate) {
+					t.Fatalf("run %d: %v: %d units within one period from %d", run, l, sum, got[i].at)
+				}
+			}
+		}
+	}
+}
+
+// TestPauseStringOpen: an open scope's Pause says so. (Before: "paused for
+// 0s (until 0001-01-01…)".)
+func TestPauseStringOpen(t *testing.T) {
+	if got := (Pause{Scope: Scope{Provider: "ups", Account: "a"}}).String(); got != "ups/a is open" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestHoldersCapInAll: a process holds at most half the tasks inside its
+// middleware, whatever the number of scopes pausing at once, and each scope
+// at most its own cap. (Before, holders were capped per scope only: with
+// many scopes pausing briefly, every worker held.)
+func TestHoldersCapInAll(t *testing.T) {
+	var h holders
+	const inside = 8
+	held := 0
+	for i := range 100 {
+		if h.acquire(string(rune('a'+i%26))+"x", 12, inside) {
+			held++
+		}
+	}
+	if held != inside/holdShare {
+		t.Errorf("%d held across scopes with %d tasks inside, want %d", held, inside, inside/holdShare)
+	}
+	var one holders
+	for range 10 {
+		one.acquire("k", 3, 100)
+	}
+	if one.n["k"] != 3 {
+		t.Errorf("one scope holds %d, want its cap 3", one.n["k"])
+	}
+	one.release("k")
+	if one.n["k"] != 2 || one.total != 2 {
+		t.Errorf("after a release: scope %d, total %d", one.n["k"], one.total)
+	}
+}
+
+// TestSilentNotesPruned: the gate's notes of scopes whose provider
+// advertises nothing are pruned of the old ones (accounts are unbounded).
+func TestSilentNotesPruned(t *testing.T) {
+	_, rdb := newMini(t)
+	now := t0
+	g := newWith(rdb, Config{Prefix: "qgtest"}, hooks{now: func() time.Time { return now }})
+	defer g.Close()
+	for i := range silentPrune - 1 {
+		g.rememberSilent(string(rune(i)))
+	}
+	now = now.Add(silentFor)
+	g.rememberSilent("last") // the silentPrune-th note prunes
+	n := 0
+	g.silent.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Errorf("%d notes kept, want only the fresh one", n)
+	}
+}
