@@ -193,8 +193,9 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	s.limit, s.window, s.absorb = s.admits-1, w, D
 }
 
-// luaLearn is the learned limit's transaction, on a hash with the fields
-// of learnFields; L is the loaded state.
+// luaLearn is the learned limit's transaction as admissions meet it (the
+// cycle counted, the window grown, opened by its probe and answered), on a
+// hash with the fields of learnFields; L is the loaded state.
 const luaLearn = `
 local function learn_count(L, at, cost)
   if L.since == 0 and L.limit == 0 then
@@ -202,47 +203,12 @@ local function learn_count(L, at, cost)
   end
   if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
 end
-local function learn_report(L, n)
-  if n <= 0 then return end
-  if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
-  elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
-end
 local function learn_grow(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
   if used(l, start) > 0 or used(l, start - l.per) < L.limit or L.refused >= start - l.per then return end
   L.best = math.max(L.best, L.limit)
   if L.limit < L.best then L.limit = L.best else L.limit = L.limit + 1 end
   L.dirty = true
-end
-local function learn_from(L, D, prec, lw)
-  L.absorb = 0
-  if L.limit > 0 and L.window > 0 then
-    local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
-    if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
-      L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
-      return
-    end
-  end
-  if L.since == 0 or L.since >= now_us then return end
-  if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
-  local w = D - L.since
-  if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
-  if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
-  L.limit, L.window, L.absorb = L.admits - 1, w, D
-end
-local function learn_refuse(L, D, hinted, prec, open, configured, lw)
-  L.dirty = L.expires > 0 or hinted
-  if not open then
-    if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
-    if hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
-    return false
-  end
-  L.probeAt = 0
-  if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
-  L.expires = now_us + C.learnTTL
-  if not configured then learn_from(L, D, prec, lw) end
-  L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
-  return true
 end
 local function learn_earliest(L)
   if L.probeAt > 0 and now_us < L.probeAt + C.answer then
@@ -284,5 +250,45 @@ local function learn_save(L)
   redis.call('HSET', L.key, unpack(args))
   redis.call('PEXPIREAT', L.key, math.ceil(L.expires / 1000) + C.margin)
   L.dirty = false
+end
+`
+
+// luaLearnRefusal is the learned limit's transaction as refusals and
+// uncounted admissions teach it (learnState.refuse, report).
+const luaLearnRefusal = `
+local function learn_report(L, n)
+  if n <= 0 then return end
+  if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
+  elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
+end
+local function learn_from(L, D, prec, lw)
+  L.absorb = 0
+  if L.limit > 0 and L.window > 0 then
+    local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
+    if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
+      L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
+      return
+    end
+  end
+  if L.since == 0 or L.since >= now_us then return end
+  if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
+  local w = D - L.since
+  if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
+  if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
+  L.limit, L.window, L.absorb = L.admits - 1, w, D
+end
+local function learn_refuse(L, D, hinted, prec, open, configured, lw)
+  L.dirty = L.expires > 0 or hinted
+  if not open then
+    if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
+    if hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+    return false
+  end
+  L.probeAt = 0
+  if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
+  L.expires = now_us + C.learnTTL
+  if not configured then learn_from(L, D, prec, lw) end
+  L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
+  return true
 end
 `

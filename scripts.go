@@ -87,7 +87,7 @@ const expiryMargin = time.Second
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
 	return redis.NewScript(luaPrelude + luaConstants + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
-		luaLearnRecord + luaLearn + luaLine + luaCompose +
+		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
 
