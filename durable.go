@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,6 +107,16 @@ func runDurably(ctx context.Context, rdb redis.UniversalClient, routeKey string,
 	}
 }
 
+// loadedScripts are the scripts known loaded on a node ("addr sha"), so
+// that runDurably loads each once per node (a failover's new master is
+// another address, or answers NOSCRIPT once).
+var loadedScripts scriptSet
+
+type scriptSet struct{ m sync.Map }
+
+func (s *scriptSet) has(id string) bool { _, ok := s.m.Load(id); return ok }
+func (s *scriptSet) add(id string)      { s.m.Store(id, struct{}{}) }
+
 // runDurablyOnce is one send of runDurably.
 func runDurablyOnce(ctx context.Context, rdb redis.UniversalClient, routeKey string, replicas int, timeout time.Duration, script *redis.Script, keys []string, args []any) (any, int, error) {
 	var node *redis.Client
@@ -127,6 +138,14 @@ func runDurablyOnce(ctx context.Context, rdb redis.UniversalClient, routeKey str
 	}
 	if rt := node.Options().ReadTimeout; rt > 0 && timeout >= rt {
 		return nil, 0, fmt.Errorf("quotagate: a WAIT of %v needs a client ReadTimeout above it (it is %v)", timeout, rt)
+	}
+	// Load the script on the node first, once: a NOSCRIPT answer in the
+	// pipeline would cost a whole WAIT before the script could run.
+	if id := node.Options().Addr + " " + script.Hash(); !loadedScripts.has(id) {
+		if err := script.Load(ctx, node).Err(); err != nil {
+			return nil, 0, err
+		}
+		loadedScripts.add(id)
 	}
 
 	// Pipeliner has no Wait (go-redis keeps blocking commands out of

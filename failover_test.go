@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -805,5 +806,45 @@ func runDurableChecks(t *testing.T, d durableTarget) {
 	t.Logf("runDurably reached the new master %v after the promotion", time.Since(began).Round(time.Millisecond))
 	if got, ok := v.(int64); !ok || got < later || acked != 0 {
 		t.Errorf("on the new master: runDurably = %v, %d acknowledged, %v; want the deadline %d kept, 0 replicas", v, acked, err, later)
+	}
+}
+
+// TestFailoverDurablePause: with Config.Durable, a pause the gate records
+// is on the replica when Pause returns (read there at once); without any
+// replica it is still in force on the master, and the gate says it is not
+// durable.
+func TestFailoverDurablePause(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.StartSentinel(t)
+	prefix := s.Prefix(t)
+	g := New(s.Client(t), Config{Prefix: prefix, Durable: 1})
+	defer g.Close()
+	sc := Scope{Provider: "ups", Account: "durable"}
+	p, err := g.Pause(ctx, sc, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := s.NodeClient(t, s.Replica(t))
+	keys, err := replica.Keys(ctx, prefix+"*:pause").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("pause keys on the replica right after Pause: %v, %v; want the one recorded", keys, err)
+	}
+	if v, err := replica.Get(ctx, keys[0]).Int64(); err != nil || v != p.Until.UnixMilli() {
+		t.Errorf("replica holds %d, %v; want the deadline %d", v, err, p.Until.UnixMilli())
+	}
+
+	single := redistest.Start(t)
+	var logs testLogBuffer
+	lone := New(single.Client(t), Config{Prefix: single.Prefix(t), Durable: 1, Logger: logs.logger()})
+	defer lone.Close()
+	if _, err := lone.Pause(ctx, sc, time.Minute); err != nil {
+		t.Fatalf("Pause with no replica: %v; want the pause in force", err)
+	}
+	if st, err := lone.State(ctx, sc); err != nil || st.Until.IsZero() {
+		t.Errorf("State = %v, %v; want paused", st, err)
+	}
+	if !strings.Contains(logs.String(), "fewer replicas") {
+		t.Errorf("no warning that the pause is not durable:\n%s", logs.String())
 	}
 }

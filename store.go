@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,8 @@ type store struct {
 	maxPause time.Duration
 	direct   bool     // the client honours context deadlines: no watchdog goroutine needed
 	metrics  *metrics // nil: not counted
+	durable  int      // Config.Durable: replicas that acknowledge a pause
+	log      *slog.Logger
 
 	// track, when set, is called as a call starts; the function it returns
 	// hears how the call ended: nil when Redis answered, the error when the

@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -125,12 +126,38 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	}
 	ks, args := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin, k.pauseBy},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
-	v, _, err := s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
+	var v map[string]int64
+	if s.durable > 0 {
+		v, err = s.runDurable(ctx, k.pause, ks, args)
+	} else {
+		v, _, err = s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
+	}
 	if err != nil {
 		return time.Time{}, 0, false, err
 	}
 	until = time.UnixMilli(v["deadline"])
 	return until, until.Sub(time.UnixMicro(v["now"]).Truncate(time.Millisecond)), v["moved"] == 1, nil
+}
+
+// runDurable runs the refusal script and WAITs for s.durable replicas (see
+// runDurably and Config.Durable). A pause fewer replicas acknowledged is in
+// force on the master: it is logged, not failed.
+func (s *store) runDurable(ctx context.Context, route string, ks []string, args []any) (map[string]int64, error) {
+	raw, err := bounded(ctx, s, "pause", func(ctx context.Context) (any, error) {
+		r, _, err := runDurably(ctx, s.rdb, route, s.durable, max(s.timeout/2, time.Millisecond), refuseScript, ks, args...)
+		if errors.Is(err, errNotReplicated) {
+			if s.log != nil {
+				s.log.Warn("quotagate: a pause is in force but fewer replicas than Config.Durable acknowledged it", "err", err)
+			}
+			err = nil
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := namedReply(raw, refuseReply)
+	return v, err
 }
 
 // state reads what the gate knows of a scope whose configured limits are
