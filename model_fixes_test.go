@@ -245,3 +245,57 @@ func TestSilentNotesPruned(t *testing.T) {
 		t.Errorf("%d notes kept, want only the fresh one", n)
 	}
 }
+
+// TestModelLiveness: from any state a random sequence reaches (refusals
+// with and without hints, budgets of every kind, probes never answered,
+// learned limits), once the pause, the budget's reset, a probe's timeout
+// and one window have passed, a request is admitted: no reachable state
+// keeps a scope from asking the provider: it is admitted, or (a limit,
+// configured or learned) within one more window. And a deadline in force
+// never moves earlier.
+func TestModelLiveness(t *testing.T) {
+	for i := range 400 {
+		r := rand.New(rand.NewPCG(uint64(i), 3))
+		ls := diffConfigs[i%len(diffConfigs)]
+		p := params{hold: 250_000, maxPause: 3600_000, probe: 2_500_000 * int64(i%2), answer: 1_250_000}
+		for _, l := range ls {
+			p.limits = append(p.limits, specOf(l))
+		}
+		var m scopeState
+		m.normalize(p, 0)
+		now := int64(1_000_000_000_000)
+		for _, e := range diffEvents(r, 120, false, i%8 < 4) {
+			switch e.kind {
+			case 'a':
+				m.report(p, now, e.counts)
+				m.admit(p, now, e.cost)
+			case 'r':
+				before := m.pause.untilMs
+				inForce := m.pause.inForce(p, now)
+				d, _ := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
+				if inForce && d < before {
+					t.Fatalf("seq %d: the deadline moved earlier: %d → %d", i, before, d)
+				}
+			case 'o':
+				m.observe(p, now, e.obs)
+			case 'z':
+				m.resume(p)
+			case 't':
+				now += e.advance.Microseconds()
+			}
+		}
+		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.line.next, now)
+		window := m.learn.window
+		for _, l := range p.limits {
+			window = max(window, l.per*l.n) // a bucket's whole burst, or a window
+		}
+		at := horizon + window + 1
+		d := m.admit(p, at, 1)
+		switch {
+		case d.code == admitted:
+		case d.code == limited && d.wait <= window: // a window's last second (a reset read to the second), or a bucket's next token
+		default:
+			t.Fatalf("seq %d (limits %v): at %d, past every deadline and a window (%d): %+v; state %+v", i, ls, at, window, d, canonical(m))
+		}
+	}
+}
