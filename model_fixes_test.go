@@ -297,5 +297,11 @@ func TestModelLiveness(t *testing.T) {
 		default:
 			t.Fatalf("seq %d (limits %v): at %d, past every deadline and a window (%d): %+v; state %+v", i, ls, at, window, d, canonical(m))
 		}
+		// That admission may have been a probe, never answered: its
+		// timeout and a window later, the scope asks again.
+		at += p.probe + p.answer + window + 1
+		if d := m.admit(p, at, 1); d.code == paused || d.code == limited && d.wait > window {
+			t.Fatalf("seq %d (limits %v): an unanswered probe holds the scope: %+v; state %+v", i, ls, d, canonical(m))
+		}
 	}
 }

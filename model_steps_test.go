@@ -1,0 +1,168 @@
+package quotagate
+
+import "testing"
+
+// Step tables per concern, over fixed instants (µs), in the manner of
+// x/time/rate's reserveN tests: each row is one transition of the
+// concern's model and what it answers.
+
+const ms = int64(1000)
+
+// T0 is the instant the step tables start at: any instant but 0, which
+// the model reads as "none".
+const T0 = int64(1_700_000_000_000_000)
+
+// TestBudgetSteps walks the advertised budget through its rules.
+func TestBudgetSteps(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	var b budgetState
+	type step struct {
+		name  string
+		at    int64
+		obs   *observation // observe at at; else admit a cost of 1
+		want  budgetVerdict
+		probe bool // the admission is a probe
+	}
+	for _, s := range []step{
+		{name: "first contact: a probe", at: T0 + 0, want: budgetVerdict{probe: true}, probe: true},
+		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10 * ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: reasonProbe}},
+		{name: "answered: 1 left until 1 s", at: T0 + 30 * ms, obs: &observation{remaining: 1, reset: 970 * ms, prec: ms, seq: 1}},
+		{name: "spend it", at: T0 + 40 * ms, want: budgetVerdict{spend: true}},
+		{name: "spent: wait for the reset", at: T0 + 50 * ms, want: budgetVerdict{at: T0 + 1000 * ms, why: reasonBudget}},
+		{name: "the reset passed: one probe asks", at: T0 + 1000 * ms, want: budgetVerdict{probe: true}, probe: true},
+		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000 * ms, want: budgetVerdict{at: T0 + 3050 * ms, why: reasonProbe}},
+		{name: "past the timeout: another probe", at: T0 + 3500 * ms, want: budgetVerdict{probe: true}, probe: true},
+		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510 * ms, obs: &observation{remaining: 9, reset: 5000 * ms, prec: ms, seq: 2}},
+		{name: "still waiting for the probe's own", at: T0 + 3520 * ms, want: budgetVerdict{at: T0 + 3570 * ms, why: reasonProbe}},
+		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530 * ms, obs: &observation{remaining: 5, reset: 1500 * ms, prec: ms, seq: 4}},
+		{name: "spend", at: T0 + 3540 * ms, want: budgetVerdict{spend: true}},
+	} {
+		if s.obs != nil {
+			b.observe(s.at, *s.obs)
+			continue
+		}
+		v := b.earliest(p, s.at, 1)
+		if v != s.want {
+			t.Fatalf("%s: earliest = %+v, want %+v (state %+v)", s.name, v, s.want, b)
+		}
+		if v.at == 0 {
+			if probe, _ := b.spend(p, s.at, 1, v); probe != s.probe {
+				t.Fatalf("%s: probe %v, want %v", s.name, probe, s.probe)
+			}
+		}
+	}
+	if b.remaining != 4 || b.reset != T0+3530*ms+1500*ms {
+		t.Errorf("final budget %+v, want 4 left until 5.03 s", b)
+	}
+	// A probe answered with no budget marks the provider silent: no probe
+	// again, nothing held.
+	var q budgetState
+	q.spend(p, T0, 1, q.earliest(p, T0, 1))
+	q.observe(T0+20*ms, observation{remaining: -1})
+	if v := q.earliest(p, T0+30*ms, 1); !q.silent || v != (budgetVerdict{}) {
+		t.Errorf("after a silent answer: %+v, %+v; want silent and open", q, v)
+	}
+	// A refusal empties what remains; in-flight answers lower remaining.
+	var r budgetState
+	r.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
+	for range 3 {
+		r.spend(p, T0+ms, 1, r.earliest(p, T0+ms, 1)) // seq 1..3
+	}
+	r.observe(T0+2*ms, observation{remaining: 9, reset: 4998 * ms, prec: ms, seq: 1})
+	if r.remaining != 7 {
+		t.Errorf("answer of request 1 with 2 more on their way: remaining %d, want 7", r.remaining)
+	}
+	r.refuse()
+	if v := r.earliest(p, T0+3*ms, 1); v.why != reasonBudget {
+		t.Errorf("after a refusal: %+v, want held until the reset", v)
+	}
+}
+
+// TestLearnSteps walks the learned limit through a provider of 3 per 2 s
+// that refuses with "try again in N seconds".
+func TestLearnSteps(t *testing.T) {
+	const sec = 1_000_000
+	hinted := refusal{hinted: true, prec: sec}
+	var l learnState
+	var w windowState
+	p := params{hold: 250 * ms}
+	l.count(T0, 1) // the first contact starts the first cycle
+	for range 4 {
+		l.count(T0+10*ms, 1)
+	}
+	// The 4th request was refused at 50 ms, the window ends at 2 s; the 5th
+	// was already on its way.
+	l.refuse(T0+50*ms, T0+2*sec, hinted, true, false, &w)
+	if l.limit != 4 || l.window != 2*sec || l.alignAt != T0+2*sec {
+		t.Fatalf("after the first refusal: %+v, want 4 per 2 s from 2 s", l)
+	}
+	l.refuse(T0+60*ms, T0+2*sec, hinted, false, false, &w)
+	if l.limit != 3 {
+		t.Fatalf("after a refusal of a request on its way: n %d, want 3", l.limit)
+	}
+	spec, _ := l.spec()
+	al := l.alignment()
+	// Window 2..4 s spent whole without a refusal; the next opens with a probe
+	// and grows n by one above best.
+	for range 3 {
+		w.spend(spec, p, al, T0+2*sec, 1)
+	}
+	if !l.opens(spec, p, &w, al, T0+4*sec) {
+		t.Error("the window after one spent whole does not open with a probe")
+	}
+	l.grow(spec, p, &w, al, T0+4*sec)
+	if l.limit != 4 || l.best != 3 {
+		t.Errorf("after a window spent whole: n %d best %d, want 4 and 3", l.limit, l.best)
+	}
+	// The 4th of that window is refused at the window's end: n back to 3.
+	for range 4 {
+		w.spend(spec, p, al, T0+4*sec, 1)
+	}
+	l.refuse(T0+4*sec+50*ms, T0+6*sec, hinted, true, false, &w)
+	if l.limit != 3 || l.window != 2*sec {
+		t.Errorf("a refusal at the learned window's end: %+v, want 3 per 2 s", l)
+	}
+	// A refusal whose deadline is not the learned window's end (read to the
+	// millisecond: 8.5 s, where the learned window ends at 10 s), with too
+	// few admissions since the last refusal to learn again from: realign,
+	// keep n and w.
+	var w2 windowState
+	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, refusal{hinted: true, prec: ms}, true, false, &w2)
+	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+8*sec+500*ms {
+		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 8.5 s", l)
+	}
+	// Forgotten learnTTL after the refusal that taught it.
+	var m scopeState
+	m.learn = l
+	m.normalize(params{maxPause: 3600_000}, l.refused+learnTTL)
+	if _, ok := m.learn.spec(); ok {
+		t.Errorf("learned state %+v outlived learnTTL", m.learn)
+	}
+}
+
+// TestPauseSteps: the deadline only moves later; who moved it last is kept.
+func TestPauseSteps(t *testing.T) {
+	p := params{maxPause: 3600_000}
+	var s pauseState
+	for _, st := range []struct {
+		at, pauseMs int64
+		operator    bool
+		want        int64
+		byOp        bool
+	}{
+		{0, 30_000, false, 30_000, false},
+		{1000 * ms, 5_000, true, 30_000, false}, // shorter: the later deadline stays, and who set it
+		{2000 * ms, 60_000, true, 62_000, true},
+		{3000 * ms, 60_000, false, 63_000, false},
+	} {
+		if got := s.refuse(st.at, st.pauseMs, st.operator); got != st.want || s.operator != st.byOp {
+			t.Errorf("refuse(%d, %d) = %d (operator %v), want %d (%v)", st.at, st.pauseMs, got, s.operator, st.want, st.byOp)
+		}
+	}
+	if s.earliest(p, 62_999*ms) != 63_000*ms || s.earliest(p, 63_000*ms) != 0 {
+		t.Error("the pause is not in force exactly until its deadline")
+	}
+	if far := (pauseState{untilMs: 5_000_000}); far.inForce(p, 0) {
+		t.Error("a deadline beyond MaxPause is in force; it is malformed")
+	}
+}
