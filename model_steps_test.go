@@ -25,17 +25,17 @@ func TestBudgetSteps(t *testing.T) {
 	}
 	for _, s := range []step{
 		{name: "first contact: a probe", at: T0 + 0, want: budgetVerdict{probe: true}, probe: true},
-		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10 * ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: reasonProbe}},
-		{name: "answered: 1 left until 1 s", at: T0 + 30 * ms, obs: &observation{remaining: 1, reset: 970 * ms, prec: ms, seq: 1}},
-		{name: "spend it", at: T0 + 40 * ms, want: budgetVerdict{spend: true}},
-		{name: "spent: wait for the reset", at: T0 + 50 * ms, want: budgetVerdict{at: T0 + 1000 * ms, why: reasonBudget}},
-		{name: "the reset passed: one probe asks", at: T0 + 1000 * ms, want: budgetVerdict{probe: true}, probe: true},
-		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000 * ms, want: budgetVerdict{at: T0 + 3050 * ms, why: reasonProbe}},
-		{name: "past the timeout: another probe", at: T0 + 3500 * ms, want: budgetVerdict{probe: true}, probe: true},
-		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510 * ms, obs: &observation{remaining: 9, reset: 5000 * ms, prec: ms, seq: 2}},
-		{name: "still waiting for the probe's own", at: T0 + 3520 * ms, want: budgetVerdict{at: T0 + 3570 * ms, why: reasonProbe}},
-		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530 * ms, obs: &observation{remaining: 5, reset: 1500 * ms, prec: ms, seq: 4}},
-		{name: "spend", at: T0 + 3540 * ms, want: budgetVerdict{spend: true}},
+		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10*ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: reasonProbe}},
+		{name: "answered: 1 left until 1 s", at: T0 + 30*ms, obs: &observation{remaining: 1, reset: 970 * ms, prec: ms, seq: 1}},
+		{name: "spend it", at: T0 + 40*ms, want: budgetVerdict{spend: true}},
+		{name: "spent: wait for the reset", at: T0 + 50*ms, want: budgetVerdict{at: T0 + 1000*ms, why: reasonBudget}},
+		{name: "the reset passed: one probe asks", at: T0 + 1000*ms, want: budgetVerdict{probe: true}, probe: true},
+		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000*ms, want: budgetVerdict{at: T0 + 3050*ms, why: reasonProbe}},
+		{name: "past the timeout: another probe", at: T0 + 3500*ms, want: budgetVerdict{probe: true}, probe: true},
+		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510*ms, obs: &observation{remaining: 9, reset: 5000 * ms, prec: ms, seq: 2}},
+		{name: "still waiting for the probe's own", at: T0 + 3520*ms, want: budgetVerdict{at: T0 + 3570*ms, why: reasonProbe}},
+		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530*ms, obs: &observation{remaining: 5, reset: 1500 * ms, prec: ms, seq: 4}},
+		{name: "spend", at: T0 + 3540*ms, want: budgetVerdict{spend: true}},
 	} {
 		if s.obs != nil {
 			b.observe(s.at, *s.obs)
