@@ -66,7 +66,7 @@ type verdict struct {
 //     deferred to wake maxHold + one tick before the deadline. asynq rounds the retry time up to a whole second
 //     and forwards it within its DelayedTaskCheckInterval, so the task is
 //     back, and holding, before the deadline whenever that interval is at
-//     most maxHold (the example runs it at 100 ms; asynq's default is 5 s).
+//     most maxHold (500 ms is the README's advice; asynq's default is 5 s).
 //   - limited by the learned limit, its next window within maxHold + one
 //     asynq tick: as a short pause (it reserves no slot ahead: the holders
 //     ask again as the window opens).
@@ -211,4 +211,27 @@ func (c *uncounted) take(k string) int64 {
 		return v.(*atomic.Int64).Load()
 	}
 	return 0
+}
+
+// absorbed counts, per pause (scope and deadline), the refusals of
+// requests already on their way when it began, which the log reports at
+// DEBUG with this count instead of a line at INFO each. Past
+// maxAbsorbedPauses pauses the counts start again.
+type absorbed struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// maxAbsorbedPauses bounds the pauses absorbed counts are kept for: far
+// more than are in force at once in one process.
+const maxAbsorbedPauses = 1000
+
+func (a *absorbed) add(pause string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil || len(a.n) >= maxAbsorbedPauses {
+		a.n = make(map[string]int)
+	}
+	a.n[pause]++
+	return a.n[pause]
 }

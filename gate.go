@@ -203,6 +203,7 @@ type Gate struct {
 	store       store
 	open        *openCache
 	holders     holders
+	absorbed    absorbed     // refusals of requests already on their way, per pause (log)
 	inside      atomic.Int64 // tasks inside the Middleware (see holders)
 	uncounted   uncounted
 	metrics     *metrics

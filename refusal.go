@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -77,12 +76,12 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 		return Pause{}, false
 	}
 	g.metrics.refusal(s.Provider)
-	level := slog.LevelInfo
-	msg := "quotagate: provider refused, scope paused"
-	if !moved { // a request already on its way when the scope paused
-		level, msg = slog.LevelDebug, "quotagate: provider refused a request sent before the pause"
+	if moved {
+		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
+	} else { // a request already on its way when the scope paused
+		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
+			"until", until, "absorbed", g.absorbed.add(k.pause+" "+until.String()))
 	}
-	g.cfg.Logger.Log(ctx, level, msg, "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 }
 

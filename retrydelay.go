@@ -24,7 +24,7 @@ import (
 // rounded up to the next whole second of the worker's clock: a
 // task never wakes before its deadline and re-checks at most once per pause.
 // It then waits up to asynq's DelayedTaskCheckInterval (default 5 s) more to
-// be forwarded: lower that interval for short pauses.
+// be forwarded: set it to 500 ms (below Tuning.MaxHold; see the README).
 func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if next == nil {
 		next = asynq.DefaultRetryDelayFunc

@@ -107,10 +107,11 @@ type options struct {
 // setting (DelayedTaskCheckInterval 1 s, every poll at the constrained
 // carrier, so the ideal is the quota's alone: 23.75 s for the bucket).
 const (
-	// 100 ms: retry times are whole seconds, and asynq's default forwarder
-	// interval of 5 s would add up to 5 s to every 1-second pause; 100 ms
-	// keeps the added delay small for one cheap Redis call per tick.
-	demoDelayedCheck  = 100 * time.Millisecond
+	// 500 ms, the README's recommendation: below Tuning.MaxHold (1.5 s),
+	// so a task deferred by a pause is back, holding, before the pause
+	// ends (asynq's default of 5 s would add up to 5 s to every pause),
+	// for two cheap Redis calls a second per server.
+	demoDelayedCheck  = 500 * time.Millisecond
 	benchDelayedCheck = time.Second
 	demoFree          = 15 // percent
 	benchFree         = 0
