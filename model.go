@@ -88,8 +88,9 @@ const (
 const maxRounds = 8
 
 // active are the limits that apply to a scope: the configured ones, or the
-// learned one when none is configured and the provider advertises no
-// budget.
+// learned one when none is configured (beside the budget the provider
+// advertises, if any: a provider may refuse by a limit its budget does not
+// tell, as GitHub's secondary limits do).
 type active struct {
 	specs   []limitSpec
 	states  []*limitState
@@ -104,7 +105,7 @@ func (s *scopeState) active(p params) active {
 		}
 		return a
 	}
-	if l, ok := s.learn.spec(); ok && !s.budget.known {
+	if l, ok := s.learn.spec(); ok {
 		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, win: &s.lwin}}, learned: true}
 	}
 	return active{}
@@ -194,9 +195,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	}
 	if len(p.limits) == 0 {
 		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
-		if !s.budget.known {
-			s.learn.count(at, cost)
-		}
+		s.learn.count(at, cost)
 	}
 	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p)
 	return d
@@ -266,7 +265,6 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)
 	}
-	s.budget.refuse()
 	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
 		s.lwin = windowState{}
 	}
@@ -280,7 +278,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	if u > 0 {
 		s.learn.align(now, u, prec)
 	}
-	s.learn.answer(now, o.opened)
+	s.learn.answer(now, o.opened, u)
 	return announce
 }
 

@@ -158,12 +158,6 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	return u, o.prec, fresh
 }
 
-// refuse records a refusal: nothing remains until the reset.
-func (s *budgetState) refuse() {
-	if s.known {
-		s.remaining = 0
-	}
-}
 
 func abs(v int64) int64 {
 	if v < 0 {
@@ -221,9 +215,6 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   if limit > 0 then B.limit = limit end
   B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
   return u, fresh
-end
-local function budget_refuse(B)
-  if B.known then B.remaining, B.dirty = 0, true end
 end
 `
 

@@ -194,7 +194,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 }
 
 func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.budget, k.learn, k.learnWin, k.pauseBy}, nil)
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy}, nil)
 	return ks
 }
 

@@ -79,9 +79,15 @@ func (s learnState) opens(l limitSpec, p params, w *windowState, al alignment, a
 // now), so the windows align to now, the one instant known to be at or
 // after the provider's start: the next window cannot open before the
 // provider's has ended.
-func (s *learnState) answer(now, at int64) {
+//
+// An answer that advertised its window's reset aligned the windows to it
+// already (align): the provider's own word beats the instant.
+func (s *learnState) answer(now, at, reset int64) {
 	if at > 0 && s.probeAt == at {
-		s.alignAt, s.probeAt = now, 0
+		s.probeAt = 0
+		if reset == 0 {
+			s.alignAt = now
+		}
 	}
 }
 
@@ -220,8 +226,11 @@ local function learn_opens(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
   return used(l, start) == 0 and used(l, start - l.per) >= l.n
 end
-local function learn_answer(L, at)
-  if at > 0 and L.probeAt == at then L.alignAt, L.probeAt, L.dirty = now_us, 0, true end
+local function learn_answer(L, at, reset)
+  if at > 0 and L.probeAt == at then
+    L.probeAt, L.dirty = 0, true
+    if reset == 0 then L.alignAt = now_us end
+  end
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true

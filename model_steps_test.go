@@ -62,7 +62,9 @@ func TestBudgetSteps(t *testing.T) {
 	if v := q.earliest(p, T0+30*ms, 1); !q.silent || v != (budgetVerdict{}) {
 		t.Errorf("after a silent answer: %+v, %+v; want silent and open", q, v)
 	}
-	// A refusal empties what remains; in-flight answers lower remaining.
+	// In-flight answers lower remaining; a refusal leaves the budget as it
+	// is (the pause holds the scope: a provider may refuse by a limit its
+	// budget does not tell, as GitHub's secondary limits do).
 	var r budgetState
 	r.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
 	for range 3 {
@@ -72,9 +74,8 @@ func TestBudgetSteps(t *testing.T) {
 	if r.remaining != 7 {
 		t.Errorf("answer of request 1 with 2 more on their way: remaining %d, want 7", r.remaining)
 	}
-	r.refuse()
-	if v := r.earliest(p, T0+3*ms, 1); v.why != reasonBudget {
-		t.Errorf("after a refusal: %+v, want held until the reset", v)
+	if v := r.earliest(p, T0+3*ms, 1); !v.spend {
+		t.Errorf("with 7 left: %+v, want spent", v)
 	}
 }
 

@@ -115,7 +115,7 @@ C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), to
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
 if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
 local act = limits_args(6, 8, nlim)
-local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
+local learned = nlim == 0 and L.limit > 0 and L.window > 0
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
 local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
@@ -154,7 +154,7 @@ for _, l in ipairs(act) do
 end
 if nlim == 0 then
   r.probe, r.seq = budget_spend(B, bv, cost)
-  if not B.known then learn_count(L, at, cost) end
+  learn_count(L, at, cost)
   budget_save(B)
 end
 if not dry then learn_save(L) end
@@ -169,8 +169,8 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // and announces the scope's pause key on the gate's channel, so that open
 // caches forget it.
 //
-// KEYS[1] pause  KEYS[2] budget  KEYS[3] learn  KEYS[4] lwin  KEYS[5] pauseby
-// KEYS[5+i] the state of the i-th configured limit
+// KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby
+// KEYS[4+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
@@ -183,17 +183,15 @@ const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
-local deadline = pause_refuse(KEYS[1], KEYS[5], P, tonumber(ARGV[1]), ARGV[3] == '2')
+local deadline = pause_refuse(KEYS[1], KEYS[4], P, tonumber(ARGV[1]), ARGV[3] == '2')
 redis.call('PUBLISH', ARGV[5], KEYS[1])
-local B = budget_load(KEYS[2])
-budget_refuse(B); budget_save(B)
-for _, l in ipairs(limits_args(5, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
-local L = learn_load(KEYS[3])
+for _, l in ipairs(limits_args(4, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+local L = learn_load(KEYS[2])
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
-local lw = {key = KEYS[4], fixed = true, per = math.max(L.window, 1), n = L.limit}
+local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
 if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then
-  redis.call('DEL', KEYS[4])
+  redis.call('DEL', KEYS[3])
 end
 learn_save(L)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
@@ -222,7 +220,7 @@ local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumbe
 budget_save(B)
 local L = learn_load(KEYS[2])
 if u > 0 then learn_align(L, u, prec) end
-learn_answer(L, tonumber(ARGV[7]))
+learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
