@@ -158,7 +158,6 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	return u, o.prec, fresh
 }
 
-
 func abs(v int64) int64 {
 	if v < 0 {
 		return -v
