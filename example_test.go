@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -142,13 +141,12 @@ func ExampleGate_Middleware() {
 
 	ctx := context.Background()
 	ups := quotagate.Scope{Provider: "ups", Account: "acct-42"}
-	g.Pause(ctx, ups, time.Minute) // a peer got a 429
+	g.Pause(ctx, ups, time.Minute) // by hand, as an operator would during an incident
 
 	err := mux.ProcessTask(ctx, quotagate.NewTask("tracking:poll", nil, ups))
 	var d *quotagate.Deferral
 	fmt.Println("deferred:", errors.As(err, &d), d.Reason)
-	first, _, _ := strings.Cut(err.Error(), " until ")
-	fmt.Println(first)
+	fmt.Println(err) // what asynqmon shows as the task's last error
 	fmt.Println("is failure:", quotagate.IsFailure(err))
 	fmt.Println("handler calls:", calls)
 
@@ -156,7 +154,7 @@ func ExampleGate_Middleware() {
 	fmt.Println("other provider:", err, "handler calls:", calls)
 	// Output:
 	// deferred: true paused
-	// quotagate: ups/acct-42 is paused by the provider
+	// quotagate: ups paused by an operator; back at 2025-01-02T03:05:03.000Z, no retry spent (scope ups/acct-42)
 	// is failure: false
 	// handler calls: 0
 	// other provider: <nil> handler calls: 1

@@ -258,7 +258,9 @@ func (g *Gate) pausedByProvider(ctx context.Context) (map[string]int, error) {
 	}
 	counts := make(map[string]int)
 	for _, p := range ps {
-		counts[p.Scope.Provider]++
+		if p.Reason == ReasonPaused { // paused; the other reasons a scope waits count as deferrals by outcome
+			counts[p.Scope.Provider]++
+		}
 	}
 	return counts, nil
 }

@@ -131,7 +131,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 			deadline, why = bv.at, bv.why
 		}
 	}
-	fixed := lim.fixed()
+	fixed := lim.learned // the learned limit's windows open with a probe (see learnState.opens)
 	if fixed {
 		if at := s.learn.earliest(p, now); at > max(deadline, now) {
 			deadline, why = at, reasonProbe
@@ -167,8 +167,8 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	for i, l := range lim.specs {
 		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
 	}
-	// Fixed windows reserve no slot ahead: their next window is asked for
-	// when it opens, by one request first (see learnState.opens); a
+	// The learned limit reserves no slot ahead: its next window is asked
+	// for when it opens, by one request first (see learnState.opens); a
 	// refusal may realign it meanwhile.
 	if !ok || at-now > p.hold || fixed && at > now {
 		d.code, d.reason = limited, reasonLimit
@@ -184,7 +184,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	// Admitted at at: commit.
 	d.wait = at - now
 	for i, l := range lim.specs {
-		if l.fixed && d.opens == 0 && s.learn.opens(l, p, lim.states[i].win, al, at) {
+		if lim.learned && s.learn.opens(l, p, lim.states[i].win, al, at) {
 			s.learn.probeAt, d.opens = at, at
 			s.learn.expires = max(s.learn.expires, at+learnTTL)
 		}
@@ -223,15 +223,6 @@ func (s *scopeState) reopen(lim active) int64 {
 	return 0
 }
 
-// fixed reports whether a fixed window (configured or learned) applies.
-func (a active) fixed() bool {
-	for _, l := range a.specs {
-		if l.fixed {
-			return true
-		}
-	}
-	return false
-}
 
 // interval is the pace of the line: the smallest GCRA interval × cost
 // among the limits (0 when all are fixed windows: they open at once).

@@ -199,9 +199,9 @@ func TestPauseStringOpen(t *testing.T) {
 	}
 }
 
-// TestHoldersCapInAll: a process holds at most half the tasks inside its
-// middleware, whatever the number of scopes pausing at once, and each scope
-// at most its own cap. (Before, holders were capped per scope only: with
+// TestHoldersCapInAll: holders of many scopes take at most half the tasks
+// inside a process's middleware, whatever the number of scopes pausing at
+// once; one scope's holders are capped by its own cap only. (Before, holders were capped per scope only: with
 // many scopes pausing briefly, every worker held.)
 func TestHoldersCapInAll(t *testing.T) {
 	var h holders

@@ -128,8 +128,7 @@ if nlim == 0 then
   bv = budget_earliest(B, cost)
   if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
 end
-local fixed = false
-for _, l in ipairs(act) do fixed = fixed or l.fixed end
+local fixed = learned -- the learned limit's windows open with a probe
 if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
 if deadline > now_us then
   r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
@@ -146,7 +145,7 @@ end
 r.wait = at - now_us
 if dry then return reply(REPLY, r) end
 for _, l in ipairs(act) do
-  if l.fixed and r.opens == nil and learn_opens(L, l, at) then
+  if learned and learn_opens(L, l, at) then
     L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
   end
   if learned then learn_grow(L, l, at) end
