@@ -223,7 +223,6 @@ func (s *scopeState) reopen(lim active) int64 {
 	return 0
 }
 
-
 // interval is the pace of the line: the smallest GCRA interval × cost
 // among the limits (0 when all are fixed windows: they open at once).
 func (a active) interval(cost int64) int64 {
