@@ -37,9 +37,12 @@ type admission struct {
 	byOperator bool          // the pause was set by Gate.Pause
 
 	// What the scope keeps, for State.
-	budget        *Budget
-	learned       Limit
-	limitBacklog  time.Duration
+	budget       *Budget
+	learned      Limit
+	limitBacklog time.Duration
+
+	// The reply's instants as the model has them (Unix µs, the deadline in
+	// ms), for the differential test.
 	nowMicros     int64
 	untilDeadline int64
 }
