@@ -115,7 +115,7 @@ C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), to
 local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
 if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
 local act = limits_args(6, 8, nlim)
-local learned = nlim == 0 and L.limit > 0 and L.window > 0
+local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
 local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
@@ -153,7 +153,7 @@ for _, l in ipairs(act) do
 end
 if nlim == 0 then
   r.probe, r.seq = budget_spend(B, bv, cost)
-  learn_count(L, at, cost)
+  if not B.known then learn_count(L, at, cost) end
   budget_save(B)
 end
 if not dry then learn_save(L) end
