@@ -94,6 +94,7 @@ type simResult struct {
 // back) against q under p. plain forgets everything but the pause after
 // every event: the reference article's algorithm alone. Hints are read
 // in whole seconds, rounded up, as "try again in 5 seconds" is.
+// simTrace, when set, hears every admission and refusal of simulate.
 var simTrace func(format string, args ...any)
 
 func simulate(p params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
@@ -223,6 +224,9 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 	}
 }
 
+// TestModelSimTrace traces one simulated run, event by event, when
+// simTraceCase names it ("bucket", "clock", "first"): a tool for reading
+// what learning does, skipped otherwise.
 func TestModelSimTrace(t *testing.T) {
 	if testing.Short() || simTraceCase == "" {
 		t.Skip("set simTraceCase to trace a case")
@@ -240,4 +244,5 @@ func TestModelSimTrace(t *testing.T) {
 	}
 }
 
-var simTraceCase = "clock"
+// simTraceCase selects the run TestModelSimTrace traces ("" : none).
+var simTraceCase = ""
