@@ -25,8 +25,7 @@ package quotagate
 // Invariants: never admit into a budget known to be spent before its
 // reset; never hold a scope past the reset and the probe's timeout (after
 // them a request goes); a budget is forgotten learnTTL after its reset.
-// A scope with configured limits is paced by them: its budget is
-// observed and shown, not enforced.
+// It applies with configured limits too.
 
 // probePoll is how often the workers waiting for a probe's answer look for
 // it: about two round trips to a provider 25 ms away (the example's);
