@@ -121,13 +121,15 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	al := s.learn.alignment()
 
 	// A deadline: the pause, or the budget's (spent until its reset, or
-	// a probe's answer awaited), with configured limits too: not enforcing
-	// it there let configured fixed windows be refused 1.10–1.20× and
-	// stalled one (fixed/reset-ms) in the matrix.
+	// a probe's answer awaited). A scope with configured limits is paced
+	// by them: its budget is shown, not enforced.
 	deadline, why := s.pause.earliest(p, now), reasonPause
-	bv := s.budget.earliest(p, now, cost)
-	if bv.at > max(deadline, now) {
-		deadline, why = bv.at, bv.why
+	var bv budgetVerdict
+	if len(p.limits) == 0 {
+		bv = s.budget.earliest(p, now, cost)
+		if bv.at > max(deadline, now) {
+			deadline, why = bv.at, bv.why
+		}
 	}
 	fixed := lim.learned // the learned limit's windows open with a probe (see learnState.opens)
 	if fixed {
@@ -191,9 +193,11 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 		}
 		lim.states[i].spend(l, p, al, now, at, cost)
 	}
-	d.probe, d.seq = s.budget.spend(p, now, cost, bv)
-	if len(p.limits) == 0 && !s.budget.known {
-		s.learn.count(at, cost)
+	if len(p.limits) == 0 {
+		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
+		if !s.budget.known {
+			s.learn.count(at, cost)
+		}
 	}
 	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p)
 	return d

@@ -25,7 +25,8 @@ package quotagate
 // Invariants: never admit into a budget known to be spent before its
 // reset; never hold a scope past the reset and the probe's timeout (after
 // them a request goes); a budget is forgotten learnTTL after its reset.
-// It applies with configured limits too.
+// A scope with configured limits is paced by them: its budget is
+// observed and shown, not enforced.
 
 // probePoll is how often the workers waiting for a probe's answer look for
 // it: about two round trips to a provider 25 ms away (the example's);

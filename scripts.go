@@ -123,8 +123,11 @@ local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.rem
 if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
 if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
 local inc = dry and 0 or interval(act, cost)
-local deadline, why, bv = (P or 0) * 1000, 'pause', budget_earliest(B, cost)
-if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
+local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
+if nlim == 0 then
+  bv = budget_earliest(B, cost)
+  if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
+end
 local fixed = learned -- the learned limit's windows open with a probe
 if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
 if deadline > now_us then
@@ -148,9 +151,11 @@ for _, l in ipairs(act) do
   if learned then learn_grow(L, l, at) end
   limit_spend(l, al, at, cost); limit_save(l)
 end
-r.probe, r.seq = budget_spend(B, bv, cost)
-if nlim == 0 and not B.known then learn_count(L, at, cost) end
-budget_save(B)
+if nlim == 0 then
+  r.probe, r.seq = budget_spend(B, bv, cost)
+  if not B.known then learn_count(L, at, cost) end
+  budget_save(B)
+end
 if not dry then learn_save(L) end
 r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
 return reply(REPLY, r)
