@@ -116,6 +116,3 @@ func scopeKeyPattern(prefix string) string { return globEscaper.Replace(prefix) 
 
 // globEscaper quotes the characters special to Redis's MATCH patterns.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
-
-// pauseKeyPattern is the SCAN MATCH pattern of every pause key under prefix.
-func pauseKeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{*}:pause" }
