@@ -170,7 +170,7 @@ func TestModelNeverAdmitsOverALimit(t *testing.T) {
 		for range 400 {
 			now += int64(r.IntN(300_000))
 			cost := int64(1 + r.IntN(2))
-			if d := m.admit(p, now, cost); d.code == admitted {
+			if d := m.admit(p, now, cost, Background); d.code == admitted {
 				got = append(got, adm{now + d.wait, cost})
 			}
 		}
@@ -269,7 +269,7 @@ func TestModelLiveness(t *testing.T) {
 			switch e.kind {
 			case 'a':
 				m.report(p, now, e.counts)
-				m.admit(p, now, e.cost)
+				m.admit(p, now, e.cost, Background)
 			case 'r':
 				before := m.pause.untilMs
 				inForce := m.pause.inForce(p, now)
@@ -291,7 +291,7 @@ func TestModelLiveness(t *testing.T) {
 			window = max(window, l.per*l.n) // a bucket's whole burst, or a window
 		}
 		at := horizon + window + 1
-		d := m.admit(p, at, 1)
+		d := m.admit(p, at, 1, Background)
 		switch {
 		case d.code == admitted:
 		case d.code == limited && d.wait <= window: // a window's last second (a reset read to the second), or a bucket's next token
@@ -301,7 +301,7 @@ func TestModelLiveness(t *testing.T) {
 		// That admission may have been a probe, never answered: its
 		// timeout and a window later, the scope asks again.
 		at += p.probe + p.answer + window + 1
-		if d := m.admit(p, at, 1); d.code == paused || d.code == limited && d.wait > window {
+		if d := m.admit(p, at, 1, Background); d.code == paused || d.code == limited && d.wait > window {
 			t.Fatalf("seq %d (limits %v): an unanswered probe holds the scope: %+v; state %+v", i, ls, d, canonical(m))
 		}
 	}
