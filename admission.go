@@ -37,6 +37,10 @@ type policy struct {
 	jitter     time.Duration // Tuning.ReopenJitter
 	maxHolders int           // Tuning.MaxHolders
 	mustHold   bool          // a deferral would be archived (attempt.last)
+	// interactive: the task is Interactive; it holds for any limit's slot
+	// within maxHold and one tick instead of going through asynq, whose
+	// whole-second retries would add a second to a wait somebody sees
+	interactive bool
 }
 
 // asynqTick is the granularity of asynq's retry times: whole seconds.
@@ -69,7 +73,8 @@ type verdict struct {
 //     most maxHold (500 ms is the README's advice; asynq's default is 5 s).
 //   - limited by the learned limit, its next window within maxHold + one
 //     asynq tick: as a short pause (it reserves no slot ahead: the holders
-//     ask again as the window opens).
+//     ask again as the window opens). So is an Interactive task limited
+//     by any limit, its slot within maxHold + one tick.
 //   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
@@ -90,7 +95,7 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	learnedSoon := a.code == limited && !a.spread && a.wait <= reopenHold
+	learnedSoon := a.code == limited && (!a.spread || p.interactive) && a.wait <= reopenHold
 	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}

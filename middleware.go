@@ -136,7 +136,8 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 		g.metrics.admission(s.Provider, c, outcomeAdmitted)
 		return gr, nil
 	}
-	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
+	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
+		interactive: c == Interactive}
 	places := k.pause
 	if c == Interactive {
 		places += "\x00interactive"
