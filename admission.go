@@ -137,10 +137,13 @@ func jitter(window time.Duration, u float64) time.Duration {
 // neither one paused provider nor many brief pauses at once can take every
 // worker from the scopes that are open: Tuning.MaxHolders per scope, and a
 // worker holds only while fewer than half the tasks inside the middleware
-// hold, or all of them hold for its scope.
+// hold, or all of them hold for its scope. Interactive work has
+// Tuning.MaxHolders places of its own per scope: background holders never
+// take them.
 type holders struct {
 	mu    sync.Mutex
-	n     map[string]int
+	n     map[string]int // per scope, every class
+	ni    map[string]int // per scope, interactive
 	total int
 }
 
@@ -152,29 +155,41 @@ type holders struct {
 // carrier took 19 s for a 3-second quota when it was: TestModesEndToEnd).
 const holdShare = 2
 
-// acquire takes a place for scope k if fewer than limit of its workers
-// hold, and fewer than inside/holdShare workers hold in all or all of them
-// hold for k (its own reopening).
-func (h *holders) acquire(k string, limit int, inside int64) bool {
+// acquire takes a place for work of class c of scope k if fewer than
+// limit of its workers of that class hold, and fewer than inside/holdShare
+// workers hold in all or all of them hold for k (its own reopening).
+func (h *holders) acquire(k string, c Class, limit int, inside int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.n[k] >= limit || int64(h.total) >= max(inside/holdShare, 1) && h.total > h.n[k] {
+	mine := h.n[k] - h.ni[k]
+	if c == Interactive {
+		mine = h.ni[k]
+	}
+	if mine >= limit || int64(h.total) >= max(inside/holdShare, 1) && h.total > h.n[k] {
 		return false
 	}
 	if h.n == nil {
-		h.n = make(map[string]int)
+		h.n, h.ni = make(map[string]int), make(map[string]int)
 	}
 	h.n[k]++
+	if c == Interactive {
+		h.ni[k]++
+	}
 	h.total++
 	return true
 }
 
-func (h *holders) release(k string) {
+func (h *holders) release(k string, c Class) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.total--
 	if h.n[k]--; h.n[k] <= 0 {
 		delete(h.n, k)
+	}
+	if c == Interactive {
+		if h.ni[k]--; h.ni[k] <= 0 {
+			delete(h.ni, k)
+		}
 	}
 }
 

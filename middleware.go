@@ -138,10 +138,6 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
 		interactive: c == Interactive}
-	places := k.pause
-	if c == Interactive {
-		places += "\x00interactive"
-	}
 	for {
 		gen := g.open.begin()
 		counts := g.uncounted.take(k.pause)
@@ -163,13 +159,13 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			g.metrics.wait(s.Provider, c, v.wait)
 			return grant{probe: a.probe, seq: a.seq, opens: a.opens}, sleep(ctx, v.wait)
 		case holdPause:
-			if !g.holders.acquire(places, v.holders, g.inside.Load()) {
+			if !g.holders.acquire(k.pause, c, v.holders, g.inside.Load()) {
 				return gr, g.deferred(s, c, v.deferral)
 			}
 			g.metrics.admission(s.Provider, c, outcomeHeld)
 			g.metrics.wait(s.Provider, c, v.wait)
 			err = sleep(ctx, v.wait)
-			g.holders.release(places)
+			g.holders.release(k.pause, c)
 		case hold:
 			g.metrics.admission(s.Provider, c, outcomeHeld)
 			g.metrics.wait(s.Provider, c, v.wait)

@@ -173,23 +173,14 @@ func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, lin
 	}
 
 	// The limits: the earliest instant every one admits, of what k leaves
-	// of them; past k's lapse, ask again then.
-	view := lim.kept(k)
-	at := now
-	for range maxRounds {
-		before := at
-		for i, l := range view {
-			at = max(at, lim.states[i].earliest(l, p, al, now, at, cost))
-		}
-		if at == before {
-			break
-		}
+	// of them; past k's lapse, ask again then. A reserve lent is lent for
+	// now: a slot ahead leaves it.
+	at, ok := lim.earliest(p, al, k, now, cost)
+	if at > now && k.lent > 0 {
+		k = keeper{share: k.lent}
+		at, ok = lim.earliest(p, al, k, now, cost)
 	}
-	ok := true
-	for i, l := range view {
-		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
-	}
-	if k.holds() && at > k.lapse {
+	if k.lapse > 0 && at > k.lapse {
 		at, ok = k.lapse, false
 	}
 	// The learned limit reserves no slot ahead: its next window is asked
@@ -248,6 +239,28 @@ func (s *scopeState) reopen(lim active) int64 {
 		return lim.specs[0].n
 	}
 	return 0
+}
+
+// earliest is the earliest instant at or after now every limit admits a
+// request of cost that leaves k unspent (searched in at most maxRounds,
+// then checked once more: ok).
+func (a active) earliest(p params, al alignment, k keeper, now, cost int64) (at int64, ok bool) {
+	view := a.kept(k)
+	at = now
+	for range maxRounds {
+		before := at
+		for i, l := range view {
+			at = max(at, a.states[i].earliest(l, p, al, now, at, cost))
+		}
+		if at == before {
+			break
+		}
+	}
+	ok = true
+	for i, l := range view {
+		ok = ok && a.states[i].earliest(l, p, al, now, at, cost) == at
+	}
+	return at, ok
 }
 
 // kept returns the specs as work leaving k unspent sees them: every

@@ -13,7 +13,13 @@ package quotagate
 // first, and gives background every token beyond it, so a sweep behind a
 // bucket keeps the bucket's whole rate). When no interactive work has
 // asked for the lending delay, background may spend everything: the
-// reserve is lent, and given back at the next interactive request.
+// reserve is lent, and given back at the next interactive request. It is
+// lent for now only: a slot reserved ahead (within Tuning.MaxHold) always
+// leaves it, so background work never spends the reserve of the next
+// window (or the bucket's next tokens) in advance, and the first
+// interactive request finds it there. (This costs a sweep nothing: the
+// holders asking as a window opens spend what the slots ahead left, and a
+// bucket gives every token beyond the reserve.)
 //
 // An interactive task that has to wait claims its cost from the capacity
 // it comes back to: until it is back (admitted), background work leaves
@@ -31,7 +37,7 @@ package quotagate
 
 // classState is what the scope keeps of its interactive work.
 type classState struct {
-	seen    int64 // µs: interactive work last asked at, 0 never
+	seen    int64 // µs: interactive work last asked at, 0 none within the lending delay
 	claims  int64 // the cost of interactive deferrals not yet back
 	claimed int64 // µs: the claims lapse at (0: none)
 }
@@ -46,7 +52,8 @@ const claimGrace = 2_000_000 // µs
 type keeper struct {
 	share  int64 // per mille of every capacity (0: no reserve now)
 	claims int64 // interactive cost waiting to come back
-	lapse  int64 // µs: after it nothing is held back (ask again then)
+	lapse  int64 // µs: after it nothing is held back (ask again then); 0 with nothing held
+	lent   int64 // per mille: the reserve, lent, that a slot ahead of now leaves (see admit)
 }
 
 // keeper returns what an admission of class c at now leaves unspent.
@@ -60,6 +67,9 @@ func (s classState) keeper(p params, now int64, interactive bool) keeper {
 	}
 	if s.claims > 0 && now < s.claimed {
 		k.claims, k.lapse = s.claims, max(k.lapse, s.claimed)
+	}
+	if !k.holds() {
+		k.lent = p.reserve
 	}
 	return k
 }
@@ -124,10 +134,11 @@ local function class_load(key)
   return K
 end
 local function class_keeper(K, interactive)
-  local k = {share = 0, claims = 0, lapse = 0}
+  local k = {share = 0, claims = 0, lapse = 0, lent = 0}
   if interactive then return k end
   if K.seen > 0 and now_us < K.seen + C.lend then k.share, k.lapse = C.reserve, K.seen + C.lend end
   if K.claims > 0 and now_us < K.claimed then k.claims, k.lapse = K.claims, math.max(k.lapse, K.claimed) end
+  if k.share == 0 and k.claims == 0 then k.lent = C.reserve end
   return k
 end
 local function keep_of(k, n)

@@ -133,7 +133,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			now = a.nowMicros
 			m.report(p, now, e.counts)
-			keeps := m.class.keeper(p, now, e.class == Interactive).holds()
+			kp := m.class.keeper(p, now, e.class == Interactive)
 			d := m.admit(p, now, e.cost, e.class)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, limited: a.limited, cache: a.cacheable}
@@ -141,8 +141,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
 			}
 			seen[fmt.Sprintf("code %d reason %d", d.code, d.reason)]++
-			if keeps {
+			if kp.holds() {
 				seen[fmt.Sprintf("kept: code %d reason %d", d.code, d.reason)]++
+			}
+			if kp.lent > 0 && len(ls) > 0 {
+				seen[fmt.Sprintf("lent: code %d", d.code)]++
 			}
 			if d.probe {
 				seen["probe"]++
@@ -343,7 +346,7 @@ func TestDifferential(t *testing.T) {
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
 					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3",
-					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4"} {
+					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -208,7 +208,7 @@ func TestHoldersCapInAll(t *testing.T) {
 	const inside = 8
 	held := 0
 	for i := range 100 {
-		if h.acquire(string(rune('a'+i%26))+"x", 12, inside) {
+		if h.acquire(string(rune('a'+i%26))+"x", Background, 12, inside) {
 			held++
 		}
 	}
@@ -217,14 +217,30 @@ func TestHoldersCapInAll(t *testing.T) {
 	}
 	var one holders
 	for range 10 {
-		one.acquire("k", 3, 100)
+		one.acquire("k", Background, 3, 100)
 	}
 	if one.n["k"] != 3 {
 		t.Errorf("one scope holds %d, want its cap 3", one.n["k"])
 	}
-	one.release("k")
+	one.release("k", Background)
 	if one.n["k"] != 2 || one.total != 2 {
 		t.Errorf("after a release: scope %d, total %d", one.n["k"], one.total)
+	}
+	// Interactive work has places of its own, and counts as the scope's in
+	// the share of all: background holders of its scope never keep it out.
+	var mixed holders
+	for range 12 {
+		mixed.acquire("k", Background, 12, 20)
+	}
+	if !mixed.acquire("k", Interactive, 12, 20) || mixed.ni["k"] != 1 || mixed.n["k"] != 13 {
+		t.Errorf("interactive with 12 background holders of its scope: ni %d n %d, want a place", mixed.ni["k"], mixed.n["k"])
+	}
+	if mixed.acquire("k", Background, 12, 20) {
+		t.Error("a 13th background holder took a place: interactive places are not background's")
+	}
+	mixed.release("k", Interactive)
+	if mixed.ni["k"] != 0 || mixed.n["k"] != 12 {
+		t.Errorf("after the interactive release: ni %d n %d", mixed.ni["k"], mixed.n["k"])
 	}
 }
 

@@ -144,7 +144,11 @@ local function decide()
     return r
   end
   local at, ok = limits_earliest(act, al, cost, k)
-  if (k.share > 0 or k.claims > 0) and at > k.lapse then at, ok = k.lapse, false end
+  if at > now_us and k.lent > 0 then
+    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
+    at, ok = limits_earliest(act, al, cost, k)
+  end
+  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
   if not ok or at - now_us > C.hold or fixed and at > now_us then
     r.code, r.reason = 2, learned and 'learned' or 'limit'
     r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
