@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -159,12 +158,6 @@ func priorityOnce(ctx context.Context, e env, label string, m mode, classes bool
 		RetryDelayFunc:           g.RetryDelay(nil),
 		ShutdownTimeout:          3 * time.Second,
 		LogLevel:                 asynq.ErrorLevel,
-		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
-			var d *quotagate.Deferral
-			if os.Getenv("QG_DEBUG") != "" && errors.As(err, &d) && d.Class == quotagate.Interactive {
-				fmt.Fprintln(os.Stderr, time.Since(start), err)
-			}
-		}),
 	})
 	if err := sleepUntil(ctx, start); err != nil {
 		return f, err
@@ -219,9 +212,6 @@ func priorityOnce(ctx context.Context, e env, label string, m mode, classes bool
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	a := acme.snapshot()
-	if os.Getenv("QG_DEBUG") != "" {
-		fmt.Fprintln(os.Stderr, pr.waits)
-	}
 	f.Interactive, f.SweepDone = len(pr.enqueued), pr.sweep
 	f.InteractiveP50, f.InteractiveP99, f.InteractiveMax = quantile(pr.waits, 0.5), quantile(pr.waits, 0.99), quantile(pr.waits, 1)
 	if !pr.lastDone.IsZero() {
