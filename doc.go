@@ -49,6 +49,14 @@
 // capacity now? With a limit configured, the gate paces the scope before
 // the first 429; both are checked in the same round trip.
 //
+// # Work somebody waits for goes first
+//
+// Tasks of one scope are Background (a sweep) or Interactive (a poll a
+// person triggered: NewTask's Interactive option, or a queue in
+// Config.InteractiveQueues). While interactive work asks, background work
+// leaves Config.Reserve of every capacity of the scope unspent, so the
+// person's poll finds capacity at once; see Class.
+//
 // # Quick start
 //
 //	g := quotagate.New(rdb, quotagate.Config{})
