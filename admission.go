@@ -74,7 +74,9 @@ type verdict struct {
 //   - limited by the learned limit, its next window within maxHold + one
 //     asynq tick: as a short pause (it reserves no slot ahead: the holders
 //     ask again as the window opens). So is an Interactive task limited
-//     by any limit, its slot within maxHold + one tick.
+//     by any limit, and any task whose slot is not reserved (unreserved:
+//     background work behind a bucket while a reserve is in force), its
+//     slot within maxHold + one tick.
 //   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
@@ -95,7 +97,7 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	learnedSoon := a.code == limited && (!a.spread || p.interactive) && a.wait <= reopenHold
+	learnedSoon := a.code == limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
 	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}

@@ -64,18 +64,22 @@ const (
 
 // decision is the verdict of admit.
 type decision struct {
-	code    int64  // admitted, paused (a deadline) or limited (capacity)
-	reason  reason // why not admitted at once
-	wait    int64  // µs until the slot (admitted: ≤ hold) or until asking again
-	until   int64  // ms: the deadline in force (paused), 0 otherwise
-	reopen  int64  // requests the scope can use when it reopens, 0 unknown
-	probe   bool   // admitted as a probe: its response's budget is awaited
-	opens   int64  // µs: admitted as a learned window's probe (its instant, the answer's id); 0 not
-	seq     int64  // the admission's sequence number among those that spent the budget
-	spread  bool   // the line hands out slots one GCRA interval apart
-	byOp    bool   // paused by an operator (Gate.Pause), not a refusal
-	limited bool   // limits (configured or learned) apply to the scope
-	cache   bool   // nothing but a pause can stop the scope (see openCache)
+	code   int64  // admitted, paused (a deadline) or limited (capacity)
+	reason reason // why not admitted at once
+	wait   int64  // µs until the slot (admitted: ≤ hold) or until asking again
+	until  int64  // ms: the deadline in force (paused), 0 otherwise
+	reopen int64  // requests the scope can use when it reopens, 0 unknown
+	probe  bool   // admitted as a probe: its response's budget is awaited
+	opens  int64  // µs: admitted as a learned window's probe (its instant, the answer's id); 0 not
+	seq    int64  // the admission's sequence number among those that spent the budget
+	spread bool   // the line hands out slots one GCRA interval apart
+	// unreserved: limited, and the instant is not reserved: hold until it
+	// and ask again (the learned limit's windows; a bucket while a reserve
+	// is in force)
+	unreserved bool
+	byOp       bool // paused by an operator (Gate.Pause), not a refusal
+	limited    bool // limits (configured or learned) apply to the scope
+	cache      bool // nothing but a pause can stop the scope (see openCache)
 }
 
 const (
@@ -185,8 +189,13 @@ func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, lin
 	}
 	// The learned limit reserves no slot ahead: its next window is asked
 	// for when it opens, by one request first (see learnState.opens); a
-	// refusal may realign it meanwhile.
-	if !ok || at-now > p.hold || fixed && at > now {
+	// refusal may realign it meanwhile. Nor does work that leaves a reserve
+	// or claims in force behind a bucket: a bucket's slot ahead of now
+	// spends tokens the reserve needs now (its TAT would run ahead of now
+	// by more than the burst less the reserve), so it asks again at the
+	// instant, holding.
+	d.unreserved = fixed || k.lapse > 0 && lim.interval(cost) > 0
+	if !ok || at-now > p.hold || d.unreserved && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
 			d.reason = reasonLearned
@@ -196,6 +205,7 @@ func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, lin
 		d.spread = inc > 0
 		return d
 	}
+	d.unreserved = false
 
 	// Admitted at at: commit.
 	d.wait = at - now

@@ -13,13 +13,15 @@ package quotagate
 // first, and gives background every token beyond it, so a sweep behind a
 // bucket keeps the bucket's whole rate). When no interactive work has
 // asked for the lending delay, background may spend everything: the
-// reserve is lent, and given back at the next interactive request. It is
-// lent for now only: a slot reserved ahead (within Tuning.MaxHold) always
-// leaves it, so background work never spends the reserve of the next
-// window (or the bucket's next tokens) in advance, and the first
-// interactive request finds it there. (This costs a sweep nothing: the
-// holders asking as a window opens spend what the slots ahead left, and a
-// bucket gives every token beyond the reserve.)
+// reserve is lent, and given back at the next interactive request. While
+// the scope has had interactive work within learnTTL it is lent for now
+// only: a slot reserved ahead (within Tuning.MaxHold) still leaves it, so
+// background work never spends the reserve of the next window (or the
+// bucket's next tokens) in advance, and the next interactive request finds
+// it there. (This costs a sweep little: the holders asking as a window
+// opens spend what the slots ahead left, and a bucket gives every token
+// beyond the reserve.) A scope that has had no interactive work for
+// learnTTL is exactly as without classes.
 //
 // An interactive task that has to wait claims its cost from the capacity
 // it comes back to: until it is back (admitted), background work leaves
@@ -37,7 +39,7 @@ package quotagate
 
 // classState is what the scope keeps of its interactive work.
 type classState struct {
-	seen    int64 // µs: interactive work last asked at, 0 none within the lending delay
+	seen    int64 // µs: interactive work last asked at, 0 none within learnTTL
 	claims  int64 // the cost of interactive deferrals not yet back
 	claimed int64 // µs: the claims lapse at (0: none)
 }
@@ -68,7 +70,7 @@ func (s classState) keeper(p params, now int64, interactive bool) keeper {
 	if s.claims > 0 && now < s.claimed {
 		k.claims, k.lapse = s.claims, max(k.lapse, s.claimed)
 	}
-	if !k.holds() {
+	if s.seen > 0 && !k.holds() {
 		k.lent = p.reserve
 	}
 	return k
@@ -107,7 +109,7 @@ func (s *classState) asked(now int64, admitted bool, slot, cost int64) {
 func (s classState) expires(p params) int64 {
 	e := s.claimed
 	if s.seen > 0 {
-		e = max(e, s.seen+p.lend)
+		e = max(e, s.seen+learnTTL)
 	}
 	return e
 }
@@ -117,7 +119,7 @@ func (s *classState) normalize(p params, now int64) {
 	if s.claimed <= now {
 		s.claims, s.claimed = 0, 0
 	}
-	if s.seen+p.lend <= now {
+	if s.seen+learnTTL <= now {
 		s.seen = 0
 	}
 }
@@ -130,7 +132,7 @@ local function class_load(key)
   local K = {key = key}
   for _, f in ipairs(classFields) do K[f] = int(v[f]) or 0 end
   if K.claimed <= now_us then K.claims, K.claimed = 0, 0 end
-  if K.seen + C.lend <= now_us then K.seen = 0 end
+  if K.seen + C.learnTTL <= now_us then K.seen = 0 end
   return K
 end
 local function class_keeper(K, interactive)
@@ -138,7 +140,7 @@ local function class_keeper(K, interactive)
   if interactive then return k end
   if K.seen > 0 and now_us < K.seen + C.lend then k.share, k.lapse = C.reserve, K.seen + C.lend end
   if K.claims > 0 and now_us < K.claimed then k.claims, k.lapse = K.claims, math.max(k.lapse, K.claimed) end
-  if k.share == 0 and k.claims == 0 then k.lent = C.reserve end
+  if K.seen > 0 and k.share == 0 and k.claims == 0 then k.lent = C.reserve end
   return k
 end
 local function keep_of(k, n)
@@ -158,7 +160,7 @@ end
 local function class_save(K)
   if not K.dirty then return end
   local e = K.claimed
-  if K.seen > 0 then e = math.max(e, K.seen + C.lend) end
+  if K.seen > 0 then e = math.max(e, K.seen + C.learnTTL) end
   redis.call('DEL', K.key)
   if e <= now_us then return end
   local args = {}

@@ -136,7 +136,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			kp := m.class.keeper(p, now, e.class == Interactive)
 			d := m.admit(p, now, e.cost, e.class)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
-				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, limited: a.limited, cache: a.cacheable}
+				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, unreserved: a.unreserved, limited: a.limited, cache: a.cacheable}
 			if got != d {
 				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
 			}

@@ -93,7 +93,7 @@ func script(names []string, body string) *redis.Script {
 }
 
 // admitReply names the fields of the admission's reply (see decision).
-var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "limited", "cache", "now",
+var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
 // admitScript is the admission of one task (scopeState.admit); with dry
@@ -149,8 +149,9 @@ local function decide()
     at, ok = limits_earliest(act, al, cost, k)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  if not ok or at - now_us > C.hold or fixed and at > now_us then
-    r.code, r.reason = 2, learned and 'learned' or 'limit'
+  local unreserved = fixed or k.lapse > 0 and interval(act, cost) > 0
+  if not ok or at - now_us > C.hold or unreserved and at > now_us then
+    r.code, r.reason, r.unreserved = 2, learned and 'learned' or 'limit', unreserved
     r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
     return r
   end

@@ -35,6 +35,7 @@ type admission struct {
 	opens      int64         // a learned window's probe: its instant, to answer (0 not)
 	seq        int64         // sequence number among the admissions that spent the budget (0 unknown)
 	spread     bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
+	unreserved bool          // limited, the instant not reserved: hold until it, ask again (see decision)
 	byOperator bool          // the pause was set by Gate.Pause
 
 	// What the scope keeps, for State.
@@ -91,7 +92,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	}
 	a := admission{code: v["code"], reason: reasons[txt["reason"]], wait: time.Duration(v["wait"]) * time.Microsecond,
 		now: time.UnixMicro(v["now"]), reopen: v["reopen"], cacheable: v["cache"] == 1, limited: v["limited"] == 1,
-		probe: v["probe"] == 1, opens: v["opens"], seq: v["seq"], byOperator: v["byOperator"] == 1, spread: v["spread"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
+		probe: v["probe"] == 1, opens: v["opens"], seq: v["seq"], byOperator: v["byOperator"] == 1, spread: v["spread"] == 1, unreserved: v["unreserved"] == 1, nowMicros: v["now"], untilDeadline: v["deadline"]}
 	if v["deadline"] != 0 {
 		a.until = time.UnixMilli(v["deadline"])
 	}
