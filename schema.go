@@ -18,6 +18,7 @@ import (
 //	<prefix>:{<provider>:<account>}:budget   the advertised budget (hash, budgetFields)
 //	<prefix>:{<provider>:<account>}:learn    what refusals taught (hash, learnFields)
 //	<prefix>:{<provider>:<account>}:lwin     the learned limit's counts (hash)
+//	<prefix>:{<provider>:<account>}:resumed  the Redis TIME (Unix ms) of the last Resume (expires MaxPause after it)
 //
 // A window count hash has one field per window, named by its start (Unix
 // µs), and "origin" (Unix µs) while its windows are not aligned. Every
@@ -47,6 +48,7 @@ const fieldOrigin = "origin"
 type keys struct {
 	base                                               string
 	pause, pauseBy, tat, line, budget, learn, learnWin string
+	resumed                                            string
 }
 
 var (
@@ -57,7 +59,7 @@ var (
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
-		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin"}
+		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", resumed: base + "resumed"}
 }
 
 // limit returns the state key of the i-th limit l of the scope.
