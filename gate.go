@@ -240,6 +240,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
 	g.store.track = g.open.track
 	g.mem = new(memory)
+	g.mem.probe = g.probeMasters
 	g.store.recovered = g.reassertAll
 	g.store.failed = newReloader(rdb).failed
 	g.open.heard = func(payload string) { g.heard(parseAnnouncement(payload), g.now()) }

@@ -52,6 +52,7 @@ package quotagate
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -94,6 +95,11 @@ type memory struct {
 	last    time.Time // when the last run began
 	closed  bool      // the gate is closed: no new run
 
+	// probing is set while the goroutine that pings the remembered pauses'
+	// masters runs (see probeEvery); probe starts it.
+	probing bool
+	probe   func()
+
 	reasserted atomic.Int64 // deadlines the re-assertions moved (tests)
 }
 
@@ -125,6 +131,10 @@ func (m *memory) note(key string, untilMs, nowMs int64, recv time.Time, operator
 		return
 	}
 	m.m[key] = remembered{untilMs: untilMs, seenMs: nowMs, end: end, operator: operator}
+	if !m.probing && !m.closed && m.probe != nil {
+		m.probing = true
+		go m.probe()
+	}
 }
 
 // evict makes room for an entry ending at end: it drops the entries ended
@@ -221,6 +231,67 @@ func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration) b
 	return e.end.Sub(ends) > slack
 }
 
+// probeEvery is how often a gate that remembers a pause in force pings
+// the masters that hold the remembered pauses (one PING per master, of a
+// cluster's the masters of their slots), whether or not it has tasks of
+// their scopes: a gate with nothing else to ask the store thus notices a
+// dead master, has a cluster client reload its layout (topology.go), and
+// re-asserts its pauses when the new master answers, within about a
+// second of the promotion. It stops when nothing is remembered.
+const probeEvery = time.Second
+
+// probeMasters pings the masters of the remembered pauses every
+// probeEvery while there are any (memory.probe).
+func (g *Gate) probeMasters() {
+	m := g.mem
+	for {
+		time.Sleep(probeEvery)
+		m.mu.Lock()
+		if m.closed || len(m.m) == 0 {
+			m.probing = false
+			m.mu.Unlock()
+			return
+		}
+		keys := make([]string, 0, len(m.m))
+		for k := range m.m {
+			keys = append(keys, k)
+		}
+		m.mu.Unlock()
+		if errors.Is(g.pingMasters(keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
+			m.mu.Lock()
+			m.probing = false
+			m.mu.Unlock()
+			return
+		}
+	}
+}
+
+// pingMasters pings the masters of keys, and returns the last error.
+func (g *Gate) pingMasters(keys []string) (err error) {
+	ctx := context.Background()
+	ping := func(c redis.Cmdable) {
+		_, err = bounded(ctx, &g.store, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })
+	}
+	cc, ok := g.store.rdb.(*redis.ClusterClient)
+	if !ok {
+		ping(g.store.rdb)
+		return err
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		n, merr := cc.MasterForKey(ctx, k)
+		if merr != nil {
+			err = merr
+			continue
+		}
+		if a := n.Options().Addr; !seen[a] {
+			seen[a] = true
+			ping(n)
+		}
+	}
+	return err
+}
+
 // reassertReply names the fields of the re-assertion's reply.
 var reassertReply = []string{"deadline", "now", "moved", "resumed"}
 
@@ -229,12 +300,15 @@ var reassertReply = []string{"deadline", "now", "moved", "resumed"}
 // later of the one in force, the remembered one and now plus the
 // remaining time the gate measured, within MaxPause (the pause
 // transition, pause_refuse), and a deadline it moved is announced as a
-// refusal's is.
+// refusal's is. The remaining time moves a deadline in force only when it
+// ends more than the slack later (as lostFrom: the gate's measure is late
+// by up to an answer's transit, and must not creep).
 //
 // KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
 // ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
 // the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
 // ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
+// ARGV[7] the slack, ms
 // returns: reassertReply (deadline 0: no pause in force)
 var reassertScript = redis.NewScript(luaPrelude + luaConstants + luaPause +
 	"local REPLY = " + luaList(reassertReply) + "\n" + `
@@ -244,9 +318,10 @@ local r = int(redis.pcall('GET', KEYS[3]))
 if r and r >= tonumber(ARGV[3]) then
   return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
 end
-local want = tonumber(ARGV[1])
-if want - now_ms > C.maxPause then want = 0 end
-want = math.min(math.max(want, now_ms + tonumber(ARGV[2])), now_ms + C.maxPause)
+local abs, rel = tonumber(ARGV[1]), math.min(now_ms + tonumber(ARGV[2]), now_ms + C.maxPause)
+if abs - now_ms > C.maxPause then abs = 0 end
+local want = math.max(abs, rel)
+if P and rel <= P + tonumber(ARGV[7]) then want = abs end
 if want <= now_ms or (P and P >= want) then
   return reply(REPLY, {deadline = P or 0, now = now_us})
 end
@@ -273,7 +348,7 @@ func (s *store) reassert(ctx context.Context, key string, e remembered, now time
 	}
 	rem := int64(math.Ceil(float64(e.end.Sub(now)) / float64(time.Millisecond)))
 	v, _, err := s.run(ctx, "pause", reassertScript, reassertReply, []string{key, base + "pauseby", base + "resumed"},
-		e.untilMs, max(rem, 0), e.seenMs, s.maxPause.Milliseconds(), s.channel(), op)
+		e.untilMs, max(rem, 0), e.seenMs, s.maxPause.Milliseconds(), s.channel(), op, s.timeout.Milliseconds())
 	if err != nil {
 		return reasserted{}, err
 	}

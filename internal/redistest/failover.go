@@ -424,6 +424,19 @@ type Sentinel struct {
 // redis-server package ships no redis-sentinel binary, and needs none).
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
+	return StartSentinelWith(tb, SentinelOptions{})
+}
+
+// SentinelOptions change how StartSentinelWith starts its servers.
+type SentinelOptions struct {
+	// ReplicaEnv is added to the environment of the replica's
+	// redis-server: FakeTime's, say, to run it on a clock of its own.
+	ReplicaEnv []string
+}
+
+// StartSentinelWith is StartSentinel with options.
+func StartSentinelWith(tb testing.TB, o SentinelOptions) *Sentinel {
+	tb.Helper()
 	path := lookPath(tb, Binary)
 	dir := tb.TempDir()
 	s := &Sentinel{MasterName: SentinelMasterName}
@@ -433,7 +446,11 @@ func StartSentinel(tb testing.TB) *Sentinel {
 		if err := os.Mkdir(nodeDir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		n, err := startServerWith(path, false, func(port int) ([]string, error) {
+		var env []string
+		if i == 1 {
+			env = o.ReplicaEnv
+		}
+		n, err := startServerEnv(path, false, env, func(port int) ([]string, error) {
 			a := serverArgs(port, nodeDir, false)
 			if i == 1 {
 				h, p, _ := strings.Cut(s.nodes[0].Addr, ":")
