@@ -96,7 +96,7 @@ func TestFailoverLostPauseSentinel(t *testing.T) {
 // counts the requests it receives while it refuses.
 type lossProvider struct {
 	mu     sync.Mutex
-	closed map[string]time.Time // path → until when it refuses
+	closed map[string]time.Time   // path → until when it refuses
 	into   map[string][]time.Time // path's fleet → when it received each request while refusing
 }
 
