@@ -15,11 +15,9 @@ package redistest
 // new master's clock reaches it. If that clock runs ahead of the dead
 // master's by δ, every pause in force ends δ early (and a pause shorter
 // than δ is gone at once); if it runs behind, pauses last δ longer. On one
-// machine (these tests) every node shares the kernel's clock, so the
-// skew is zero and a test can only show that the instants survive a
-// failover unchanged; a skewed node needs a clock
-// of its own (another host, or a time namespace), which this package does
-// not fake.
+// machine (these tests) every node shares the kernel's clock, so the skew
+// is zero unless a node is given a clock of its own: [SkewedClock], with
+// [StartSentinelWith]'s ReplicaEnv (skew.go).
 
 import (
 	"context"
@@ -430,7 +428,7 @@ func StartSentinel(tb testing.TB) *Sentinel {
 // SentinelOptions change how StartSentinelWith starts its servers.
 type SentinelOptions struct {
 	// ReplicaEnv is added to the environment of the replica's
-	// redis-server: FakeTime's, say, to run it on a clock of its own.
+	// redis-server: SkewedClock's, say, to run it on a clock of its own.
 	ReplicaEnv []string
 }
 

@@ -2,70 +2,127 @@ package redistest
 
 // Clocks of their own, and replication cut. Every server of this package
 // runs on the host's clock, so a failover between them shows no clock
-// skew. FakeTime gives one server a clock offset from the host's
-// (libfaketime, preloaded: Debian's faketime package), for the tests of
-// what a skewed new master does to deadlines. CutReplication makes a
-// replica miss every write from then on, deterministically, so that a
-// test can lose a write in a failover on purpose.
+// skew. SkewedClock gives one server a clock offset from the host's, for
+// the tests of what a skewed new master does to deadlines. CutReplication
+// makes a replica miss every write from then on, deterministically, so
+// that a test can lose a write in a failover on purpose.
+//
+// SkewedClock preloads a shim of its own (clockShim, compiled with the C
+// compiler the race detector needs anyway) that adds the offset to
+// CLOCK_REALTIME in clock_gettime, gettimeofday and time, through the
+// system call, leaving the monotonic clocks alone. Debian's libfaketime
+// (0.9.10) was the first choice and does not work here: preloaded into
+// redis-server, whose jemalloc reads the clock while libfaketime is still
+// resolving its own symbols, it reports "unexpected recursive calls to
+// clock_gettime()" and the server never listens.
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// FakeTimeLibs are where libfaketime is looked for (Debian's faketime
-// package installs the first two; the MT build is for threaded programs
-// such as redis-server, and is preferred).
-var FakeTimeLibs = []string{
-	"/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-	"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-	"/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-	"/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-	"/usr/lib/faketime/libfaketimeMT.so.1",
-	"/usr/local/lib/faketime/libfaketimeMT.so.1",
+// ClockOffsetEnv names the variable the shim reads its offset from, in
+// milliseconds (positive: ahead of the host's clock).
+const ClockOffsetEnv = "REDISTEST_CLOCK_OFFSET_MS"
+
+// clockShim is the preloaded library's source.
+const clockShim = `#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long offset_ns(void) {
+	static long long off;
+	static int ready;
+	if (!ready) {
+		const char *s = getenv("REDISTEST_CLOCK_OFFSET_MS");
+		off = s ? atoll(s) * 1000000LL : 0;
+		ready = 1;
+	}
+	return off;
 }
 
-// FakeTime returns the environment that runs a process on the host's clock
-// offset by offset (whole seconds; positive: ahead), through libfaketime.
-// It skips the test when libfaketime is missing, or fails it when
-// QUOTAGATE_REQUIRE_REDIS is set (apt-get install -y faketime).
-func FakeTime(tb testing.TB, offset time.Duration) []string {
+static void shift(struct timespec *ts) {
+	long long ns = (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec + offset_ns();
+	ts->tv_sec = ns / 1000000000LL;
+	ts->tv_nsec = ns % 1000000000LL;
+}
+
+int clock_gettime(clockid_t clk, struct timespec *ts) {
+	int r = syscall(SYS_clock_gettime, clk, ts);
+	if (r == 0 && (clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_COARSE)) shift(ts);
+	return r;
+}
+
+int gettimeofday(struct timeval *tv, void *tz) {
+	struct timespec ts;
+	(void)tz;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
+	if (tv) {
+		tv->tv_sec = ts.tv_sec;
+		tv->tv_usec = ts.tv_nsec / 1000;
+	}
+	return 0;
+}
+
+time_t time(time_t *t) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (t) *t = ts.tv_sec;
+	return ts.tv_sec;
+}
+`
+
+var shimOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// SkewedClock returns the environment that runs a redis-server (any
+// dynamically linked program) on the host's clock offset by offset
+// (positive: ahead). It builds the shim once per test process with $CC or
+// cc, and skips the test when there is no C compiler, or fails it when
+// QUOTAGATE_REQUIRE_REDIS is set (apt-get install -y gcc).
+func SkewedClock(tb testing.TB, offset time.Duration) []string {
 	tb.Helper()
-	lib := ""
-	for _, p := range FakeTimeLibs {
-		if _, err := os.Stat(p); err == nil {
-			lib = p
-			break
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	cc = lookPath(tb, cc)
+	shimOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "redistest-clock-")
+		if err != nil {
+			shimOnce.err = err
+			return
 		}
-	}
-	if lib == "" {
-		if m, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime*.so.1"); len(m) > 0 {
-			lib = m[0]
+		src, lib := filepath.Join(dir, "clock.c"), filepath.Join(dir, "clock.so")
+		if err := os.WriteFile(src, []byte(clockShim), 0o600); err != nil {
+			shimOnce.err = err
+			return
 		}
-	}
-	if lib == "" {
-		if RequireRedis(os.Getenv(RequireEnv)) {
-			tb.Fatalf("redistest: libfaketime not found (%v) and %s is set; install it: apt-get install -y faketime", FakeTimeLibs, RequireEnv)
+		if out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", lib, src).CombinedOutput(); err != nil {
+			shimOnce.err = fmt.Errorf("%s: %v\n%s", cc, err, out)
+			return
 		}
-		tb.Skipf("redistest: libfaketime not found; skipping a test that needs a skewed clock (apt-get install -y faketime; set %s=1 to make this a failure)", RequireEnv)
+		shimOnce.path = lib
+	})
+	if shimOnce.err != nil {
+		tb.Fatalf("redistest: building the clock shim: %v", shimOnce.err)
 	}
-	sign := "+"
-	if offset < 0 {
-		sign = "-"
-		offset = -offset
-	}
-	return []string{
-		"LD_PRELOAD=" + lib,
-		"FAKETIME=" + sign + strconv.FormatInt(int64(offset/time.Second), 10) + "s",
-		"FAKETIME_DONT_FAKE_MONOTONIC=1", // the event loop's timers stay real
-		"FAKETIME_DONT_RESET=1",
-	}
+	return []string{"LD_PRELOAD=" + shimOnce.path, ClockOffsetEnv + "=" + strconv.FormatInt(offset.Milliseconds(), 10)}
 }
 
 // Time returns the server's TIME and the host's clock halfway through the
