@@ -37,6 +37,10 @@ type policy struct {
 	jitter     time.Duration // Tuning.ReopenJitter
 	maxHolders int           // Tuning.MaxHolders
 	mustHold   bool          // a deferral would be archived (attempt.last)
+	// interactive: the task is Interactive; it holds for any limit's slot
+	// within maxHold and one tick instead of going through asynq, whose
+	// whole-second retries would add a second to a wait somebody sees
+	interactive bool
 }
 
 // asynqTick is the granularity of asynq's retry times: whole seconds.
@@ -69,7 +73,8 @@ type verdict struct {
 //     most maxHold (500 ms is the README's advice; asynq's default is 5 s).
 //   - limited by the learned limit, its next window within maxHold + one
 //     asynq tick: as a short pause (it reserves no slot ahead: the holders
-//     ask again as the window opens).
+//     ask again as the window opens). So is an Interactive task limited
+//     by any limit, its slot within maxHold + one tick.
 //   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
@@ -90,7 +95,7 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	learnedSoon := a.code == limited && !a.spread && a.wait <= reopenHold
+	learnedSoon := a.code == limited && (!a.spread || p.interactive) && a.wait <= reopenHold
 	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
@@ -132,10 +137,13 @@ func jitter(window time.Duration, u float64) time.Duration {
 // neither one paused provider nor many brief pauses at once can take every
 // worker from the scopes that are open: Tuning.MaxHolders per scope, and a
 // worker holds only while fewer than half the tasks inside the middleware
-// hold, or all of them hold for its scope.
+// hold, or all of them hold for its scope. Interactive work has
+// Tuning.MaxHolders places of its own per scope: background holders never
+// take them.
 type holders struct {
 	mu    sync.Mutex
-	n     map[string]int
+	n     map[string]int // per scope, every class
+	ni    map[string]int // per scope, interactive
 	total int
 }
 
@@ -147,29 +155,41 @@ type holders struct {
 // carrier took 19 s for a 3-second quota when it was: TestModesEndToEnd).
 const holdShare = 2
 
-// acquire takes a place for scope k if fewer than limit of its workers
-// hold, and fewer than inside/holdShare workers hold in all or all of them
-// hold for k (its own reopening).
-func (h *holders) acquire(k string, limit int, inside int64) bool {
+// acquire takes a place for work of class c of scope k if fewer than
+// limit of its workers of that class hold, and fewer than inside/holdShare
+// workers hold in all or all of them hold for k (its own reopening).
+func (h *holders) acquire(k string, c Class, limit int, inside int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.n[k] >= limit || int64(h.total) >= max(inside/holdShare, 1) && h.total > h.n[k] {
+	mine := h.n[k] - h.ni[k]
+	if c == Interactive {
+		mine = h.ni[k]
+	}
+	if mine >= limit || int64(h.total) >= max(inside/holdShare, 1) && h.total > h.n[k] {
 		return false
 	}
 	if h.n == nil {
-		h.n = make(map[string]int)
+		h.n, h.ni = make(map[string]int), make(map[string]int)
 	}
 	h.n[k]++
+	if c == Interactive {
+		h.ni[k]++
+	}
 	h.total++
 	return true
 }
 
-func (h *holders) release(k string) {
+func (h *holders) release(k string, c Class) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.total--
 	if h.n[k]--; h.n[k] <= 0 {
 		delete(h.n, k)
+	}
+	if c == Interactive {
+		if h.ni[k]--; h.ni[k] <= 0 {
+			delete(h.ni, k)
+		}
 	}
 }
 

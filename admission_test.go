@@ -28,6 +28,8 @@ func TestDecide(t *testing.T) {
 	last := plain
 	last.mustHold = true
 	noHold := policy{jitter: time.Second, maxHolders: 12}
+	interactive := plain
+	interactive.interactive = true
 
 	for _, tc := range []struct {
 		name    string
@@ -58,6 +60,9 @@ func TestDecide(t *testing.T) {
 		{"learned window within a hold: hold a place, ask again as it opens", reopening(withWindow(admission{code: limited, reason: reasonLearned, wait: 800 * ms, now: now}), 5), plain, 0.5, holdPause, 800 * ms, 5, 800 * ms, ReasonLearned},
 		{"learned window beyond a hold: deferred, woken maxHold early", withWindow(admission{code: limited, reason: reasonLearned, wait: 4 * time.Second, now: now}), plain, 0.5, deferTask, 2500 * ms, 0, 2500 * ms, ReasonLearned},
 		{"spent budget: deferred to its reset, woken early to hold", pausedForReason(9*time.Second, 9*time.Second, reasonBudget), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonBudget},
+		{"interactive, its limit's slot within a hold: hold, not asynq's whole seconds", withLimit(admission{code: limited, reason: reasonLimit, wait: 2 * time.Second, now: now}), interactive, 0.5, holdPause, 2 * time.Second, 12, 2 * time.Second, ReasonLimited},
+		{"interactive, its slot beyond a hold: deferred, woken maxHold early", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), interactive, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"interactive, a window within a hold: hold", withWindow(admission{code: limited, reason: reasonLimit, wait: 900 * ms, now: now}), interactive, 0.5, holdPause, 900 * ms, 12, 900 * ms, ReasonLimited},
 		{"last attempt: hold a long pause (with jitter)", pausedFor(9*time.Second, 9*time.Second), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0, 0},
 		{"last attempt: hold a limited slot", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
 	} {

@@ -154,7 +154,7 @@ func ExampleGate_Middleware() {
 	fmt.Println("other provider:", err, "handler calls:", calls)
 	// Output:
 	// deferred: true paused
-	// quotagate: ups paused by an operator; back at 2025-01-02T03:05:03.000Z, no retry spent (scope ups/acct-42)
+	// quotagate: ups paused by an operator; back at 2025-01-02T03:05:03.000Z, no retry spent (scope ups/acct-42, background)
 	// is failure: false
 	// handler calls: 0
 	// other provider: <nil> handler calls: 1

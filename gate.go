@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -91,6 +92,20 @@ type Config struct {
 	// master alone.
 	Durable int
 
+	// Reserve is the share of every capacity of a scope (a limit's burst or
+	// window, the learned limit, the advertised budget when its size is
+	// advertised) that Background work leaves to Interactive work while
+	// interactive work has asked within Tuning.LendAfter (see Class). It is
+	// rounded up, and never all of a capacity: of a window of 40, 8; of a
+	// burst of 10, 2; of 1, nothing. Default 0.2 (Stripe's load shedder
+	// keeps about a fifth for critical work); negative: no reserve; above 1
+	// counts as 1.
+	Reserve float64
+
+	// InteractiveQueues are the asynq queues whose tasks are Interactive
+	// unless NewTask gave them a class. Default none.
+	InteractiveQueues []string
+
 	// Tuning holds the knobs of the in-process waits and the open cache.
 	// Its zero value is the measured default of every knob.
 	Tuning Tuning
@@ -141,6 +156,13 @@ type Tuning struct {
 	// FailClosedDelay is the deferral when Config.FailClosed is set and the
 	// store fails. Default 10 seconds.
 	FailClosedDelay time.Duration
+
+	// LendAfter is how long after the last Interactive task of a scope
+	// asked Background work may spend the scope's Config.Reserve too (it
+	// gives it back at the next interactive task). A person who opened a
+	// page asks again within seconds; a reserve lent sooner than that is
+	// spent when they do. Default 30 seconds.
+	LendAfter time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -159,6 +181,13 @@ func (c Config) withDefaults() Config {
 	def(&c.FallbackBase, 15*time.Minute)
 	def(&c.FallbackCap, 12*time.Hour)
 	def(&c.StoreTimeout, 250*time.Millisecond)
+	switch {
+	case c.Reserve == 0:
+		c.Reserve = 0.2
+	case c.Reserve < 0:
+		c.Reserve = 0
+	}
+	c.Reserve = min(c.Reserve, 1)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -178,6 +207,7 @@ func (c Config) withDefaults() Config {
 	}
 	t.ReopenJitter = max(t.ReopenJitter, 0)
 	def(&t.FailClosedDelay, 10*time.Second)
+	def(&t.LendAfter, 30*time.Second)
 	return c
 }
 
@@ -236,7 +266,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m,
 		store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb), metrics: m,
-			durable: cfg.Durable, log: cfg.Logger}}
+			durable: cfg.Durable, log: cfg.Logger, reserve: int64(math.Round(cfg.Reserve * 1000)), lend: cfg.Tuning.LendAfter}}
 	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
 	g.store.track = g.open.track
 	g.mem = new(memory)

@@ -555,7 +555,7 @@ func TestDeferralError(t *testing.T) {
 	} {
 		d := &Deferral{Scope: s, Delay: 9*time.Second + 400*time.Microsecond, RetryAt: until, Reason: tc.reason, Operator: tc.operator}
 		msg := d.Error()
-		for _, want := range []string{"quotagate: " + tc.words, "back at 2025-01-02T03:04:15.000Z, no retry spent", "(scope ups/" + s.Account + ")"} {
+		for _, want := range []string{"quotagate: " + tc.words, "back at 2025-01-02T03:04:15.000Z, no retry spent", "(scope ups/" + s.Account + ", background)"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%v: %q does not contain %q", tc.reason, msg, want)
 			}
@@ -567,7 +567,7 @@ func TestDeferralError(t *testing.T) {
 			t.Errorf("%v: %q holds the secret", tc.reason, msg)
 		}
 	}
-	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, RetryAt: until.Truncate(time.Second)}).Error(); !strings.HasSuffix(msg, "back at 2025-01-02T03:04:14.000Z, no retry spent (scope ups)") {
+	if msg := (&Deferral{Scope: Scope{Provider: "ups"}, Delay: time.Minute, RetryAt: until.Truncate(time.Second)}).Error(); !strings.HasSuffix(msg, "back at 2025-01-02T03:04:14.000Z, no retry spent (scope ups, background)") {
 		t.Errorf("scope without account, RetryAt on a whole second: %q", msg)
 	}
 }

@@ -19,7 +19,8 @@ import (
 // Labels carry the provider, never the account (an account may be a
 // credential's fingerprint, and accounts are unbounded):
 //
-//	quotagate_admissions_total{provider,outcome}   counter; outcome is one of
+//	quotagate_admissions_total{provider,class,outcome}  counter; class is
+//	    background or interactive (see Class); outcome is one of
 //	    admitted          the task (or request) ran
 //	    held              a worker waited in-process for a short pause, then
 //	                      asked again (so the same task counts once more)
@@ -30,6 +31,8 @@ import (
 //	    deferred_learned  deferred: the limit it learned has no capacity
 //	    fail_open         the store failed; it ran unchecked
 //	    fail_closed       the store failed; deferred (Config.FailClosed)
+//	quotagate_wait_seconds{provider,class}         histogram of the waits the gate
+//	    imposed: each hold in-process and each deferral's delay
 //	quotagate_refusals_total{provider}             counter: pauses recorded from refusals
 //	quotagate_budget_observations_total{provider}  counter: budgets learned from response headers
 //	quotagate_store_errors_total{op}               counter: failed Redis round trips
@@ -42,7 +45,7 @@ import (
 // for every op at once, a provider's for every outcome as soon as the gate
 // first meets the provider (an admission, a refusal or an observed budget),
 // so that an alert on an increase has a series to match before the first
-// event. Providers are not known in advance: a provider the gate never met
+// event (every outcome of every class, and each class's waits). Providers are not known in advance: a provider the gate never met
 // has no series.
 //
 // quotagate_paused_scopes is counted by the same bounded SCAN as Pauses,
@@ -105,6 +108,11 @@ func deferredOutcome(r Reason) outcome {
 // 250 ms, past which a call is cut and the gate fails open or closed.
 var storeBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}
 
+// waitBuckets are the bounds of quotagate_wait_seconds, in seconds: a slot
+// reserved a few ms ahead, a hold (at most Tuning.MaxHold, 1.5 s), a
+// window of seconds, a pause of minutes to the default MaxPause, 12 h.
+var waitBuckets = []float64{.01, .05, .1, .25, .5, 1, 1.5, 2.5, 5, 10, 30, 60, 300, 900, 3600, 43200}
+
 // scrapeTimeout bounds the SCAN behind quotagate_paused_scopes: well within
 // Prometheus's default 10 s scrape timeout, and long enough for a healthy
 // Redis to list thousands of pauses.
@@ -113,7 +121,7 @@ const scrapeTimeout = time.Second
 // metrics are one gate's counters. A nil *metrics counts nothing.
 type metrics struct {
 	admissions, refusals, budgets, storeErrors *prometheus.CounterVec
-	storeSeconds                               *prometheus.HistogramVec
+	storeSeconds, waits                        *prometheus.HistogramVec
 	pausedScopes                               *prometheus.Desc
 
 	providers sync.Map // provider name → struct{}: the providers met, with their zero series
@@ -123,8 +131,13 @@ func newMetrics() *metrics {
 	m := &metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotagate_admissions_total",
-			Help: "Admission decisions of the gate, by provider and outcome.",
-		}, []string{"provider", "outcome"}),
+			Help: "Admission decisions of the gate, by provider, class of work and outcome.",
+		}, []string{"provider", "class", "outcome"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quotagate_wait_seconds",
+			Help:    "Waits the gate imposed (holds in-process and deferrals' delays), by provider and class of work.",
+			Buckets: waitBuckets,
+		}, []string{"provider", "class"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotagate_refusals_total",
 			Help: "Pauses recorded from provider refusals, by provider.",
@@ -159,18 +172,29 @@ func (m *metrics) meet(provider string) {
 	if _, met := m.providers.LoadOrStore(provider, struct{}{}); met {
 		return
 	}
-	for _, o := range outcomes {
-		m.admissions.WithLabelValues(provider, string(o))
+	for _, c := range classes {
+		for _, o := range outcomes {
+			m.admissions.WithLabelValues(provider, c.String(), string(o))
+		}
+		m.waits.WithLabelValues(provider, c.String())
 	}
 	m.refusals.WithLabelValues(provider)
 	m.budgets.WithLabelValues(provider)
 }
 
-// admission counts one admission outcome.
-func (m *metrics) admission(provider string, o outcome) {
+// admission counts one admission outcome of work of class c.
+func (m *metrics) admission(provider string, c Class, o outcome) {
 	if m != nil {
 		m.meet(provider)
-		m.admissions.WithLabelValues(provider, string(o)).Inc()
+		m.admissions.WithLabelValues(provider, c.String(), string(o)).Inc()
+	}
+}
+
+// wait observes a wait d the gate imposed on work of class c.
+func (m *metrics) wait(provider string, c Class, d time.Duration) {
+	if m != nil && d > 0 {
+		m.meet(provider)
+		m.waits.WithLabelValues(provider, c.String()).Observe(d.Seconds())
 	}
 }
 
@@ -208,7 +232,7 @@ type collector struct{ g *Gate }
 
 func (c collector) vecs() []prometheus.Collector {
 	m := c.g.metrics
-	return []prometheus.Collector{m.admissions, m.refusals, m.budgets, m.storeErrors, m.storeSeconds}
+	return []prometheus.Collector{m.admissions, m.waits, m.refusals, m.budgets, m.storeErrors, m.storeSeconds}
 }
 
 // Describe implements prometheus.Collector.

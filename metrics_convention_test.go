@@ -200,19 +200,24 @@ func TestMetricsZeroFromTheStart(t *testing.T) {
 	}
 
 	// Met by an admission, by a refusal, by an observed budget.
-	g.metrics.admission("acme", outcomeAdmitted)
+	g.metrics.admission("acme", Background, outcomeAdmitted)
 	g.metrics.refusal("swift")
 	g.metrics.budgetObserved("ups")
 	got := scrape(t, g)
 	for _, p := range []string{"acme", "swift", "ups"} {
-		for _, o := range outcomes {
-			name := "quotagate_admissions_total{outcome=" + string(o) + ",provider=" + p + "}"
-			want := 0.0
-			if p == "acme" && o == outcomeAdmitted {
-				want = 1
+		for _, c := range classes {
+			for _, o := range outcomes {
+				name := "quotagate_admissions_total{class=" + c.String() + ",outcome=" + string(o) + ",provider=" + p + "}"
+				want := 0.0
+				if p == "acme" && o == outcomeAdmitted && c == Background {
+					want = 1
+				}
+				if v, ok := got[name]; !ok || v != want {
+					t.Errorf("%s = %v, %v; want %v", name, v, ok, want)
+				}
 			}
-			if v, ok := got[name]; !ok || v != want {
-				t.Errorf("%s = %v, %v; want %v", name, v, ok, want)
+			if _, ok := got["quotagate_wait_seconds{class="+c.String()+",provider="+p+"}_count"]; !ok {
+				t.Errorf("no quotagate_wait_seconds series for class %s of %s", c, p)
 			}
 		}
 		for _, c := range []string{"quotagate_refusals_total", "quotagate_budget_observations_total"} {

@@ -78,16 +78,16 @@ func TestMetricsOutcomes(t *testing.T) {
 
 	got := scrape(t, g)
 	for name, want := range map[string]float64{
-		`quotagate_admissions_total{outcome=admitted,provider=swift}`:       1,
-		`quotagate_admissions_total{outcome=deferred_paused,provider=acme}`: 1,
-		`quotagate_admissions_total{outcome=admitted,provider=lim}`:         1,
-		`quotagate_admissions_total{outcome=deferred_limited,provider=lim}`: 1,
-		`quotagate_refusals_total{provider=acme}`:                           1,
-		`quotagate_store_duration_seconds{op=admit}_count`:                  4,
-		`quotagate_store_duration_seconds{op=pause}_count`:                  1,
-		`quotagate_paused_scopes{provider=acme}`:                            1,
-		`quotagate_paused_scopes{provider=swift}`:                           0, // admitted for, nothing paused
-		`quotagate_paused_scopes{provider=lim}`:                             0,
+		`quotagate_admissions_total{class=background,outcome=admitted,provider=swift}`:       1,
+		`quotagate_admissions_total{class=background,outcome=deferred_paused,provider=acme}`: 1,
+		`quotagate_admissions_total{class=background,outcome=admitted,provider=lim}`:         1,
+		`quotagate_admissions_total{class=background,outcome=deferred_limited,provider=lim}`: 1,
+		`quotagate_refusals_total{provider=acme}`:                                            1,
+		`quotagate_store_duration_seconds{op=admit}_count`:                                   4,
+		`quotagate_store_duration_seconds{op=pause}_count`:                                   1,
+		`quotagate_paused_scopes{provider=acme}`:                                             1,
+		`quotagate_paused_scopes{provider=swift}`:                                            0, // admitted for, nothing paused
+		`quotagate_paused_scopes{provider=lim}`:                                              0,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
@@ -118,8 +118,8 @@ func TestMetricsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := scrape(t, g)
-	if got[`quotagate_admissions_total{outcome=held,provider=acme}`] < 1 ||
-		got[`quotagate_admissions_total{outcome=admitted,provider=acme}`] != 1 {
+	if got[`quotagate_admissions_total{class=background,outcome=held,provider=acme}`] < 1 ||
+		got[`quotagate_admissions_total{class=background,outcome=admitted,provider=acme}`] != 1 {
 		t.Errorf("after a held admission: %v", got)
 	}
 }
@@ -142,7 +142,7 @@ func TestMetricsStoreDown(t *testing.T) {
 			t.Errorf("fail open: %v", err)
 		}
 		got := scrape(t, g)
-		if got[`quotagate_admissions_total{outcome=`+outcome+`,provider=acme}`] != 1 {
+		if got[`quotagate_admissions_total{class=background,outcome=`+outcome+`,provider=acme}`] != 1 {
 			t.Errorf("%s not counted: %v", outcome, got)
 		}
 		if got[`quotagate_store_errors_total{op=admit}`] != 1 || got[`quotagate_store_errors_total{op=scan}`] != 1 {
@@ -208,7 +208,7 @@ func TestMetricsNilSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *metrics
-	m.admission("acme", outcomeAdmitted)
+	m.admission("acme", Background, outcomeAdmitted)
 	m.refusal("acme")
 	m.budgetObserved("acme")
 }

@@ -54,11 +54,12 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			}
 			at := attemptOf(ctx, t)
 			k := scopeKeys(g.cfg.Prefix, s)
-			gr, err := g.admission(ctx, s, k, g.cost(t), at.last)
+			c := g.classOf(ctx, t)
+			gr, err := g.admission(ctx, s, k, g.cost(t), at.last, c)
 			if err != nil {
 				return err
 			}
-			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr}
+			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr, class: c}
 			ta.unspent.Store(true)
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			var r *Refusal
@@ -105,10 +106,11 @@ func (g *Gate) cost(t *asynq.Task) int {
 	return max(g.cfg.Cost(t), 1)
 }
 
-// admit returns nil once s may spend cost units now, waiting in-process for
-// short waits (or any wait when mustHold), or a *Deferral for longer waits.
+// admit returns nil once background work of s may spend cost units now,
+// waiting in-process for short waits (or any wait when mustHold), or a
+// *Deferral for longer waits.
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
-	_, err := g.admission(ctx, s, scopeKeys(g.cfg.Prefix, s), cost, mustHold)
+	_, err := g.admission(ctx, s, scopeKeys(g.cfg.Prefix, s), cost, mustHold, Background)
 	return err
 }
 
@@ -122,22 +124,25 @@ type grant struct {
 	opens int64 // µs: it opens a learned window; its answer aligns the windows (0 not)
 }
 
-// admission is admit, also returning the grant. It is the loop around
-// decide: ask Redis (unless the open cache knows the scope is open), do
-// what decide says, ask again after a hold.
-func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool) (gr grant, err error) {
+// admission is admit for work of class c, also returning the grant. It is
+// the loop around decide: ask Redis (unless the open cache knows the scope
+// is open), do what decide says, ask again after a hold. Interactive work
+// holds in places of its own (Tuning.MaxHolders of them), so background
+// holders never take the place of an interactive task.
+func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool, c Class) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
 		g.uncounted.add(k.pause, int64(cost))
-		g.metrics.admission(s.Provider, outcomeAdmitted)
+		g.metrics.admission(s.Provider, c, outcomeAdmitted)
 		return gr, nil
 	}
-	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold}
+	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
+		interactive: c == Interactive}
 	rechecked := false
 	for {
 		gen := g.open.begin()
 		counts := g.uncounted.take(k.pause)
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts})
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c})
 		switch {
 		case err != nil:
 			g.uncounted.add(k.pause, counts)
@@ -146,7 +151,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			}
 			known, ok := g.knownPause(k, g.now()) // a pause this gate knows does not fail with the store
 			if !ok {
-				return gr, g.storeFailed(s, "admit", err)
+				return gr, g.storeFailed(s, c, "admit", err)
 			}
 			g.cfg.Logger.Warn("quotagate: store unavailable, deferring a task of a scope this gate knows paused",
 				"scope", s.String(), "until", known.until, "err", err)
@@ -172,20 +177,23 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			if a.cacheable {
 				g.open.remember(k.pause, gen)
 			}
-			g.metrics.admission(s.Provider, outcomeAdmitted)
+			g.metrics.admission(s.Provider, c, outcomeAdmitted)
+			g.metrics.wait(s.Provider, c, v.wait)
 			return grant{probe: a.probe, seq: a.seq, opens: a.opens}, sleep(ctx, v.wait)
 		case holdPause:
-			if !g.holders.acquire(k.pause, v.holders, g.inside.Load()) {
-				return gr, g.deferred(s, v.deferral)
+			if !g.holders.acquire(k.pause, c, v.holders, g.inside.Load()) {
+				return gr, g.deferred(s, c, v.deferral)
 			}
-			g.metrics.admission(s.Provider, outcomeHeld)
+			g.metrics.admission(s.Provider, c, outcomeHeld)
+			g.metrics.wait(s.Provider, c, v.wait)
 			err = sleep(ctx, v.wait)
-			g.holders.release(k.pause)
+			g.holders.release(k.pause, c)
 		case hold:
-			g.metrics.admission(s.Provider, outcomeHeld)
+			g.metrics.admission(s.Provider, c, outcomeHeld)
+			g.metrics.wait(s.Provider, c, v.wait)
 			err = sleep(ctx, v.wait)
 		case deferTask:
-			return gr, g.deferred(s, v.deferral)
+			return gr, g.deferred(s, c, v.deferral)
 		}
 		if err != nil {
 			return gr, err
@@ -193,23 +201,24 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	}
 }
 
-// deferred returns the deferral d of scope s, counted.
-func (g *Gate) deferred(s Scope, d Deferral) *Deferral {
-	d.Scope = s
-	g.metrics.admission(s.Provider, deferredOutcome(d.Reason))
+// deferred returns the deferral d of scope s and class c, counted.
+func (g *Gate) deferred(s Scope, c Class, d Deferral) *Deferral {
+	d.Scope, d.Class = s, c
+	g.metrics.admission(s.Provider, c, deferredOutcome(d.Reason))
+	g.metrics.wait(s.Provider, c, d.Delay)
 	return &d
 }
 
 // storeFailed applies the fail-open or fail-closed policy to a store error.
-func (g *Gate) storeFailed(s Scope, op string, err error) error {
+func (g *Gate) storeFailed(s Scope, c Class, op string, err error) error {
 	if g.cfg.FailClosed {
 		delay := g.cfg.Tuning.FailClosedDelay
-		g.metrics.admission(s.Provider, outcomeFailClosed)
+		g.metrics.admission(s.Provider, c, outcomeFailClosed)
 		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
 			"op", op, "scope", s.String(), "delay", delay, "err", err)
-		return &Deferral{Scope: s, Delay: delay, RetryAt: g.now().Add(delay), Reason: ReasonStoreDown}
+		return &Deferral{Scope: s, Class: c, Delay: delay, RetryAt: g.now().Add(delay), Reason: ReasonStoreDown}
 	}
-	g.metrics.admission(s.Provider, outcomeFailOpen)
+	g.metrics.admission(s.Provider, c, outcomeFailOpen)
 	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
 		"op", op, "scope", s.String(), "err", err)
 	return nil

@@ -514,7 +514,7 @@ func TestTimeline2PeerDuringPauseIsDeferredWithoutResolvingClient(t *testing.T) 
 			t.Errorf("LastErr = %q, want the deferral's message %q", msg, o.deferrals[0].Error())
 		}
 		// The scope paused by hand (Gate.Pause): an operator, said first.
-		if !strings.Contains(msg, "(scope "+mwUPS.String()+")") || !strings.HasPrefix(msg, "quotagate: ups paused by an operator;") || !strings.Contains(msg, "no retry spent") {
+		if !strings.Contains(msg, "(scope "+mwUPS.String()+", background)") || !strings.HasPrefix(msg, "quotagate: ups paused by an operator;") || !strings.Contains(msg, "no retry spent") {
 			t.Errorf("LastErr %q does not name the paused scope %s, who paused it and that no retry was spent", msg, mwUPS)
 		}
 		m := mwBackRE.FindStringSubmatch(msg)

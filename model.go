@@ -3,7 +3,7 @@ package quotagate
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
 //
-// A scope's state has five concerns, each in its own file with the Lua
+// A scope's state has six concerns, each in its own file with the Lua
 // fragment that is its transaction in Redis:
 //
 //	model_pause.go   the pause: a deadline that only moves later
@@ -11,6 +11,7 @@ package quotagate
 //	model_budget.go  the budget the provider advertises, and its probe
 //	model_learn.go   the quota learned from refusals (a fixed window)
 //	model_line.go    the reopening line: where deferred tasks come back
+//	model_class.go   the classes of work: the reserve interactive work finds
 //
 // Every concern answers two questions: the earliest instant it admits a
 // request of a given cost (or why it never will), and what it commits when
@@ -28,7 +29,9 @@ package quotagate
 // scopeState is everything the gate keeps of one scope.
 type scopeState struct {
 	pause  pauseState
-	line   lineState
+	line   lineState // background work's reopening line
+	iline  lineState // interactive work's (see model_class.go)
+	class  classState
 	limits []limitState // one per configured limit, in order
 	budget budgetState
 	learn  learnState
@@ -42,6 +45,8 @@ type params struct {
 	maxPause int64       // ms: a deadline farther ahead is malformed (Config.MaxPause)
 	probe    int64       // µs: a budget probe's timeout; 0: responses are not observed
 	answer   int64       // µs: a learned window's probe's timeout (its task reports it)
+	reserve  int64       // per mille of every capacity background work leaves to interactive work (Config.Reserve)
+	lend     int64       // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
 }
 
 // reason names what holds a scope back: what a deferral says, what State
@@ -111,11 +116,26 @@ func (s *scopeState) active(p params) active {
 	return active{}
 }
 
-// admit decides whether a request of cost may go at now, and returns the
-// decision; s is changed only by what the decision commits.
-func (s *scopeState) admit(p params, now, cost int64) decision {
+// admit decides whether a request of cost and class c may go at now, and
+// returns the decision; s is changed only by what the decision commits.
+func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
 	s.normalize(p, now)
 	lim := s.active(p)
+	interactive := c == Interactive
+	k := s.class.keeper(p, now, interactive)
+	line := &s.line
+	if interactive {
+		line = &s.iline
+	}
+	d := s.decide(p, now, cost, lim, k, line)
+	if interactive {
+		s.class.asked(now, d.code == admitted, now+d.wait, cost)
+	}
+	return d
+}
+
+// decide is admit for a class whose line is line and who leaves k unspent.
+func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, line *lineState) decision {
 	d := decision{limited: len(lim.specs) > 0}
 	d.reopen = s.reopen(lim)
 	al := s.learn.alignment()
@@ -126,7 +146,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 	deadline, why := s.pause.earliest(p, now), reasonPause
 	var bv budgetVerdict
 	if len(p.limits) == 0 {
-		bv = s.budget.earliest(p, now, cost)
+		bv = s.budget.earliest(p, now, cost, k)
 		if bv.at > max(deadline, now) {
 			deadline, why = bv.at, bv.why
 		}
@@ -146,26 +166,22 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 		}
 		if len(lim.specs) > 0 {
 			inc := lim.interval(cost)
-			d.wait = s.line.take(now, deadline, inc)
+			d.wait = line.take(now, deadline, inc)
 			d.spread = inc > 0
 		}
 		return d
 	}
 
-	// The limits: the earliest instant every one admits.
-	at := now
-	for range maxRounds {
-		before := at
-		for i, l := range lim.specs {
-			at = max(at, lim.states[i].earliest(l, p, al, now, at, cost))
-		}
-		if at == before {
-			break
-		}
+	// The limits: the earliest instant every one admits, of what k leaves
+	// of them; past k's lapse, ask again then. A reserve lent is lent for
+	// now: a slot ahead leaves it.
+	at, ok := lim.earliest(p, al, k, now, cost)
+	if at > now && k.lent > 0 {
+		k = keeper{share: k.lent}
+		at, ok = lim.earliest(p, al, k, now, cost)
 	}
-	ok := true
-	for i, l := range lim.specs {
-		ok = ok && lim.states[i].earliest(l, p, al, now, at, cost) == at
+	if k.lapse > 0 && at > k.lapse {
+		at, ok = k.lapse, false
 	}
 	// The learned limit reserves no slot ahead: its next window is asked
 	// for when it opens, by one request first (see learnState.opens); a
@@ -176,7 +192,7 @@ func (s *scopeState) admit(p params, now, cost int64) decision {
 			d.reason = reasonLearned
 		}
 		inc := lim.interval(cost)
-		d.wait = s.line.take(now, at, inc)
+		d.wait = line.take(now, at, inc)
 		d.spread = inc > 0
 		return d
 	}
@@ -223,6 +239,42 @@ func (s *scopeState) reopen(lim active) int64 {
 		return lim.specs[0].n
 	}
 	return 0
+}
+
+// earliest is the earliest instant at or after now every limit admits a
+// request of cost that leaves k unspent (searched in at most maxRounds,
+// then checked once more: ok).
+func (a active) earliest(p params, al alignment, k keeper, now, cost int64) (at int64, ok bool) {
+	view := a.kept(k)
+	at = now
+	for range maxRounds {
+		before := at
+		for i, l := range view {
+			at = max(at, a.states[i].earliest(l, p, al, now, at, cost))
+		}
+		if at == before {
+			break
+		}
+	}
+	ok = true
+	for i, l := range view {
+		ok = ok && a.states[i].earliest(l, p, al, now, at, cost) == at
+	}
+	return at, ok
+}
+
+// kept returns the specs as work leaving k unspent sees them: every
+// capacity smaller by what k leaves of it.
+func (a active) kept(k keeper) []limitSpec {
+	if !k.holds() {
+		return a.specs
+	}
+	v := make([]limitSpec, len(a.specs))
+	for i, l := range a.specs {
+		v[i] = l
+		v[i].n -= k.of(l.n)
+	}
+	return v
 }
 
 // interval is the pace of the line: the smallest GCRA interval × cost
@@ -280,7 +332,8 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 // a wait.
 func (s *scopeState) resume(p params) {
 	s.pause = pauseState{}
-	s.line = lineState{}
+	s.line, s.iline = lineState{}, lineState{}
+	s.class = classState{}
 	s.limits = nil // normalize makes them whole
 	s.budget = budgetState{}
 	s.lwin = windowState{}
@@ -297,6 +350,10 @@ func (s *scopeState) normalize(p params, now int64) {
 	if s.line.next <= now {
 		s.line = lineState{}
 	}
+	if s.iline.next <= now {
+		s.iline = lineState{}
+	}
+	s.class.normalize(p, now)
 	if s.budget.expires <= now {
 		s.budget = budgetState{}
 	}
@@ -339,7 +396,8 @@ func floorDiv(a, b int64) int64 {
 
 // luaCompose is the composition's part of the scripts: the configured
 // limits read from the arguments, the earliest instant all of them admit
-// (the same search and final check as admit), and the line's pace.
+// (the same search and final check as admit, of what k leaves of each),
+// and the line's pace.
 const luaCompose = `
 local function limits_args(k0, a0, n)
   local out = {}
@@ -350,15 +408,15 @@ local function limits_args(k0, a0, n)
   end
   return out
 end
-local function limits_earliest(act, al, cost)
+local function limits_earliest(act, al, cost, k)
   local at = now_us
   for _ = 1, C.maxRounds do
     local before = at
-    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost)) end
+    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, keep_of(k, l.n))) end
     if at == before then break end
   end
   local ok = true
-  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost) == at end
+  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, keep_of(k, l.n)) == at end
   return at, ok
 end
 local function interval(act, cost)

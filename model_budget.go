@@ -62,22 +62,35 @@ type budgetVerdict struct {
 	silent bool   // the probe brought nothing back: the provider is silent
 }
 
-func (s budgetState) earliest(p params, now, cost int64) budgetVerdict {
+// earliest is what the budget says of an admission of cost at now that
+// leaves k unspent (model_class.go): k's share of the budget's size and
+// its claims stay, and while claims wait no such admission is the probe;
+// what k alone holds back is asked for again at k's lapse.
+func (s budgetState) earliest(p params, now, cost int64, k keeper) budgetVerdict {
+	kept := k.of(s.limit)
 	switch {
 	case s.silent:
 		return budgetVerdict{}
-	case s.known && (s.reset > now || s.reset == 0) && s.remaining >= cost:
+	case s.known && (s.reset > now || s.reset == 0) && s.remaining-kept >= cost:
 		return budgetVerdict{spend: true}
+	case s.known && s.reset > now && s.remaining >= cost:
+		return budgetVerdict{at: min(k.lapse, s.reset), why: reasonBudget}
+	case s.known && s.reset == 0 && s.remaining >= cost:
+		return budgetVerdict{at: k.lapse, why: reasonBudget}
 	case s.known && s.reset > now:
 		return budgetVerdict{at: s.reset, why: reasonBudget}
 	case s.probeAt > 0 && now < s.probeAt+p.probe:
 		return budgetVerdict{at: min(s.probeAt+p.probe, now+probePoll), why: reasonProbe}
 	case !s.known && s.probeAt > 0:
 		return budgetVerdict{silent: true}
+	case p.probe > 0 && k.claims > 0:
+		return budgetVerdict{at: min(k.lapse, now+probePoll), why: reasonProbe}
 	case p.probe > 0:
 		return budgetVerdict{probe: true}
-	case s.known && s.limit >= cost:
+	case s.known && s.limit-kept >= cost:
 		return budgetVerdict{refill: true}
+	case s.known && s.limit >= cost:
+		return budgetVerdict{at: k.lapse, why: reasonBudget}
 	}
 	return budgetVerdict{}
 }
@@ -168,16 +181,24 @@ func abs(v int64) int64 {
 // luaBudget is the budget's transaction, on a hash with the fields of
 // budgetFields; B is the loaded budget (see budgetState).
 const luaBudget = `
-local function budget_earliest(B, cost)
+local function budget_earliest(B, cost, k)
+  local kept = keep_of(k, B.limit)
   if B.silent then return {at = 0} end
-  if B.known and (B.reset > now_us or B.reset == 0) and B.remaining >= cost then return {at = 0, spend = true} end
+  local open = B.known and (B.reset > now_us or B.reset == 0)
+  if open and B.remaining - kept >= cost then return {at = 0, spend = true} end
+  if open and B.remaining >= cost then
+    if B.reset > now_us then return {at = math.min(k.lapse, B.reset), why = 'budget'} end
+    return {at = k.lapse, why = 'budget'}
+  end
   if B.known and B.reset > now_us then return {at = B.reset, why = 'budget'} end
   if B.probeAt > 0 and now_us < B.probeAt + C.probe then
     return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
   end
   if not B.known and B.probeAt > 0 then return {at = 0, silent = true} end
+  if C.probe > 0 and k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
   if C.probe > 0 then return {at = 0, probe = true} end
-  if B.known and B.limit >= cost then return {at = 0, refill = true} end
+  if B.known and B.limit - kept >= cost then return {at = 0, refill = true} end
+  if B.known and B.limit >= cost then return {at = k.lapse, why = 'budget'} end
   return {at = 0}
 end
 local function budget_spend(B, v, cost)

@@ -33,6 +33,7 @@ var diffConfigs = [][]Limit{
 type diffEvent struct {
 	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time
 	cost     int64
+	class    Class
 	counts   int64 // admissions no script counted, reported first
 	pause    int64 // ms
 	hinted   bool
@@ -45,7 +46,7 @@ type diffEvent struct {
 func (e diffEvent) String() string {
 	switch e.kind {
 	case 'a':
-		return fmt.Sprintf("admit(cost %d)", e.cost)
+		return fmt.Sprintf("admit(cost %d %s)", e.cost, e.class)
 	case 'r':
 		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs)", e.pause, e.hinted, e.prec)
 	case 'o':
@@ -69,7 +70,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 		}
 		switch {
 		case x < 45:
-			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8), counts: int64(max(r.IntN(10)-6, 0))}
+			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8), counts: int64(max(r.IntN(10)-6, 0)), class: classes[min(r.IntN(4), 1)]}
 		case x < 55:
 			e = diffEvent{kind: 'r', pause: 1000 + int64(r.IntN(4000)), hinted: r.IntN(3) > 0, prec: []int64{1000, 1_000_000}[r.IntN(2)],
 				counts: int64(max(r.IntN(10)-6, 0))}
@@ -113,10 +114,10 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 // the first difference. It returns the number of events run.
 func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix string, ls []Limit, probe time.Duration, evs []diffEvent, seen map[string]int) int {
 	ctx := context.Background()
-	st := &store{rdb: rdb, prefix: prefix, timeout: 5 * time.Second, maxPause: time.Hour}
+	st := &store{rdb: rdb, prefix: prefix, timeout: 5 * time.Second, maxPause: time.Hour, reserve: diffReserve, lend: diffLend}
 	k := scopeKeys(prefix, Scope{Provider: "diff", Account: "a"})
 	p := params{hold: (250 * time.Millisecond).Microseconds(), maxPause: time.Hour.Milliseconds(), probe: probe.Microseconds(),
-		answer: answerTimeout(250 * time.Millisecond).Microseconds()}
+		answer: answerTimeout(250 * time.Millisecond).Microseconds(), reserve: diffReserve, lend: diffLend.Microseconds()}
 	for _, l := range ls {
 		p.limits = append(p.limits, specOf(l))
 	}
@@ -126,19 +127,26 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 		var now int64
 		switch e.kind {
 		case 'a':
-			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts})
+			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class})
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = a.nowMicros
 			m.report(p, now, e.counts)
-			d := m.admit(p, now, e.cost)
+			kp := m.class.keeper(p, now, e.class == Interactive)
+			d := m.admit(p, now, e.cost, e.class)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, limited: a.limited, cache: a.cacheable}
 			if got != d {
 				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
 			}
 			seen[fmt.Sprintf("code %d reason %d", d.code, d.reason)]++
+			if kp.holds() {
+				seen[fmt.Sprintf("kept: code %d reason %d", d.code, d.reason)]++
+			}
+			if kp.lent > 0 && len(ls) > 0 {
+				seen[fmt.Sprintf("lent: code %d", d.code)]++
+			}
 			if d.probe {
 				seen["probe"]++
 			}
@@ -193,6 +201,13 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	return len(evs)
 }
 
+// The reserve and lending delay of the differential test: a large share,
+// so that the small limits of diffConfigs keep some of it.
+const (
+	diffReserve = 400 // per mille
+	diffLend    = 2 * time.Second
+)
+
 func refuseKeys(k keys, ls []Limit) []string {
 	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy}, nil)
 	return ks
@@ -240,6 +255,9 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	by, _ := rdb.Get(ctx, k.pauseBy).Result()
 	s.pause.operator = by == "operator"
 	s.line.next = get(k.line)
+	s.iline.next = get(k.iline)
+	c := hash(k.class)
+	s.class = classState{seen: num(c["seen"]), claims: num(c["claims"]), claimed: num(c["claimed"])}
 	for i, l := range ls {
 		if l.Fixed {
 			s.limits = append(s.limits, limitState{fixed: true, win: windows(k.limit(i, l))})
@@ -263,12 +281,13 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 // canonState is scopeState made comparable: pointers followed, empty maps
 // and absent ones alike.
 type canonState struct {
-	Pause, Line int64
-	Operator    bool
-	Limits      []canonLimit
-	Budget      budgetState
-	Learn       learnState
-	Lwin        canonWindows
+	Pause, Line, Iline int64
+	Class              classState
+	Operator           bool
+	Limits             []canonLimit
+	Budget             budgetState
+	Learn              learnState
+	Lwin               canonWindows
 }
 
 type canonLimit struct {
@@ -293,7 +312,8 @@ func canonical(s scopeState) canonState {
 		}
 		return c
 	}
-	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
+	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
+		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
 	for _, l := range s.limits {
 		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Tat: l.tat, Win: win(l.win)})
 	}
@@ -325,7 +345,8 @@ func TestDifferential(t *testing.T) {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
-					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3"} {
+					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3",
+					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

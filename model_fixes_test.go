@@ -170,7 +170,7 @@ func TestModelNeverAdmitsOverALimit(t *testing.T) {
 		for range 400 {
 			now += int64(r.IntN(300_000))
 			cost := int64(1 + r.IntN(2))
-			if d := m.admit(p, now, cost); d.code == admitted {
+			if d := m.admit(p, now, cost, Background); d.code == admitted {
 				got = append(got, adm{now + d.wait, cost})
 			}
 		}
@@ -208,7 +208,7 @@ func TestHoldersCapInAll(t *testing.T) {
 	const inside = 8
 	held := 0
 	for i := range 100 {
-		if h.acquire(string(rune('a'+i%26))+"x", 12, inside) {
+		if h.acquire(string(rune('a'+i%26))+"x", Background, 12, inside) {
 			held++
 		}
 	}
@@ -217,14 +217,30 @@ func TestHoldersCapInAll(t *testing.T) {
 	}
 	var one holders
 	for range 10 {
-		one.acquire("k", 3, 100)
+		one.acquire("k", Background, 3, 100)
 	}
 	if one.n["k"] != 3 {
 		t.Errorf("one scope holds %d, want its cap 3", one.n["k"])
 	}
-	one.release("k")
+	one.release("k", Background)
 	if one.n["k"] != 2 || one.total != 2 {
 		t.Errorf("after a release: scope %d, total %d", one.n["k"], one.total)
+	}
+	// Interactive work has places of its own, and counts as the scope's in
+	// the share of all: background holders of its scope never keep it out.
+	var mixed holders
+	for range 12 {
+		mixed.acquire("k", Background, 12, 20)
+	}
+	if !mixed.acquire("k", Interactive, 12, 20) || mixed.ni["k"] != 1 || mixed.n["k"] != 13 {
+		t.Errorf("interactive with 12 background holders of its scope: ni %d n %d, want a place", mixed.ni["k"], mixed.n["k"])
+	}
+	if mixed.acquire("k", Background, 12, 20) {
+		t.Error("a 13th background holder took a place: interactive places are not background's")
+	}
+	mixed.release("k", Interactive)
+	if mixed.ni["k"] != 0 || mixed.n["k"] != 12 {
+		t.Errorf("after the interactive release: ni %d n %d", mixed.ni["k"], mixed.n["k"])
 	}
 }
 
@@ -269,7 +285,7 @@ func TestModelLiveness(t *testing.T) {
 			switch e.kind {
 			case 'a':
 				m.report(p, now, e.counts)
-				m.admit(p, now, e.cost)
+				m.admit(p, now, e.cost, Background)
 			case 'r':
 				before := m.pause.untilMs
 				inForce := m.pause.inForce(p, now)
@@ -291,7 +307,7 @@ func TestModelLiveness(t *testing.T) {
 			window = max(window, l.per*l.n) // a bucket's whole burst, or a window
 		}
 		at := horizon + window + 1
-		d := m.admit(p, at, 1)
+		d := m.admit(p, at, 1, Background)
 		switch {
 		case d.code == admitted:
 		case d.code == limited && d.wait <= window: // a window's last second (a reset read to the second), or a bucket's next token
@@ -301,7 +317,7 @@ func TestModelLiveness(t *testing.T) {
 		// That admission may have been a probe, never answered: its
 		// timeout and a window later, the scope asks again.
 		at += p.probe + p.answer + window + 1
-		if d := m.admit(p, at, 1); d.code == paused || d.code == limited && d.wait > window {
+		if d := m.admit(p, at, 1, Background); d.code == paused || d.code == limited && d.wait > window {
 			t.Fatalf("seq %d (limits %v): an unanswered probe holds the scope: %+v; state %+v", i, ls, d, canonical(m))
 		}
 	}

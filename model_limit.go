@@ -184,11 +184,12 @@ local function used(l, start)
   end
   return c
 end
-local function limit_earliest(l, al, t, cost)
-  if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * l.n) end
+local function limit_earliest(l, al, t, cost, kept)
+  local n = l.n - kept
+  if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
-    if t < stop and used(l, start) + cost <= l.n then return t end
+    if t < stop and used(l, start) + cost <= n then return t end
     t = math.max(t, start + l.per)
   end
   return t

@@ -137,7 +137,7 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			}
 			continue
 		}
-		d := m.admit(p, e.at, 1)
+		d := m.admit(p, e.at, 1, Background)
 		a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
 			reopen: d.reopen, limited: d.limited, spread: d.spread}
 		if d.until != 0 {

@@ -41,7 +41,7 @@ func TestBudgetSteps(t *testing.T) {
 			b.observe(s.at, *s.obs)
 			continue
 		}
-		v := b.earliest(p, s.at, 1)
+		v := b.earliest(p, s.at, 1, keeper{})
 		if v != s.want {
 			t.Fatalf("%s: earliest = %+v, want %+v (state %+v)", s.name, v, s.want, b)
 		}
@@ -57,9 +57,9 @@ func TestBudgetSteps(t *testing.T) {
 	// A probe answered with no budget marks the provider silent: no probe
 	// again, nothing held.
 	var q budgetState
-	q.spend(p, T0, 1, q.earliest(p, T0, 1))
+	q.spend(p, T0, 1, q.earliest(p, T0, 1, keeper{}))
 	q.observe(T0+20*ms, observation{remaining: -1})
-	if v := q.earliest(p, T0+30*ms, 1); !q.silent || v != (budgetVerdict{}) {
+	if v := q.earliest(p, T0+30*ms, 1, keeper{}); !q.silent || v != (budgetVerdict{}) {
 		t.Errorf("after a silent answer: %+v, %+v; want silent and open", q, v)
 	}
 	// In-flight answers lower remaining; a refusal leaves the budget as it
@@ -68,13 +68,13 @@ func TestBudgetSteps(t *testing.T) {
 	var r budgetState
 	r.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
 	for range 3 {
-		r.spend(p, T0+ms, 1, r.earliest(p, T0+ms, 1)) // seq 1..3
+		r.spend(p, T0+ms, 1, r.earliest(p, T0+ms, 1, keeper{})) // seq 1..3
 	}
 	r.observe(T0+2*ms, observation{remaining: 9, reset: 4998 * ms, prec: ms, seq: 1})
 	if r.remaining != 7 {
 		t.Errorf("answer of request 1 with 2 more on their way: remaining %d, want 7", r.remaining)
 	}
-	if v := r.earliest(p, T0+3*ms, 1); !v.spend {
+	if v := r.earliest(p, T0+3*ms, 1, keeper{}); !v.spend {
 		t.Errorf("with 7 left: %+v, want spent", v)
 	}
 }

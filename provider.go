@@ -100,6 +100,7 @@ type taskAdmission struct {
 	keys     keys // of the task's scope
 	unspent  atomic.Bool
 	mustHold bool
+	class    Class
 	grant    grant // what the admission tells the first request's response
 	refused  atomic.Pointer[Pause]
 	answered atomic.Bool // the learned window its grant opened was answered

@@ -97,6 +97,7 @@ type Deferral struct {
 	Delay   time.Duration // how long the task waits, measured by Redis TIME
 	RetryAt time.Time     // when it comes back: its slot after the pause or limit
 	Reason  Reason
+	Class   Class // of the deferred task
 
 	// Deadline is the deadline in force (ReasonPaused: the pause's;
 	// ReasonBudget: the budget's reset); RetryAt may be earlier (to be
@@ -165,8 +166,8 @@ func (r Reason) String() string {
 }
 
 func (d *Deferral) Error() string {
-	return fmt.Sprintf("quotagate: %s %s; back at %s, no retry spent (scope %s)",
-		d.Scope.Provider, d.why(), d.back().UTC().Format(RFC3339Milli), d.Scope)
+	return fmt.Sprintf("quotagate: %s %s; back at %s, no retry spent (scope %s, %s)",
+		d.Scope.Provider, d.why(), d.back().UTC().Format(RFC3339Milli), d.Scope, d.Class)
 }
 
 // why says, in a few words, what holds the scope back.

@@ -12,6 +12,8 @@ import (
 //	<prefix>:{<provider>:<account>}:pause    the pause deadline, Unix ms (string; expires at it)
 //	<prefix>:{<provider>:<account>}:pauseby  "operator" while Gate.Pause moved the deadline last (expires with it)
 //	<prefix>:{<provider>:<account>}:line     the reopening line's next slot, Unix µs (string)
+//	<prefix>:{<provider>:<account>}:iline    ... interactive work's (string)
+//	<prefix>:{<provider>:<account>}:class    what the scope keeps of its interactive work (hash, classFields)
 //	<prefix>:{<provider>:<account>}:tat      the first limit's state: GCRA TAT, Unix µs (string)
 //	<prefix>:{<provider>:<account>}:win      ... or, for a fixed window, its counts (hash)
 //	<prefix>:{<provider>:<account>}:tat2 …   the second limit's state, and so on
@@ -39,6 +41,10 @@ var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "p
 // them.
 var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "probeAt", "expires"}
 
+// classFields are the fields of the class hash, as classState names them:
+// seen, claims, claimed.
+var classFields = []string{"seen", "claims", "claimed"}
+
 // fieldOrigin names the origin of unaligned windows in a count hash.
 const fieldOrigin = "origin"
 
@@ -48,7 +54,7 @@ const fieldOrigin = "origin"
 type keys struct {
 	base                                               string
 	pause, pauseBy, tat, line, budget, learn, learnWin string
-	resumed                                            string
+	iline, class, resumed                              string
 }
 
 var (
@@ -59,7 +65,8 @@ var (
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
-		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", resumed: base + "resumed"}
+		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", iline: base + "iline", class: base + "class",
+		resumed: base + "resumed"}
 }
 
 // limit returns the state key of the i-th limit l of the scope.
@@ -100,7 +107,7 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 // waitKind matches the kinds of key whose presence may hold a scope back: a
 // pause, a spent budget, a limit's state, the learned limit's windows (the
 // learned hash itself does not: every scope that was used has one).
-var waitKind = regexp.MustCompile(`^(pause|budget|line|lwin|tat[0-9]*|win[0-9]*)$`)
+var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|tat[0-9]*|win[0-9]*)$`)
 
 // scopeOfWaitKey returns the scope of a key of one of waitKinds under
 // prefix, as scopeOfPauseKey does for pause keys.

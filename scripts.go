@@ -57,16 +57,17 @@ var luaConstants = func() string {
 	c := map[string]int64{
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
-		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow,
+		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
 	b.WriteString("local budgetFields = " + luaList(budgetFields) + "\n")
 	b.WriteString("local learnFields = " + luaList(learnFields) + "\n")
+	b.WriteString("local classFields = " + luaList(classFields) + "\n")
 	return b.String()
 }()
 
@@ -86,7 +87,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -99,65 +100,80 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // set it commits nothing and answers what an admission would, with what
 // the scope keeps (Gate.State).
 //
-// KEYS[1] pause  KEYS[2] line  KEYS[3] budget  KEYS[4] learn  KEYS[5] lwin
-// KEYS[6] pauseby  KEYS[6+i] the state of the i-th configured limit
+// KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
+// KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
+// KEYS[7+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
-// ARGV[8] n, the number of configured limits, then 3 values per limit:
+// ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
+// ARGV[11] n, the number of configured limits, then 3 values per limit:
 // fixed (1) or GCRA (0), period or interval µs, rate or burst
 // returns: admitReply
 var admitScript = script(admitReply, luaAdmitBody)
 
 const luaAdmitBody = `
-local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[8])
+local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[11])
 C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-local P, B, L = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4])
+C.reserve, C.lend = tonumber(ARGV[9]), tonumber(ARGV[10])
+local interactive = ARGV[8] == '1'
+local P, B, L, K = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4]), class_load(KEYS[7])
 if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
-local act = limits_args(6, 8, nlim)
+local act = limits_args(7, 11, nlim)
 local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
 if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
 local al = {at = L.alignAt, prec = L.alignPrec}
-local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
-  budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
-if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
-if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
-local inc = dry and 0 or interval(act, cost)
-local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
-if nlim == 0 then
-  bv = budget_earliest(B, cost)
-  if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
-end
-local fixed = learned -- the learned limit's windows open with a probe
-if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
-if deadline > now_us then
-  r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
-  if why == 'pause' then r.deadline, r.byOperator = P, pause_by(KEYS[6]) end
-  if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
-  return reply(REPLY, r)
-end
-local at, ok = limits_earliest(act, al, cost)
-if not ok or at - now_us > C.hold or fixed and at > now_us then
-  r.code, r.reason = 2, learned and 'learned' or 'limit'
-  r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
-  return reply(REPLY, r)
-end
-r.wait = at - now_us
-if dry then return reply(REPLY, r) end
-for _, l in ipairs(act) do
-  if learned and learn_opens(L, l, at) then
-    L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+local k = class_keeper(K, interactive)
+local function decide()
+  local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
+    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
+  if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
+  if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
+  local inc = dry and 0 or interval(act, cost)
+  local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
+  if nlim == 0 then
+    bv = budget_earliest(B, cost, k)
+    if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
   end
-  if learned then learn_grow(L, l, at) end
-  limit_spend(l, al, at, cost); limit_save(l)
+  local fixed = learned -- the learned limit's windows open with a probe
+  if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
+  if deadline > now_us then
+    r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
+    if why == 'pause' then r.deadline, r.byOperator = P, pause_by(KEYS[6]) end
+    if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
+    return r
+  end
+  local at, ok = limits_earliest(act, al, cost, k)
+  if at > now_us and k.lent > 0 then
+    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
+    at, ok = limits_earliest(act, al, cost, k)
+  end
+  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
+  if not ok or at - now_us > C.hold or fixed and at > now_us then
+    r.code, r.reason = 2, learned and 'learned' or 'limit'
+    r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
+    return r
+  end
+  r.wait = at - now_us
+  if dry then return r end
+  for _, l in ipairs(act) do
+    if learned and learn_opens(L, l, at) then
+      L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+    end
+    if learned then learn_grow(L, l, at) end
+    limit_spend(l, al, at, cost); limit_save(l)
+  end
+  if nlim == 0 then
+    r.probe, r.seq = budget_spend(B, bv, cost)
+    if not B.known then learn_count(L, at, cost) end
+    budget_save(B)
+  end
+  learn_save(L)
+  r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
+  return r
 end
-if nlim == 0 then
-  r.probe, r.seq = budget_spend(B, bv, cost)
-  if not B.known then learn_count(L, at, cost) end
-  budget_save(B)
-end
-if not dry then learn_save(L) end
-r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
+local r = decide()
+if interactive and not dry then class_asked(K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(K) end
 return reply(REPLY, r)
 `
 

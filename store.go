@@ -22,9 +22,11 @@ type store struct {
 	prefix   string
 	timeout  time.Duration
 	maxPause time.Duration
-	direct   bool     // the client honours context deadlines: no watchdog goroutine needed
-	metrics  *metrics // nil: not counted
-	durable  int      // Config.Durable: replicas that acknowledge a pause
+	direct   bool          // the client honours context deadlines: no watchdog goroutine needed
+	metrics  *metrics      // nil: not counted
+	durable  int           // Config.Durable: replicas that acknowledge a pause
+	reserve  int64         // Config.Reserve, per mille
+	lend     time.Duration // Tuning.LendAfter
 	log      *slog.Logger
 
 	// track, when set, is called as a call starts; the function it returns

@@ -36,10 +36,18 @@ const defaultMaxRetry = 25
 // an archived task. Pass MaxRetry here, not to Client.Enqueue, which would
 // override the reserve (the Middleware then falls back to waiting in-process
 // on a last attempt).
+//
+// A Class among opts (Interactive, Background) is the task's class within
+// its scope, carried by the "quotagate-class" header (see Class).
 func NewTask(typename string, payload []byte, s Scope, opts ...asynq.Option) *asynq.Task {
 	maxRetry := defaultMaxRetry
 	kept := make([]asynq.Option, 0, len(opts)+1)
+	class, classed := Background, false
 	for _, o := range opts {
+		if c, ok := o.(Class); ok {
+			class, classed = c, true
+			continue
+		}
 		if o.Type() == asynq.MaxRetryOpt {
 			if n, ok := o.Value().(int); ok {
 				maxRetry = max(n, 0)
@@ -55,6 +63,9 @@ func NewTask(typename string, payload []byte, s Scope, opts ...asynq.Option) *as
 	}
 	if s.Account != "" {
 		h[headerAccount] = s.Account
+	}
+	if classed {
+		h[headerClass] = class.String()
 	}
 	return asynq.NewTaskWithHeaders(typename, payload, h, kept...)
 }

@@ -20,6 +20,7 @@ type admitRequest struct {
 	probe  time.Duration // a probe's timeout (0: responses are not observed)
 	dry    bool          // commit nothing: what would an admission say (State)
 	counts int64         // admissions no script counted (the open cache's), reported first
+	class  Class
 }
 
 // admission is the decision of admitScript, with Redis TIME.
@@ -72,8 +73,13 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	if r.dry {
 		dry = 1
 	}
-	ks, args := limitArgs(k, r.limits, []string{k.pause, k.line, k.budget, k.learn, k.learnWin, k.pauseBy},
-		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts})
+	line := k.line
+	if r.class == Interactive {
+		line = k.iline
+	}
+	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class},
+		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts,
+			int(r.class), s.reserve, s.lend.Microseconds()})
 	var v map[string]int64
 	var txt map[string]string
 	var err error
@@ -188,7 +194,7 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 // resume deletes every record that holds the scope back (scopeState.resume):
 // its pause, line, budget, learned windows and the state of its limits.
 func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
-	del := []string{k.pause, k.pauseBy, k.line, k.budget, k.learnWin}
+	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin}
 	for i, l := range ls {
 		del = append(del, k.limit(i, l))
 	}

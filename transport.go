@@ -68,7 +68,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		err := sc.scope.Validate()
 		if err == nil {
-			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold)
+			c := classFromContext(ctx)
+			if sc.task != nil {
+				c = sc.task.class
+			}
+			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold, c)
 		}
 		if err != nil {
 			if req.Body != nil {

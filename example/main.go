@@ -12,6 +12,7 @@
 //	go run ./example -serve-carrier 127.0.0.1:8099 -model bucket -rate 8 -burst 10
 //	go run ./example -model gcra -rate 8 -burst 10 -dialect until-full
 //	go run ./example -bench -matrix -cells fixed/github,bucket/discord -runs 2
+//	go run ./example -priority -json  a sweep and a person's polls, with and without classes
 //
 // -bench -matrix runs every provider shape × dialect cell of bench.go's
 // matrix (internal/sim's models and dialects) in the modes local, pause,
@@ -96,9 +97,11 @@ type options struct {
 	matrix    bool
 	cells     string
 	serve     string
-	model     string // -model, before shapeOf
-	dialect   string // -dialect; "": defaultDialect
-	headers   bool   // -headers
+	model     string        // -model, before shapeOf
+	dialect   string        // -dialect; "": defaultDialect
+	headers   bool          // -headers
+	priority  bool          // -priority (priority.go)
+	every     time.Duration // -every: the person's polls, -priority
 }
 
 // The defaults that differ between the demo and -bench: the demo keeps
@@ -149,6 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.scenarios, "scenarios", scenarioNames(), "-bench: scenarios to run, comma-separated")
 	fs.BoolVar(&o.matrix, "matrix", false, "-bench over every provider shape × dialect cell of bench.go's matrix (implies -bench; see -cells)")
 	fs.StringVar(&o.cells, "cells", "all", "-matrix: cells to run, comma-separated (shape/dialect, e.g. fixed/github,bucket/discord), or all")
+	fs.BoolVar(&o.priority, "priority", false, "run the priority scenario (priority.go): a sweep of -polls background polls and a person's poll every -every, without and with classes; modes gate and gate+limit (default gate+limit)")
+	fs.DurationVar(&o.every, "every", 2*time.Second, "-priority: how often the person triggers a poll")
 	fs.StringVar(&o.serve, "serve-carrier", "", "serve only the constrained carrier (-model, -rate, -burst, -window, -headers, -latency) on this address, for another queue to be measured against; see serve.go")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -159,6 +164,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.bench = o.bench || o.matrix
 	if o.bench && o.serve != "" {
 		return o, errors.New("-serve-carrier does not go with -bench")
+	}
+	if o.priority && (o.bench || o.serve != "" || o.ui != "") {
+		return o, errors.New("-priority does not go with -bench, -serve-carrier or -ui")
+	}
+	if o.priority && o.every <= 0 {
+		return o, fmt.Errorf("-every %v: want a positive interval", o.every)
 	}
 	if o.bench {
 		// The scenarios set the quota: a quota flag would be ignored.
@@ -178,6 +189,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.timeout = pick(o.timeout, 0, demoTimeout, matrixTimeout, o.matrix)
 	if o.modes == "" {
 		o.modes = pick("", "", "local,gate,gate+limit", "local,pause,gate,gate+limit", o.bench)
+		if o.priority {
+			o.modes = "gate+limit"
+		}
 	}
 	shape, err := shapeOf(o.model)
 	if err != nil {
@@ -293,6 +307,10 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	}
 
 	prog := &progress{w: stderr, tty: isTerminal(stderr)}
+	if o.priority {
+		_, err := runPriority(ctx, e, o, run, stdout, prog)
+		return err
+	}
 	if o.bench {
 		_, err := runBench(ctx, e, o, list, run, stdout, prog)
 		return err

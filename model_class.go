@@ -1,0 +1,169 @@
+package quotagate
+
+// The classes of work within a scope: interactive work (a poll somebody
+// waits for) goes ahead of background work (a sweep nobody waits for).
+//
+// While interactive work has asked within the lending delay (Tuning.
+// LendAfter), background work sees every capacity of the scope smaller by
+// the reserve (Config.Reserve of it, rounded up, and never all of it): a
+// GCRA bucket's burst, a fixed window's rate (configured or learned), the
+// advertised budget's size. So the reserve is what the bucket keeps, the
+// window leaves, the budget holds back, and an interactive request finds
+// it at once; the sweep runs at the rest (a bucket refills the reserve
+// first, and gives background every token beyond it, so a sweep behind a
+// bucket keeps the bucket's whole rate). When no interactive work has
+// asked for the lending delay, background may spend everything: the
+// reserve is lent, and given back at the next interactive request. It is
+// lent for now only: a slot reserved ahead (within Tuning.MaxHold) always
+// leaves it, so background work never spends the reserve of the next
+// window (or the bucket's next tokens) in advance, and the first
+// interactive request finds it there. (This costs a sweep nothing: the
+// holders asking as a window opens spend what the slots ahead left, and a
+// bucket gives every token beyond the reserve.)
+//
+// An interactive task that has to wait claims its cost from the capacity
+// it comes back to: until it is back (admitted), background work leaves
+// the claims unspent as well, and may not send a budget's probe; so a
+// background task never takes a slot an interactive one is waiting for.
+// A claim lapses claimGrace after the slot it waits for (a task that does
+// not come back gives it up). Interactive deferrals take their slots from
+// a line of their own, from the instant the scope admits again: they are
+// never behind background work deferred before them (the line's key
+// "iline", the same lineState).
+//
+// Invariants: interactive work is never held back by the class concern;
+// background work is held back only until the reserve and the claims
+// lapse (then it asks again); the reserve of a capacity n is at most n−1.
+
+// classState is what the scope keeps of its interactive work.
+type classState struct {
+	seen    int64 // µs: interactive work last asked at, 0 none within the lending delay
+	claims  int64 // the cost of interactive deferrals not yet back
+	claimed int64 // µs: the claims lapse at (0: none)
+}
+
+// claimGrace is how long after its slot an interactive deferral's claim
+// holds: asynq retries a task at a whole second (up to a second after its
+// slot) and forwards it within DelayedTaskCheckInterval (the README
+// advises at most a second); a task later than that gives its claim up.
+const claimGrace = 2_000_000 // µs
+
+// keeper is what background work leaves unspent at an instant.
+type keeper struct {
+	share  int64 // per mille of every capacity (0: no reserve now)
+	claims int64 // interactive cost waiting to come back
+	lapse  int64 // µs: after it nothing is held back (ask again then); 0 with nothing held
+	lent   int64 // per mille: the reserve, lent, that a slot ahead of now leaves (see admit)
+}
+
+// keeper returns what an admission of class c at now leaves unspent.
+func (s classState) keeper(p params, now int64, interactive bool) keeper {
+	if interactive {
+		return keeper{}
+	}
+	var k keeper
+	if s.seen > 0 && now < s.seen+p.lend {
+		k.share, k.lapse = p.reserve, s.seen+p.lend
+	}
+	if s.claims > 0 && now < s.claimed {
+		k.claims, k.lapse = s.claims, max(k.lapse, s.claimed)
+	}
+	if !k.holds() {
+		k.lent = p.reserve
+	}
+	return k
+}
+
+// holds reports whether k holds anything back.
+func (k keeper) holds() bool { return k.share > 0 || k.claims > 0 }
+
+// of is what k leaves of a capacity n: its reserve (the share of n rounded
+// up, at most n−1) and the claims.
+func (k keeper) of(n int64) int64 {
+	held := int64(0)
+	if k.share > 0 && n > 1 {
+		held = min(n-1, (n*k.share+999)/1000)
+	}
+	return held + k.claims
+}
+
+// asked records interactive work asking at now: admitted (its claim, if
+// it had one, is back), or deferred to come back at slot with its cost
+// claimed.
+func (s *classState) asked(now int64, admitted bool, slot, cost int64) {
+	s.seen = max(s.seen, now)
+	if admitted {
+		s.claims = max(s.claims-cost, 0)
+		if s.claims == 0 {
+			s.claimed = 0
+		}
+		return
+	}
+	s.claims += cost
+	s.claimed = max(s.claimed, slot+claimGrace)
+}
+
+// expires is when the record says nothing any more.
+func (s classState) expires(p params) int64 {
+	e := s.claimed
+	if s.seen > 0 {
+		e = max(e, s.seen+p.lend)
+	}
+	return e
+}
+
+// normalize drops what is over at now.
+func (s *classState) normalize(p params, now int64) {
+	if s.claimed <= now {
+		s.claims, s.claimed = 0, 0
+	}
+	if s.seen+p.lend <= now {
+		s.seen = 0
+	}
+}
+
+// luaClass is the class concern's transaction on a hash with the fields of
+// classFields; K is the loaded record (see classState).
+const luaClass = `
+local function class_load(key)
+  local v = hload(key, classFields)
+  local K = {key = key}
+  for _, f in ipairs(classFields) do K[f] = int(v[f]) or 0 end
+  if K.claimed <= now_us then K.claims, K.claimed = 0, 0 end
+  if K.seen + C.lend <= now_us then K.seen = 0 end
+  return K
+end
+local function class_keeper(K, interactive)
+  local k = {share = 0, claims = 0, lapse = 0, lent = 0}
+  if interactive then return k end
+  if K.seen > 0 and now_us < K.seen + C.lend then k.share, k.lapse = C.reserve, K.seen + C.lend end
+  if K.claims > 0 and now_us < K.claimed then k.claims, k.lapse = K.claims, math.max(k.lapse, K.claimed) end
+  if k.share == 0 and k.claims == 0 then k.lent = C.reserve end
+  return k
+end
+local function keep_of(k, n)
+  local held = 0
+  if k.share > 0 and n > 1 then held = math.min(n - 1, math.floor((n * k.share + 999) / 1000)) end
+  return held + k.claims
+end
+local function class_asked(K, admitted, slot, cost)
+  K.seen, K.dirty = math.max(K.seen, now_us), true
+  if admitted then
+    K.claims = math.max(K.claims - cost, 0)
+    if K.claims == 0 then K.claimed = 0 end
+    return
+  end
+  K.claims, K.claimed = K.claims + cost, math.max(K.claimed, slot + C.claimGrace)
+end
+local function class_save(K)
+  if not K.dirty then return end
+  local e = K.claimed
+  if K.seen > 0 then e = math.max(e, K.seen + C.lend) end
+  redis.call('DEL', K.key)
+  if e <= now_us then return end
+  local args = {}
+  for _, f in ipairs(classFields) do args[#args + 1] = f; args[#args + 1] = num(K[f]) end
+  redis.call('HSET', K.key, unpack(args))
+  redis.call('PEXPIREAT', K.key, math.ceil(e / 1000) + C.margin)
+end
+`
