@@ -67,6 +67,17 @@ func runClockSkew(t *testing.T, shift time.Duration) {
 	}
 	rA, rN := pause(remembers), pause(forgets) // each on its own prefix
 
+	// Both pauses on the replica before the kill: this test is about its
+	// clock, not about a lost write (TestFailoverLostPause is).
+	rc := s.NodeClient(t, s.Replica(t))
+	eventuallyWithin(t, foWait, "the replica has both pauses", func() bool {
+		for _, g := range []*Gate{remembers, forgets} {
+			if n, err := rc.Exists(ctx, scopeKeys(g.cfg.Prefix, sc).pause).Result(); err != nil || n != 1 {
+				return false
+			}
+		}
+		return true
+	})
 	s.KillMaster(t)
 	promotedAt := time.Now()
 	// endShift returns the bounds of how much later than the recorded

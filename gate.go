@@ -271,10 +271,11 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.store.track = g.open.track
 	g.mem = new(memory)
 	g.mem.probe = g.probeMasters
-	g.store.recovered = g.reassertAll
+	g.store.recovered = func() { g.mem.changed(); g.reassertAll() }
+	g.store.otherClock = g.mem.since
 	g.store.failed = newReloader(rdb).failed
 	g.open.heard = func(payload string) { g.heard(parseAnnouncement(payload), g.now()) }
-	g.open.resubscribed = g.reassertAll
+	g.open.resubscribed = g.store.recovered
 	g.open.failed = g.store.failed
 	return g
 }

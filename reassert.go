@@ -82,6 +82,7 @@ type remembered struct {
 	seenMs   int64     // a Redis TIME (ms) at which it was known in force
 	end      time.Time // when it ends by this process's clock (see memory)
 	operator bool      // set by Gate.Pause
+	epoch    uint64    // memory.epoch when it was first remembered
 }
 
 // memory is what a gate remembers of the pauses in force, by pause key.
@@ -101,6 +102,31 @@ type memory struct {
 	probe   func()
 
 	reasserted atomic.Int64 // deadlines the re-assertions moved (tests)
+
+	// epoch counts the times the store may have changed masters (it
+	// answered after failing, or the subscription came back): only a
+	// pause remembered before the current epoch is measured by this
+	// process's clock (lostFrom's relative test, and the remaining time
+	// the re-assertion proposes); within one epoch the deadlines are all
+	// of one master's clock, and only they count.
+	epoch uint64
+}
+
+// changed starts a new epoch: the store may have changed masters.
+func (m *memory) changed() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.epoch++
+	m.mu.Unlock()
+}
+
+// since reports whether e was remembered before the current epoch.
+func (m *memory) since(e remembered) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.epoch < m.epoch
 }
 
 // note remembers that the pause of key is in force until untilMs, per a
@@ -130,10 +156,10 @@ func (m *memory) note(key string, untilMs, nowMs int64, recv time.Time, operator
 	if len(m.m) >= maxRemembered && !m.evict(recv, end) {
 		return
 	}
-	m.m[key] = remembered{untilMs: untilMs, seenMs: nowMs, end: end, operator: operator}
+	m.m[key] = remembered{untilMs: untilMs, seenMs: nowMs, end: end, operator: operator, epoch: m.epoch}
 	if !m.probing && !m.closed && m.probe != nil {
 		m.probing = true
-		go m.probe()
+		time.AfterFunc(probeEvery, m.probe) // a timer, not a sleeping goroutine, between probes
 	}
 }
 
@@ -219,13 +245,19 @@ func (m *memory) inForce(now time.Time) map[string]remembered {
 // failover neither holds: the deadline in force is at least e's, and an
 // answer's end by this clock is early by at most its transit, below slack
 // (StoreTimeout, which bounds every answer's round trip).
-func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration) bool {
+//
+// The relative test applies only with otherClock set: the pause was
+// remembered before the store last recovered (memory.since).
+func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration, otherClock bool) bool {
 	heldUs := a.nowMicros // open: held until now
 	if a.code == paused {
 		heldUs += a.wait.Microseconds()
 	}
 	if e.untilMs*1000 > heldUs {
 		return true
+	}
+	if !otherClock {
+		return false
 	}
 	ends := recv.Add(time.Duration(heldUs-a.nowMicros) * time.Microsecond)
 	return e.end.Sub(ends) > slack
@@ -240,30 +272,29 @@ func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration) b
 // second of the promotion. It stops when nothing is remembered.
 const probeEvery = time.Second
 
-// probeMasters pings the masters of the remembered pauses every
-// probeEvery while there are any (memory.probe).
+// probeMasters pings the masters of the remembered pauses, then again
+// probeEvery later while there are any (memory.probe; a timer between
+// two, so that no goroutine waits meanwhile).
 func (g *Gate) probeMasters() {
 	m := g.mem
-	for {
-		time.Sleep(probeEvery)
-		m.mu.Lock()
-		if m.closed || len(m.m) == 0 {
-			m.probing = false
-			m.mu.Unlock()
-			return
-		}
-		keys := make([]string, 0, len(m.m))
-		for k := range m.m {
-			keys = append(keys, k)
-		}
+	m.mu.Lock()
+	if m.closed || len(m.m) == 0 {
+		m.probing = false
 		m.mu.Unlock()
-		if errors.Is(g.pingMasters(keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
-			m.mu.Lock()
-			m.probing = false
-			m.mu.Unlock()
-			return
-		}
+		return
 	}
+	keys := make([]string, 0, len(m.m))
+	for k := range m.m {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	if errors.Is(g.pingMasters(keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
+		m.mu.Lock()
+		m.probing = false
+		m.mu.Unlock()
+		return
+	}
+	time.AfterFunc(probeEvery, g.probeMasters)
 }
 
 // pingMasters pings the masters of keys, and returns the last error.
@@ -346,7 +377,10 @@ func (s *store) reassert(ctx context.Context, key string, e remembered, now time
 	if e.operator {
 		op = 1
 	}
-	rem := int64(math.Ceil(float64(e.end.Sub(now)) / float64(time.Millisecond)))
+	rem := int64(0) // the remembered deadline alone, on the clock that set it
+	if s.otherClock != nil && s.otherClock(e) {
+		rem = int64(math.Ceil(float64(e.end.Sub(now)) / float64(time.Millisecond)))
+	}
 	v, _, err := s.run(ctx, "pause", reassertScript, reassertReply, []string{key, base + "pauseby", base + "resumed"},
 		e.untilMs, max(rem, 0), e.seenMs, s.maxPause.Milliseconds(), s.channel(), op, s.timeout.Milliseconds())
 	if err != nil {
@@ -437,7 +471,7 @@ func (g *Gate) reassertRuns() {
 // re-assertion fails, known is the remembered pause as an answer (defer).
 func (g *Gate) recheck(ctx context.Context, k keys, a admission, recv time.Time) (again bool, known *admission) {
 	e, ok := g.mem.get(k.pause, recv)
-	if !ok || !e.lostFrom(a, recv, g.cfg.StoreTimeout) {
+	if !ok || !e.lostFrom(a, recv, g.cfg.StoreTimeout, g.mem.since(e)) {
 		return false, nil
 	}
 	r, err := g.reassertOne(ctx, k.pause, e)

@@ -68,8 +68,12 @@ func TestFailoverLostFrom(t *testing.T) {
 		{"absent, on a clock 11 s ahead (past the deadline)", ans(2_001_000, 0), true},
 	} {
 		r := recv
-		if got := e.lostFrom(c.a, r, slack); got != c.lost {
+		if got := e.lostFrom(c.a, r, slack, true); got != c.lost {
 			t.Errorf("%s: lostFrom = %v, want %v", c.name, got, c.lost)
+		}
+		// Within one epoch (no failover seen) only the deadlines count.
+		if got, want := e.lostFrom(c.a, r, slack, false), e.untilMs*1000 > c.a.nowMicros+c.a.wait.Microseconds()*int64(c.a.code); got != want {
+			t.Errorf("%s, same clock: lostFrom = %v, want %v", c.name, got, want)
 		}
 	}
 }
@@ -137,10 +141,17 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	deferred(s, "a later deadline")
 	is(k, until+5_000, "a later deadline in force")
 
-	// The store's clock 5 s ahead of the one that set the pause: the gate
-	// restores the remaining time it measured.
+	// The store's clock 5 s ahead of the one that set the pause, after the
+	// gate saw the store change (an epoch): the gate restores the
+	// remaining time it measured. Within the epoch the same jump is the
+	// store's clock, and changes nothing.
 	s, k, until = pause("skew")
 	c.mr.SetTime(c.now.Add(5 * time.Second))
+	if err := g.admit(ctx, s, 1, false); err == nil {
+		t.Fatal("admitted during the pause")
+	}
+	is(k, until, "a clock 5 s ahead, no failover seen")
+	g.mem.changed()
 	deferred(s, "a clock 5 s ahead")
 	is(k, until+5_000, "on a clock 5 s ahead")
 	c.mr.SetTime(c.now)

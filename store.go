@@ -41,6 +41,9 @@ type store struct {
 	// topology.go).
 	recovered func()
 	failed    func(error)
+	// otherClock reports whether a remembered pause may be of another
+	// master's clock (memory.since); nil: never.
+	otherClock func(remembered) bool
 
 	// running counts the calls whose watchdog goroutine is running, and
 	// failing is set by a failed call and cleared by an answered one (see
