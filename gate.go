@@ -241,6 +241,10 @@ type Gate struct {
 	silent      sync.Map      // pause key → when its provider last advertised no budget
 	silentNotes atomic.Uint64 // notes taken in silent (see rememberSilent)
 
+	// mem is what the gate remembers of the pauses in force, to re-assert
+	// those a failover loses (reassert.go); nil: nothing (tests).
+	mem *memory
+
 	// The worker's clock and the jitter's randomness. The clock only aligns
 	// asynq's whole-second retry times, ages open-cache entries and dates a
 	// fail-closed deferral: every shared deadline comes from Redis TIME.
@@ -265,13 +269,24 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 			durable: cfg.Durable, log: cfg.Logger, reserve: int64(math.Round(cfg.Reserve * 1000)), lend: cfg.Tuning.LendAfter}}
 	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
 	g.store.track = g.open.track
+	g.mem = new(memory)
+	g.mem.probe = g.probeMasters
+	g.store.recovered = func() { g.mem.changed(); g.reassertAll() }
+	g.store.otherClock = g.mem.since
+	g.store.failed = newReloader(rdb).failed
+	g.open.heard = func(payload string) { g.heard(parseAnnouncement(payload), g.now()) }
+	g.open.resubscribed = g.store.recovered
+	g.open.failed = g.store.failed
 	return g
 }
 
 // Close releases the gate's subscription to pause announcements (see
 // Tuning.OpenCache). The gate keeps working after Close, with one round
 // trip per admission. It does not close the Redis client.
-func (g *Gate) Close() error { return g.open.close() }
+func (g *Gate) Close() error {
+	g.mem.close()
+	return g.open.close()
+}
 
 // Pause is a scope's pause deadline as Redis keeps it and, from State,
 // what the gate knows of the scope's quota.
@@ -358,6 +373,7 @@ func (g *Gate) pause(ctx context.Context, s Scope, k keys, d time.Duration, r re
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}
+	g.notePause(k, until, rem, r.operator)
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, nil
 }
 
@@ -391,6 +407,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 		return err
 	}
 	g.open.forget(scopeKeys(g.cfg.Prefix, s).pause)
+	g.mem.drop(scopeKeys(g.cfg.Prefix, s).pause)
 	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}

@@ -138,16 +138,38 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
 		interactive: c == Interactive}
+	rechecked := false
 	for {
 		gen := g.open.begin()
 		counts := g.uncounted.take(k.pause)
 		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c})
-		if err != nil {
+		switch {
+		case err != nil:
 			g.uncounted.add(k.pause, counts)
 			if ctx.Err() != nil {
 				return gr, ctx.Err()
 			}
-			return gr, g.storeFailed(s, c, "admit", err)
+			known, ok := g.knownPause(k, g.now()) // a pause this gate knows does not fail with the store
+			if !ok {
+				return gr, g.storeFailed(s, c, "admit", err)
+			}
+			g.cfg.Logger.Warn("quotagate: store unavailable, deferring a task of a scope this gate knows paused",
+				"scope", s.String(), "until", known.until, "err", err)
+			a = known
+		case !rechecked:
+			recv := g.now()
+			again, known := g.recheck(ctx, k, a, recv)
+			if again {
+				rechecked = true // the lost pause is in force again: ask again
+				continue
+			}
+			if known != nil {
+				a = *known
+			} else {
+				g.noteAnswer(k, a)
+			}
+		default:
+			g.noteAnswer(k, a)
 		}
 		v := decide(a, p, g.rand())
 		switch v.act {

@@ -65,6 +65,14 @@ type openCache struct {
 	started bool                 // the watcher runs
 	ps      *redis.PubSub        // the watcher's subscription, once made
 	closed  bool
+
+	// Set by the gate before first use (reassert.go, topology.go): heard
+	// takes every announcement's payload, resubscribed is called when the
+	// subscription is confirmed again after an error (the master may have
+	// changed), failed hears the subscription's errors.
+	heard        func(payload string)
+	resubscribed func()
+	failed       func(error)
 }
 
 // newOpenCache returns the open cache of a gate with configuration cfg
@@ -194,6 +202,7 @@ func (c *openCache) watch() {
 	c.ps = ps
 	c.mu.Unlock()
 	backoff := 10 * time.Millisecond
+	broken := false // an error since the last confirmed subscription
 	for {
 		msg, err := ps.Receive(ctx)
 		c.mu.Lock()
@@ -206,8 +215,21 @@ func (c *openCache) watch() {
 		case *redis.Subscription:
 			c.reset(m.Kind == "subscribe")
 			backoff = 10 * time.Millisecond
+			if m.Kind == "subscribe" && broken && c.resubscribed != nil {
+				c.resubscribed()
+			}
+			broken = false
 		case *redis.Message:
-			c.forget(m.Payload)
+			c.forget(parseAnnouncement(m.Payload).key)
+			if c.heard != nil {
+				c.heard(m.Payload)
+			}
+		}
+		if err != nil && !errors.Is(err, redis.ErrClosed) {
+			broken = true
+			if c.failed != nil {
+				c.failed(err)
+			}
 		}
 		if errors.Is(err, redis.ErrClosed) { // the client is closed: nothing to follow any more
 			c.reset(false)

@@ -76,6 +76,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 		return Pause{}, false
 	}
 	g.metrics.refusal(s.Provider)
+	g.notePause(k, until, rem, false)
 	if moved {
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
 	} else { // a request already on its way when the scope paused

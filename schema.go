@@ -20,6 +20,7 @@ import (
 //	<prefix>:{<provider>:<account>}:budget   the advertised budget (hash, budgetFields)
 //	<prefix>:{<provider>:<account>}:learn    what refusals taught (hash, learnFields)
 //	<prefix>:{<provider>:<account>}:lwin     the learned limit's counts (hash)
+//	<prefix>:{<provider>:<account>}:resumed  the Redis TIME (Unix ms) of the last Resume (expires MaxPause after it)
 //
 // A window count hash has one field per window, named by its start (Unix
 // µs), and "origin" (Unix µs) while its windows are not aligned. Every
@@ -53,7 +54,7 @@ const fieldOrigin = "origin"
 type keys struct {
 	base                                               string
 	pause, pauseBy, tat, line, budget, learn, learnWin string
-	iline, class                                       string
+	iline, class, resumed                              string
 }
 
 var (
@@ -64,7 +65,8 @@ var (
 func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
-		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", iline: base + "iline", class: base + "class"}
+		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", iline: base + "iline", class: base + "class",
+		resumed: base + "resumed"}
 }
 
 // limit returns the state key of the i-th limit l of the scope.

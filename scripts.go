@@ -182,8 +182,9 @@ return reply(REPLY, r)
 var refuseReply = []string{"deadline", "now", "moved"}
 
 // refuseScript records a refusal, or a pause by hand (scopeState.refuse),
-// and announces the scope's pause key on the gate's channel, so that open
-// caches forget it.
+// and announces the scope's pause key on the gate's channel, with the
+// deadline in force and the Redis TIME (ms), so that open caches forget the
+// scope and gates remember the pause (reassert.go).
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby
 // KEYS[4+i] the state of the i-th configured limit
@@ -200,7 +201,7 @@ C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, tonumber(ARGV[1]), ARGV[3] == '2')
-redis.call('PUBLISH', ARGV[5], KEYS[1])
+redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
 for _, l in ipairs(limits_args(4, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end

@@ -35,6 +35,16 @@ type store struct {
 	// cache uses it as its proof of life (openCache.track).
 	track func() func(error)
 
+	// recovered, when set, is called when Redis answers a call after one
+	// failed (the gate re-asserts the pauses it remembers: reassert.go);
+	// failed hears every failure (a cluster client reloads its layout:
+	// topology.go).
+	recovered func()
+	failed    func(error)
+	// otherClock reports whether a remembered pause may be of another
+	// master's clock (memory.since); nil: never.
+	otherClock func(remembered) bool
+
 	// running counts the calls whose watchdog goroutine is running, and
 	// failing is set by a failed call and cleared by an answered one (see
 	// maxRunning).
@@ -124,8 +134,14 @@ func bounded[T any](ctx context.Context, s *store, op string, call func(context.
 		r = result[T]{zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)}
 	}
 	if r.err == nil || ctx.Err() == nil { // the caller's own end says nothing about Redis
-		s.failing.Store(r.err != nil)
+		was := s.failing.Swap(r.err != nil)
 		done(r.err)
+		if r.err != nil && s.failed != nil {
+			s.failed(r.err)
+		}
+		if was && r.err == nil && s.recovered != nil {
+			s.recovered()
+		}
 	}
 	return r.v, r.err
 }

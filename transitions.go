@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The store's side of the model: each transition of scopeState as one
@@ -201,6 +203,23 @@ func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
 	for i := range 4 {
 		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}))
 	}
-	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (int64, error) { return s.rdb.Del(ctx, del...).Result() })
+	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
+		return resumeScript.Run(ctx, s.rdb, append([]string{k.resumed}, del...), s.maxPause.Milliseconds(), s.channel()).Result()
+	})
 	return err
 }
+
+// resumeScript deletes the records that hold a scope back, notes when
+// (the gates re-assert no pause known in force only before it:
+// reassert.go) and announces that the scope was resumed.
+//
+// KEYS[1] resumed  KEYS[2] pause  KEYS[3…] the other records
+// ARGV[1] max pause ms (how long the note is kept: no pause known before
+// it can be in force longer)  ARGV[2] channel
+// returns: Redis TIME, Unix µs
+var resumeScript = redis.NewScript(luaPrelude + `
+redis.call('DEL', unpack(KEYS, 2))
+redis.call('SET', KEYS[1], num(now_ms), 'PX', tonumber(ARGV[1]))
+redis.call('PUBLISH', ARGV[2], KEYS[2] .. ' resumed')
+return now_us
+`)

@@ -73,8 +73,13 @@ func hasRecord(ctx context.Context, rdb redis.UniversalClient, prefix string, s 
 	var cursor uint64
 	for {
 		found, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
-		if err != nil || len(found) > 0 {
-			return len(found) > 0, err
+		if err != nil {
+			return false, err
+		}
+		for _, k := range found {
+			if k != base+"resumed" { // the note of the last Resume records nothing of the scope
+				return true, nil
+			}
 		}
 		if next == 0 {
 			return false, nil

@@ -15,11 +15,9 @@ package redistest
 // new master's clock reaches it. If that clock runs ahead of the dead
 // master's by δ, every pause in force ends δ early (and a pause shorter
 // than δ is gone at once); if it runs behind, pauses last δ longer. On one
-// machine (these tests) every node shares the kernel's clock, so the
-// skew is zero and a test can only show that the instants survive a
-// failover unchanged; a skewed node needs a clock
-// of its own (another host, or a time namespace), which this package does
-// not fake.
+// machine (these tests) every node shares the kernel's clock, so the skew
+// is zero unless a node is given a clock of its own: [SkewedClock], with
+// [StartSentinelWith]'s ReplicaEnv (skew.go).
 
 import (
 	"context"
@@ -424,6 +422,19 @@ type Sentinel struct {
 // redis-server package ships no redis-sentinel binary, and needs none).
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
+	return StartSentinelWith(tb, SentinelOptions{})
+}
+
+// SentinelOptions change how StartSentinelWith starts its servers.
+type SentinelOptions struct {
+	// ReplicaEnv is added to the environment of the replica's
+	// redis-server: SkewedClock's, say, to run it on a clock of its own.
+	ReplicaEnv []string
+}
+
+// StartSentinelWith is StartSentinel with options.
+func StartSentinelWith(tb testing.TB, o SentinelOptions) *Sentinel {
+	tb.Helper()
 	path := lookPath(tb, Binary)
 	dir := tb.TempDir()
 	s := &Sentinel{MasterName: SentinelMasterName}
@@ -433,7 +444,11 @@ func StartSentinel(tb testing.TB) *Sentinel {
 		if err := os.Mkdir(nodeDir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		n, err := startServerWith(path, false, func(port int) ([]string, error) {
+		var env []string
+		if i == 1 {
+			env = o.ReplicaEnv
+		}
+		n, err := startServerEnv(path, false, env, func(port int) ([]string, error) {
 			a := serverArgs(port, nodeDir, false)
 			if i == 1 {
 				h, p, _ := strings.Cut(s.nodes[0].Addr, ":")

@@ -71,6 +71,7 @@ type Server struct {
 
 	path    string   // the binary
 	args    []string // its command line, reused by Restart
+	env     []string // added to the environment of its process (skew.go); nil: none
 	private bool     // the test's own: faults may be injected (fault.go)
 	tmpDir  string   // removed on stop if non-empty (created by us)
 	stopped sync.Once
@@ -251,6 +252,12 @@ func startServer(path, dir string, clusterNode bool) (*Server, error) {
 // args returns for a free port (with bus, one whose cluster bus port is free
 // too), retrying on a fresh port if the chosen one was taken meanwhile.
 func startServerWith(path string, bus bool, args func(port int) ([]string, error)) (*Server, error) {
+	return startServerEnv(path, bus, nil, args)
+}
+
+// startServerEnv is startServerWith with env added to the server's
+// environment.
+func startServerEnv(path string, bus bool, env []string, args func(port int) ([]string, error)) (*Server, error) {
 	var err error
 	for range startTries {
 		var port int
@@ -261,7 +268,7 @@ func startServerWith(path string, bus bool, args func(port int) ([]string, error
 		if a, err = args(port); err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path: path, args: a}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), path: path, args: a, env: env}
 		var retry bool
 		if retry, err = s.start(); err == nil {
 			return s, nil
@@ -335,6 +342,9 @@ func freePort(bus bool) (int, error) {
 // port.
 func (s *Server) start() (retry bool, err error) {
 	cmd := exec.Command(s.path, s.args...)
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	out := new(syncBuffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = stopGrace

@@ -1,0 +1,79 @@
+package quotagate
+
+// Finding a new master. A go-redis ClusterClient routes a slot to the
+// master its cluster state names, and reloads that state only every
+// ClusterStateReloadInterval (a minute by default), on a MOVED or ASK
+// answer, or on a READONLY one. A killed master answers nothing: its slots'
+// commands fail (a refused dial) until the state is reloaded, so without
+// help a gate on go-redis's defaults fails open (or closed) on those slots
+// for up to a minute after the promotion of the replica. The gate helps: a
+// store call that fails with a connection error, a timeout, or an answer
+// that says the node is not the slot's master (MOVED, ASK, READONLY,
+// CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN) has the client reload its
+// state, at most once per clusterReloadEvery. (A Sentinel's failover client
+// follows the Sentinel's announcements by itself.)
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterReloadEvery is the least time between two reloads of a cluster
+// client's state asked for by the gate's store failures: while a master is
+// dead every call of its slots fails, and a reload is a CLUSTER SLOTS (or
+// SHARDS) round trip to some node; four a second find a promoted replica
+// within a quarter of a second of its promotion at the cost of a round
+// trip per 250 ms while the cluster has no master for a slot.
+const clusterReloadEvery = 250 * time.Millisecond
+
+// reloader reloads a cluster client's state on store failures.
+type reloader struct {
+	cc   *redis.ClusterClient
+	last atomic.Int64 // Unix ns of the last reload asked for
+	now  func() time.Time
+}
+
+// newReloader returns the reloader of rdb, nil (which does nothing) when
+// rdb is not a cluster client.
+func newReloader(rdb redis.UniversalClient) *reloader {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	return &reloader{cc: cc, now: time.Now}
+}
+
+// failed hears a store failure: one that may mean the slot's master moved
+// reloads the state, unless a reload was asked for within
+// clusterReloadEvery.
+func (r *reloader) failed(err error) {
+	if r == nil || !topologyError(err) {
+		return
+	}
+	now := r.now().UnixNano()
+	last := r.last.Load()
+	if now-last < int64(clusterReloadEvery) || !r.last.CompareAndSwap(last, now) {
+		return
+	}
+	r.cc.ReloadState(context.Background()) // asynchronous (go-redis's LazyReload)
+}
+
+// topologyError reports whether err may mean the store's layout changed:
+// any error that is not an answer of Redis (a refused dial, a reset or
+// closed connection, a timeout), or an answer that says the node does not
+// serve the slot as its master (see notRun). An error of a script, or a
+// caller's cancellation, says nothing of the layout.
+func topologyError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, redis.ErrClosed) {
+		return false
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return notRun(err)
+	}
+	return true
+}
