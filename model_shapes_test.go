@@ -85,6 +85,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		}
 		at := time.UnixMicro(e.at)
 		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
+			r.requests++
 			resp, body, delay, rep := shapeSend(model, d, at)
 			pending[e.worker], bodies[e.worker] = resp, body
 			trace("%.3f send ok=%v rem=%d", float64(e.at-t0)/1e6, rep.Decision.OK, rep.State.Remaining)
@@ -104,6 +105,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				if b, ok := hint.BudgetFrom(resp, at); ok {
 					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
 						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened})
+					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
 				}
@@ -162,7 +164,6 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		}
 		holding[e.worker] = 0
 		started++
-		r.requests++
 		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens}
 		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then
 	}
