@@ -1,5 +1,7 @@
 package quotagate
 
+import "math"
+
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
 //
@@ -329,11 +331,30 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 func (s *scopeState) observe(p params, now int64, o observation) (announce bool) {
 	s.normalize(p, now)
 	u, prec, announce := s.budget.observe(now, o)
-	if u > 0 {
+	if u > 0 && u-now <= p.longestWindow()+prec {
 		s.learn.align(now, u, prec)
 	}
 	s.learn.answer(now, o.opened, u)
 	return announce
+}
+
+// longestWindow is the longest configured fixed window (µs), or, with
+// none, any reset's distance: a reset farther ahead than every configured
+// window ends none of them, so it does not align them. It is another
+// quota's (GitHub's hour-long primary budget beside its secondary limit),
+// or a misread (a reset in milliseconds below an hour read as seconds:
+// hint's maxSaneResetSeconds; fixed/reset-ms of the matrix).
+func (p params) longestWindow() int64 {
+	w := int64(0)
+	for _, l := range p.limits {
+		if l.fixed {
+			w = max(w, l.per)
+		}
+	}
+	if w == 0 {
+		return math.MaxInt64 / 2
+	}
+	return w
 }
 
 // resume lifts everything that holds the scope back now: the pause, the

@@ -172,11 +172,14 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				e.obs.opened = m.learn.probeAt
 			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened)
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls))
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = v["now"]
+			if w := longestFixed(ls); w > 0 && e.obs.remaining >= 0 && e.obs.reset > w+e.obs.prec {
+				seen["reset beyond the windows"]++
+			}
 			m.observe(p, now, e.obs)
 		case 'z':
 			if err := st.resume(ctx, k, ls); err != nil {
@@ -345,7 +348,7 @@ func TestDifferential(t *testing.T) {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
-					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3",
+					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows",
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)

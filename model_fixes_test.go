@@ -346,3 +346,39 @@ func TestOneLogLinePerPause(t *testing.T) {
 		t.Errorf("no DEBUG line counting the 3 absorbed refusals:\n%s", out)
 	}
 }
+
+// TestSlotAheadKeepsTheWindowSpent: a fixed window spent whole, its
+// windows realigned by a reset header since (its counts under two
+// starts), and an admission a moment before the next window that takes a
+// slot in it: the admissions after it still find the window of now
+// spent. (Before, spending the slot dropped the counts older than one
+// period before the slot's window, which the window of now still counted:
+// 19 requests went at once into the provider's closed window on every
+// configured fixed-window cell with budget headers of the matrix, and
+// fixed/reset-ms stalled.)
+func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
+	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
+	const t0 = 1_700_000_000_000_000
+	var s scopeState
+	for i := range int64(40) {
+		at := t0 + 6_000 + i*1_000
+		if i >= 20 { // after a response's reset header: the provider's window ends at t0 + 5 s, read to the second
+			at += 20_000
+		}
+		if i == 20 {
+			s.learn.align(at, t0+5_040_000, 1_000_000)
+		}
+		if d := s.admit(p, at, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the first window: %+v", i, d)
+		}
+	}
+	now := int64(t0 + 4_020_000)
+	if d := s.admit(p, now, 1, Background); d.code != admitted || now+d.wait != t0+5_040_000 {
+		t.Fatalf("a moment before the next window: %+v, want its first slot", d)
+	}
+	for i := range int64(19) {
+		if d := s.admit(p, now+1_000*(i+1), 1, Background); d.code == admitted && d.wait == 0 {
+			t.Fatalf("admission %d after the slot ahead went at once, into the spent window", i)
+		}
+	}
+}

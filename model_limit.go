@@ -131,13 +131,11 @@ func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int6
 	return t
 }
 
+// spend counts cost in the window of t. It drops no count: t may be a
+// slot ahead, in the next window, while the window of now still counts
+// what overlaps it (live drops what no window from now on overlaps).
 func (w *windowState) spend(l limitSpec, p params, al alignment, t, cost int64) {
 	start, _ := w.window(l, p, al, t)
-	for s := range w.counts {
-		if s < start-l.per {
-			delete(w.counts, s)
-		}
-	}
 	if al.at == 0 && w.origin == 0 {
 		w.origin = t
 	}
@@ -198,7 +196,6 @@ local function limit_spend(l, al, t, cost)
   l.dirty = true
   if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
   local start = window(l, al, t)
-  for s in pairs(l.counts) do if s < start - l.per then l.counts[s] = nil end end
   if al.at == 0 and l.origin == 0 then l.origin = t end
   l.counts[start] = (l.counts[start] or 0) + cost
   l.last = start

@@ -226,7 +226,8 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
 // ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
 // ARGV[7] the learned window the answered request opened (its instant µs,
-// 0 none: see learnState.answer)
+// 0 none: see learnState.answer)  ARGV[8] the longest configured fixed
+// window µs (0: none; a reset beyond it aligns nothing: params.longestWindow)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
@@ -236,7 +237,8 @@ local prec = tonumber(ARGV[4])
 local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]))
 budget_save(B)
 local L = learn_load(KEYS[2])
-if u > 0 then learn_align(L, u, prec) end
+local longest = tonumber(ARGV[8])
+if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, prec) end
 learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end

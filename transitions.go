@@ -182,11 +182,24 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 	return pauseOf(Scope{}, a), nil
 }
 
-// observe records an observation (see observeScript).
-func (s *store) observe(ctx context.Context, k keys, o observation) error {
+// observe records an observation of a scope whose configured limits are
+// ls (see observeScript).
+func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
 	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened)
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls))
 	return err
+}
+
+// longestFixed is the longest fixed window of ls, µs (0: none), as
+// params.longestWindow has it.
+func longestFixed(ls []Limit) int64 {
+	w := int64(0)
+	for _, l := range ls {
+		if sp := specOf(l); sp.fixed && !l.IsZero() {
+			w = max(w, sp.per)
+		}
+	}
+	return w
 }
 
 // channel is where pauses are announced (see openCache).

@@ -198,7 +198,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response
 	} else {
 		g.rememberSilent(k.pause)
 	}
-	err := g.store.observe(context.WithoutCancel(ctx), k, o)
+	err := g.store.observe(context.WithoutCancel(ctx), k, o, g.limitsOf(s)...)
 	if err != nil {
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
 		return err

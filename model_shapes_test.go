@@ -1,0 +1,279 @@
+package quotagate
+
+import (
+	"container/heap"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/hint"
+	"github.com/quotagate/quotagate/internal/sim"
+)
+
+// The provider shapes of the matrix (example/bench.go) on the model alone:
+// the same discrete-event fleet as simulate, in front of internal/sim's
+// limiters speaking their dialects, every response read by package hint as
+// the Transport reads it (the budget observed, a refusal's hint recorded).
+// It runs a matrix cell in milliseconds, deterministically, so a change of
+// the model can be seen on every cell before the matrix measures it.
+
+// shapeRun is one simulated run of a cell.
+type shapeRun struct {
+	requests, accepted int
+	end                int64 // µs from the start to the last accepted answer
+}
+
+func (r shapeRun) waste() float64 { return float64(r.requests) / float64(max(r.accepted, 1)) }
+
+// shapeTrace, when set, hears every admission, response and refusal of
+// simulateShape.
+var shapeTrace func(format string, args ...any)
+
+// simulateShape runs polls tasks on workers workers against q speaking d,
+// with limits configured (nil: none). Requests arrive at the provider as
+// they are sent, and are answered latency (and a gcra-delay's Delay)
+// later, as internal/sim's Server does. plain is the plain shared pause:
+// nothing observed, learned or configured, only the refusals' pauses.
+// The run gives up at limit µs.
+//
+// start is when the first worker asks (µs after the window's start) and
+// sendDelay the time from an admission to the request's arrival (the
+// handler's work and the network).
+func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls int, latency int64, plain bool, limit int64) shapeRun {
+	const start, sendDelay = 40_000, 2_000
+	const t0 = 1_700_000_000_000_000 // µs: a whole second, a multiple of every window
+	maxHold := 1_500_000 * time.Microsecond
+	p := params{hold: maxHold.Microseconds(), maxPause: 12 * 3600 * 1000, answer: answerTimeout(maxHold).Microseconds()}
+	if !plain {
+		p.probe = (maxHold + asynqTick).Microseconds()
+		for _, l := range limits {
+			p.limits = append(p.limits, specOf(l))
+		}
+	}
+	pol := policy{maxHold: maxHold, maxHolders: 12}
+	model := q.New(time.UnixMicro(t0))
+	var m scopeState
+	m.normalize(p, t0)
+	var r shapeRun
+	ev := &simQueue{}
+	for i := range workers {
+		// asynq's workers pick their first tasks over the first tens of
+		// milliseconds, not at the window's first instant.
+		heap.Push(ev, simEvent{at: t0 + start + int64(i)*2_000, worker: i})
+	}
+	type flight struct{ seq, opens int64 }
+	inflight := map[int]flight{}
+	pending := map[int]*http.Response{}
+	bodies := map[int][]byte{}
+	started, held := 0, 0
+	holding := make([]int, workers)
+	trace := func(format string, args ...any) {
+		if shapeTrace != nil {
+			shapeTrace(format, args...)
+		}
+	}
+	for ev.Len() > 0 && r.accepted < polls {
+		e := heap.Pop(ev).(simEvent)
+		if e.at-t0 > limit {
+			break
+		}
+		if plain {
+			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+		}
+		at := time.UnixMicro(e.at)
+		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
+			r.requests++
+			resp, body, delay, rep := shapeSend(model, d, at)
+			pending[e.worker], bodies[e.worker] = resp, body
+			trace("%.3f send ok=%v rem=%d", float64(e.at-t0)/1e6, rep.Decision.OK, rep.State.Remaining)
+			heap.Push(ev, simEvent{at: e.at + delay.Microseconds() + latency, worker: e.worker, resp: true})
+			continue
+		}
+		if e.resp {
+			resp, body, fl := pending[e.worker], bodies[e.worker], inflight[e.worker]
+			delete(pending, e.worker)
+			model.Release(at)
+			refused := hint.IsRefusal(resp)
+			if !plain {
+				opened := int64(0)
+				if !refused {
+					opened = fl.opens
+				}
+				if b, ok := hint.BudgetFrom(resp, at); ok {
+					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
+						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened})
+					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
+				} else if opened > 0 || m.budget.probeAt > 0 {
+					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
+				}
+			}
+			if !refused {
+				r.accepted++
+				r.end = e.at - t0
+			} else {
+				started--
+				wait, _ := hint.FromAt(resp, body, at)
+				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
+				if wait <= 0 {
+					rf.pause = time.Minute.Milliseconds()
+				}
+				if wait%time.Second == 0 {
+					rf.prec = 1_000_000
+				}
+				dl, _ := m.refuse(p, e.at, rf)
+				trace("%.3f refused hint %v deadline %.3f learn n=%d w=%.1f", float64(e.at-t0)/1e6, wait, float64(dl*1000-t0)/1e6, m.learn.limit, float64(m.learn.window)/1e6)
+			}
+			if started < polls {
+				heap.Push(ev, simEvent{at: e.at, worker: e.worker})
+			}
+			continue
+		}
+		dec := m.admit(p, e.at, 1, Background)
+		a := admission{code: dec.code, reason: dec.reason, wait: time.Duration(dec.wait) * time.Microsecond, now: at,
+			reopen: dec.reopen, limited: dec.limited, spread: dec.spread}
+		if dec.until != 0 {
+			a.until = time.UnixMilli(dec.until)
+		}
+		switch v := decide(a, pol, 0.5); v.act {
+		case hold, holdPause:
+			if v.act == holdPause && holding[e.worker] == 0 && held >= v.holders {
+				wake := asynqWake(e.at, v.deferral.Delay.Microseconds(), e.worker)
+				heap.Push(ev, simEvent{at: wake, worker: e.worker})
+				continue
+			}
+			if holding[e.worker] == 0 {
+				held++
+			}
+			holding[e.worker] = 1
+			heap.Push(ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
+			continue
+		case deferTask:
+			if holding[e.worker] == 1 {
+				held--
+			}
+			holding[e.worker] = 0
+			wake := asynqWake(e.at, v.deferral.Delay.Microseconds(), e.worker)
+			heap.Push(ev, simEvent{at: wake, worker: e.worker})
+			continue
+		}
+		if holding[e.worker] == 1 {
+			held--
+		}
+		holding[e.worker] = 0
+		started++
+		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens}
+		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then
+	}
+	return r
+}
+
+// shapeSend is the provider's side of one request arriving at at: its
+// answer, in d, to be read back when it arrives (after its Delay and the
+// latency).
+func shapeSend(model sim.Model, d sim.Dialect, at time.Time) (*http.Response, []byte, time.Duration, sim.Reply) {
+	decision := model.Take(at)
+	rep := sim.Reply{Now: at, Decision: decision, State: model.State(at)}
+	h := http.Header{}
+	h.Set("Date", at.UTC().Format(http.TimeFormat))
+	status, body := d.Write(h, rep)
+	return &http.Response{StatusCode: status, Header: h}, body, decision.Delay, rep
+}
+
+// shapeCells are the matrix's cells (example/bench.go), with the limit its
+// gate+limit mode configures (example/quota.go's configuredLimit).
+var shapeCells = func() []struct {
+	name  string
+	quota sim.Quota
+	limit Limit
+	has   bool
+} {
+	fixed40 := sim.Quota{Shape: sim.FixedClock, Rate: 40, Window: 5 * time.Second}
+	bucket8 := sim.Quota{Shape: sim.TokenBucket, Rate: 8, Burst: 10}
+	gcra8 := sim.Quota{Shape: sim.GCRA, Rate: 8, Burst: 10}
+	with := func(q sim.Quota, s sim.Shape) sim.Quota { q.Shape = s; return q }
+	type cell = struct {
+		name  string
+		quota sim.Quota
+		limit Limit
+		has   bool
+	}
+	var out []cell
+	add := func(q sim.Quota, dialects ...string) {
+		for _, d := range dialects {
+			c := cell{name: string(q.Shape) + "/" + d, quota: q}
+			switch q.Shape {
+			case sim.TokenBucket, sim.GCRA, sim.GCRADelay:
+				c.limit, c.has = PerSecond(q.Rate, q.Burst), true
+			case sim.FixedClock, sim.FixedFirst:
+				c.limit, c.has = FixedWindow(q.Rate, q.Window), true
+			case sim.SlidingLog, sim.SlidingCounter:
+				c.limit, c.has = Limit{Rate: q.Rate, Period: q.Window, Burst: 1}, true
+			}
+			out = append(out, c)
+		}
+	}
+	add(fixed40, "prose", "retry-after", "retry-after-date", "github", "github-429", "github-secondary", "x", "epoch-floor", "ietf", "reset-ms")
+	add(with(fixed40, sim.FixedFirst), "retry-after", "epoch-floor")
+	add(bucket8, "prose", "discord", "delta")
+	add(gcra8, "until-full", "none")
+	add(with(gcra8, sim.GCRADelay), "none")
+	add(with(fixed40, sim.SlidingLog), "window")
+	add(with(fixed40, sim.SlidingCounter), "httprate")
+	add(sim.Quota{Shape: sim.Concurrency, Rate: 5}, "retry-after")
+	return out
+}()
+
+// TestModelShapes prints every cell of the matrix on the model: plain
+// shared pause, nothing configured, configured, and the ideal. It is a
+// tool (QUOTAGATE_SHAPES=1, or a comma-separated list of cells; with
+// QUOTAGATE_SHAPES_TRACE=mode the runs of that mode are traced).
+func TestModelShapes(t *testing.T) {
+	sel := os.Getenv("QUOTAGATE_SHAPES")
+	if sel == "" {
+		t.Skip("set QUOTAGATE_SHAPES=1 (or cells) to print the matrix on the model")
+	}
+	tr := os.Getenv("QUOTAGATE_SHAPES_TRACE")
+	for _, c := range shapeCells {
+		if sel != "1" && !strings.Contains(","+sel+",", ","+c.name+",") {
+			continue
+		}
+		_, dn, _ := strings.Cut(c.name, "/")
+		d, _ := sim.DialectNamed(dn)
+		run := func(mode string, ls []Limit, plain bool) shapeRun {
+			if tr == mode {
+				shapeTrace = t.Logf
+				defer func() { shapeTrace = nil }()
+			}
+			return simulateShape(c.quota, d, ls, 20, 200, 25_000, plain, 90_000_000)
+		}
+		pl, g := run("pause", nil, true), run("gate", nil, false)
+		var cf shapeRun
+		if c.has {
+			cf = run("limit", []Limit{c.limit}, false)
+		}
+		f := func(r shapeRun) string {
+			if r.accepted < 200 {
+				return "incomplete " + itoa(r.accepted)
+			}
+			return strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x " + ftoa(float64(r.end)/1e6) + "s"
+		}
+		t.Logf("%-26s pause %-18s gate %-18s limit %-18s ideal %.2fs", c.name, f(pl), f(g), f(cf), c.quota.IdealLatency(200, 25*time.Millisecond).Seconds())
+	}
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// asynqWake is when a task deferred at now for delay µs is back in a
+// worker: asynq keeps its retry time in whole Unix seconds (RetryDelay
+// rounds up), its forwarder moves due tasks every second (the bench's
+// DelayedTaskCheckInterval), just after the whole second the server
+// started on, and an idle worker looks for tasks every 50 ms
+// (TaskCheckInterval).
+func asynqWake(now, delay int64, worker int) int64 {
+	return ceilSecond(now+delay) + 17_000 + int64(worker*7%50)*1000
+}
