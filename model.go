@@ -456,3 +456,71 @@ local function interval(act, cost)
   return inc
 end
 `
+
+// luaAdmit is scopeState.admit's decision in the scripts: the deadlines
+// (pause, budget, a learned window's probe), then the limits' earliest
+// instant of what the class leaves, then the commit (luaAdmitCommit). S
+// holds the loaded records (P pause, B budget, L learned, K class), the
+// active limits act, the alignment al, the keeper k, and the keys of the
+// class's line and of pauseby; it answers the admission's named reply.
+const luaAdmit = `
+local function admit(S, cost)
+  local B, L, act, k = S.B, S.L, S.act, S.k
+  local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
+    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
+  if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
+  if B.known and B.limit > 0 then r.reopen = B.limit elseif S.learned then r.reopen = L.limit end
+  local inc = S.dry and 0 or interval(act, cost)
+  local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
+  if S.nlim == 0 then
+    bv = budget_earliest(B, cost, k)
+    if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
+  end
+  local fixed = S.learned -- the learned limit's windows open with a probe
+  if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
+  if deadline > now_us then
+    r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
+    if why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
+    if #act > 0 then r.wait, r.spread = line_take(S.line, deadline, inc), inc > 0 end
+    return r
+  end
+  local at, ok = limits_earliest(act, S.al, cost, k)
+  if at > now_us and k.lent > 0 then
+    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
+    at, ok = limits_earliest(act, S.al, cost, k)
+  end
+  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
+  local unreserved = fixed or k.lapse > 0 and interval(act, cost) > 0
+  if not ok or at - now_us > C.hold or unreserved and at > now_us then
+    r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
+    r.wait, r.spread = line_take(S.line, at, inc), inc > 0
+    return r
+  end
+  r.wait = at - now_us
+  if not S.dry then admit_commit(S, r, at, bv, cost) end
+  return r
+end
+`
+
+// luaAdmitCommit is the commit of an admission at at (scopeState.admit
+// after its decision): every limit spent (the learned one grown, its
+// window's probe marked), the budget spent, the learned cycle counted.
+const luaAdmitCommit = `
+local function admit_commit(S, r, at, bv, cost)
+  local B, L = S.B, S.L
+  for _, l in ipairs(S.act) do
+    if S.learned and learn_opens(L, l, at) then
+      L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+    end
+    if S.learned then learn_grow(L, l, at) end
+    limit_spend(l, S.al, at, cost); limit_save(l)
+  end
+  if S.nlim == 0 then
+    r.probe, r.seq = budget_spend(B, bv, cost)
+    if not B.known then learn_count(L, at, cost) end
+    budget_save(B)
+  end
+  learn_save(L)
+  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
+end
+`

@@ -88,7 +88,7 @@ const expiryMargin = time.Second
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
 	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
-		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose +
+		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
 
@@ -117,64 +117,15 @@ local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[11])
 C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 C.reserve, C.lend = tonumber(ARGV[9]), tonumber(ARGV[10])
 local interactive = ARGV[8] == '1'
-local P, B, L, K = pause_load(KEYS[1]), budget_load(KEYS[3]), learn_load(KEYS[4]), class_load(KEYS[7])
-if nlim == 0 and not dry then learn_report(L, tonumber(ARGV[7])); learn_save(L) end
-local act = limits_args(7, 11, nlim)
-local learned = nlim == 0 and L.limit > 0 and L.window > 0 and not B.known
-if learned then act[1] = {key = KEYS[5], fixed = true, per = L.window, n = L.limit}; limit_load(act[1]) end
-local al = {at = L.alignAt, prec = L.alignPrec}
-local k = class_keeper(K, interactive)
-local function decide()
-  local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
-    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
-  if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
-  if B.known and B.limit > 0 then r.reopen = B.limit elseif learned then r.reopen = L.limit end
-  local inc = dry and 0 or interval(act, cost)
-  local deadline, why, bv = (P or 0) * 1000, 'pause', {at = 0}
-  if nlim == 0 then
-    bv = budget_earliest(B, cost, k)
-    if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
-  end
-  local fixed = learned -- the learned limit's windows open with a probe
-  if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
-  if deadline > now_us then
-    r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
-    if why == 'pause' then r.deadline, r.byOperator = P, pause_by(KEYS[6]) end
-    if #act > 0 then r.wait, r.spread = line_take(KEYS[2], deadline, inc), inc > 0 end
-    return r
-  end
-  local at, ok = limits_earliest(act, al, cost, k)
-  if at > now_us and k.lent > 0 then
-    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
-    at, ok = limits_earliest(act, al, cost, k)
-  end
-  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  local unreserved = fixed or k.lapse > 0 and interval(act, cost) > 0
-  if not ok or at - now_us > C.hold or unreserved and at > now_us then
-    r.code, r.reason, r.unreserved = 2, learned and 'learned' or 'limit', unreserved
-    r.wait, r.spread = line_take(KEYS[2], at, inc), inc > 0
-    return r
-  end
-  r.wait = at - now_us
-  if dry then return r end
-  for _, l in ipairs(act) do
-    if learned and learn_opens(L, l, at) then
-      L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
-    end
-    if learned then learn_grow(L, l, at) end
-    limit_spend(l, al, at, cost); limit_save(l)
-  end
-  if nlim == 0 then
-    r.probe, r.seq = budget_spend(B, bv, cost)
-    if not B.known then learn_count(L, at, cost) end
-    budget_save(B)
-  end
-  learn_save(L)
-  r.cache = #act == 0 and nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
-  return r
-end
-local r = decide()
-if interactive and not dry then class_asked(K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(K) end
+local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
+  nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
+if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
+S.act = limits_args(7, 11, nlim)
+S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and not S.B.known
+if S.learned then S.act[1] = {key = KEYS[5], fixed = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
+S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
+local r = admit(S, cost)
+if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(S.K) end
 return reply(REPLY, r)
 `
 
