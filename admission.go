@@ -97,16 +97,18 @@ func decide(a admission, p policy, u float64) verdict {
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	learnedSoon := a.code == limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
-	if a.limited && (a.spread || a.code == limited) && !learnedSoon {
+	// holdSoon: limited, and the instant is not a reserved slot (fixed
+	// windows, the learned limit, a bucket while a reserve is in force) or
+	// the task is interactive: hold and ask again if it is near.
+	holdSoon := a.code == limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
+	if a.limited && (a.spread || a.code == limited) && !holdSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
 	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until, Operator: a.byOperator}
-	if a.code == limited && !learnedSoon {
+	if a.code == limited && !holdSoon {
 		return verdict{act: deferTask, wait: wait, deferral: d}
 	}
-	// A short pause, or the learned limit's next window within a hold (it
-	// reserves no slot: ask again when it opens).
+	// A short pause, or holdSoon: ask again when the instant comes.
 	if a.wait <= reopenHold {
 		holders := p.maxHolders
 		if a.reopen > 0 {
