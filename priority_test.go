@@ -96,16 +96,15 @@ func TestPriorityClasses(t *testing.T) {
 		if waited := histCount(t, g, "quotagate_wait_seconds", map[string]string{"class": "background"}); waited == 0 {
 			t.Error("no background poll waited: the sweep did not saturate the bucket, the test measures nothing")
 		}
-		if got := countOf(t, g, "quotagate_admissions_total", map[string]string{"class": "interactive", "outcome": "admitted"}, "", ""); got != person {
+		if got := countOf(t, g, "quotagate_admissions_total", map[string]string{"class": "interactive", "outcome": "admitted"}); got != person {
 			t.Errorf("interactive admissions counted %d, want %d", got, person)
 		}
 	})
 }
 
-// countOf sums the series of the gate's metric name whose labels include
-// match, leaving out those whose label skipLabel is skipValue (none when
-// skipLabel is "").
-func countOf(t *testing.T, g *Gate, name string, match map[string]string, skipLabel, skipValue string) int {
+// series returns the gate's series of the metric name whose labels
+// include match.
+func series(t *testing.T, g *Gate, name string, match map[string]string) []*dto.Metric {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g.Collector())
@@ -113,40 +112,35 @@ func countOf(t *testing.T, g *Gate, name string, match map[string]string, skipLa
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelsMatch(m, match) && (skipLabel == "" || !labelsMatch(m, map[string]string{skipLabel: skipValue})) {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return int(n)
-}
-
-// histCount is the number of observations of the gate's histogram name
-// in the series whose labels include match.
-func histCount(t *testing.T, g *Gate, name string, match map[string]string) int {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(g.Collector())
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := uint64(0)
+	var out []*dto.Metric
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			if labelsMatch(m, match) {
-				n += m.GetHistogram().GetSampleCount()
+				out = append(out, m)
 			}
 		}
+	}
+	return out
+}
+
+// countOf sums the counters of series(name, match).
+func countOf(t *testing.T, g *Gate, name string, match map[string]string) int {
+	n := 0.0
+	for _, m := range series(t, g, name, match) {
+		n += m.GetCounter().GetValue()
+	}
+	return int(n)
+}
+
+// histCount is the number of observations of the histograms of
+// series(name, match).
+func histCount(t *testing.T, g *Gate, name string, match map[string]string) int {
+	n := uint64(0)
+	for _, m := range series(t, g, name, match) {
+		n += m.GetHistogram().GetSampleCount()
 	}
 	return int(n)
 }
