@@ -96,8 +96,8 @@ type Config struct {
 	// window, the learned limit, the advertised budget when its size is
 	// advertised) that Background work leaves to Interactive work while
 	// interactive work has asked within Tuning.LendAfter (see Class). It is
-	// rounded up, and never all of a capacity: of a window of 40, 8; of a
-	// burst of 10, 2; of 1, nothing. Default 0.2 (Stripe's load shedder
+	// rounded down, at least one unit and never all of a capacity: of a
+	// window of 40, 8; of a burst of 10, 2; of 9, 1; of 1, nothing. Default 0.2 (Stripe's load shedder
 	// keeps about a fifth for critical work); negative: no reserve; above 1
 	// counts as 1.
 	Reserve float64

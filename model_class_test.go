@@ -16,6 +16,8 @@ func TestKeeperOf(t *testing.T) {
 		{keeper{share: 200}, 40, 8},
 		{keeper{share: 200}, 10, 2},
 		{keeper{share: 200}, 5, 1},
+		{keeper{share: 200}, 9, 1}, // rounded down: the sweep keeps 8 of 9
+		{keeper{share: 200}, 4, 1}, // at least one unit
 		{keeper{share: 200}, 2, 1},
 		{keeper{share: 200}, 1, 0}, // a capacity of one is never kept whole
 		{keeper{share: 200}, 0, 0}, // an unknown size keeps nothing
