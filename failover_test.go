@@ -818,7 +818,10 @@ func TestFailoverDurablePause(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.StartSentinel(t)
 	prefix := s.Prefix(t)
-	g := New(s.Client(t), Config{Prefix: prefix, Durable: 1})
+	// WAIT gets half of StoreTimeout: 2.5 s here, so that a replica slow
+	// under a loaded machine still acknowledges (the default gives 125 ms,
+	// and a pause WAIT gave up on is in force but logged, not failed).
+	g := New(s.Client(t), Config{Prefix: prefix, Durable: 1, StoreTimeout: 5 * time.Second})
 	defer g.Close()
 	sc := Scope{Provider: "ups", Account: "durable"}
 	p, err := g.Pause(ctx, sc, time.Minute)
