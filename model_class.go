@@ -6,8 +6,8 @@ package quotagate
 // While interactive work has asked within the lending delay (Tuning.
 // LendAfter), background work sees every capacity of the scope smaller by
 // the reserve (Config.Reserve of it, rounded up, and never all of it): a
-// GCRA bucket's burst, a fixed window's rate (configured or learned), a
-// sliding log's n, the advertised budget's size. So the reserve is what the bucket keeps, the
+// GCRA bucket's burst, a fixed window's rate (configured or learned), the
+// advertised budget's size. So the reserve is what the bucket keeps, the
 // window leaves, the budget holds back, and an interactive request finds
 // it at once; the sweep runs at the rest (a bucket refills the reserve
 // first, and gives background every token beyond it, so a sweep behind a
@@ -32,6 +32,9 @@ package quotagate
 // a line of their own, from the instant the scope admits again: they are
 // never behind background work deferred before them (the line's key
 // "iline", the same lineState).
+//
+// A sliding log's n is such a capacity too (model_sliding.go): background
+// work sees a log of n − keeper.of(n).
 //
 // Invariants: interactive work is never held back by the class concern;
 // background work is held back only until the reserve and the claims
