@@ -59,3 +59,42 @@ func ExampleFixedWindow() {
 	// 10/s burst 10
 	// 50000 per 24h0m0s window
 }
+
+// A provider that logs its requests ("3 in any 10 seconds") spends its
+// quota at once after an idle spell, and then each slot again as it comes
+// back, a window after it was spent: the fourth task waits for the first
+// one's slot. A sliding window counter of go-chi/httprate is stated with
+// SlidingCounterWindow, the pace it never refuses.
+func ExampleSlidingWindow() {
+	rdb, done := exampleRedis()
+	defer done()
+	g := quotagate.New(rdb, quotagate.Config{Limits: map[string][]quotagate.Limit{
+		"acme": {quotagate.SlidingWindow(3, 10*time.Second)},
+	}})
+	defer g.Close()
+	ctx := context.Background()
+	acme := quotagate.Scope{Provider: "acme", Account: "acct-7"}
+
+	mux := asynq.NewServeMux()
+	mux.Use(g.Middleware())
+	mux.HandleFunc("sync", func(context.Context, *asynq.Task) error { return nil })
+	for i := 1; i <= 4; i++ {
+		err := mux.ProcessTask(ctx, quotagate.NewTask("sync", nil, acme))
+		var d *quotagate.Deferral
+		if errors.As(err, &d) {
+			fmt.Printf("task %d deferred, limited: %v\n", i, d.Reason == quotagate.ReasonLimited)
+			continue
+		}
+		fmt.Printf("task %d ran: %v\n", i, err)
+	}
+	st, _ := g.State(ctx, acme)
+	fmt.Println("the log empties in about", st.LimitBacklog.Round(time.Second))
+	fmt.Println(quotagate.SlidingWindow(3, 10*time.Second), "|", quotagate.SlidingCounterWindow(100, time.Minute))
+	// Output:
+	// task 1 ran: <nil>
+	// task 2 ran: <nil>
+	// task 3 ran: <nil>
+	// task 4 deferred, limited: true
+	// the log empties in about 10s
+	// 3 in any 10s | 99/min burst 1
+}

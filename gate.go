@@ -311,7 +311,9 @@ type Pause struct {
 	// is spent (its GCRA theoretical arrival time minus now); 0 when the
 	// scope has no such state. With a Limit of interval i and burst b, a
 	// task of cost c is admitted at once while LimitBacklog ≤ (b−c)·i. A
-	// pause raises it to reach past the deadline.
+	// pause raises it to reach past the deadline. For a SlidingWindow it
+	// is how long until the log's last admission leaves its window (the
+	// log is empty then).
 	LimitBacklog time.Duration
 }
 

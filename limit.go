@@ -30,11 +30,15 @@ import (
 // one Period, as many providers do, and lets the fleet spend each window's
 // Rate as it opens. Its windows are aligned to the provider's own as soon as
 // a refusal's hint or a reset header tells where they end.
+//
+// A sliding window limit (SlidingWindow) keeps a log of its admissions and
+// admits a request when the window of one Period before it has room.
 type Limit struct {
-	Rate   int           // requests per Period; 0 means no limit
-	Period time.Duration // the window Rate is counted over
-	Burst  int           // requests admitted at once; values below 1 mean 1 (GCRA only)
-	Fixed  bool          // counted in fixed windows of Period (see FixedWindow)
+	Rate    int           // requests per Period; 0 means no limit
+	Period  time.Duration // the window Rate is counted over
+	Burst   int           // requests admitted at once; values below 1 mean 1 (GCRA only)
+	Fixed   bool          // counted in fixed windows of Period (see FixedWindow)
+	Sliding bool          // counted in a sliding window of Period (see SlidingWindow); Fixed wins over it
 }
 
 // PerSecond returns a limit of rate requests per second with the given burst.
@@ -59,6 +63,55 @@ func FixedWindow(rate int, period time.Duration) Limit {
 	return Limit{Rate: rate, Period: period, Fixed: true}
 }
 
+// SlidingWindow returns a limit of n requests in any window of w, for a
+// provider that logs its requests ("40 requests in any 5 seconds", the
+// sorted-set limiters of Redis): an exact sliding log. A request of cost c
+// is admitted at t when the admissions of the last w before t (and any
+// slot already reserved after t) plus c are at most n; otherwise at the
+// instant the oldest admission that leaves room leaves the window. So the
+// fleet spends all n at once after an idle spell, and then each slot again
+// as it comes back, one window after it was spent.
+//
+// An admission's slot comes back slidingSettle (50 ms) more than w after
+// the admission's Redis TIME: the provider logs the request when it
+// arrives, a few milliseconds after its admission (more under load), and a
+// request arriving sooner after its slot's predecessor than the one before
+// it would be the n+1-th of the provider's window.
+//
+// A refusal with a hint fills the log: the provider counted n requests in
+// its window; those the gate did not admit (another client, a lost record)
+// may be as recent as the refusal, so the log is made to hold n admissions
+// within the window of the refusal, the missing ones at its instant. The
+// pause holds the scope until the hint; the filled slots come back one
+// window after the refusal. A refusal without a hint, or Gate.Pause,
+// leaves the log as it is. A cost above n is never admitted (ErrCost).
+//
+// A sliding window counter (Cloudflare's, go-chi/httprate: two fixed
+// windows' counts, the previous one weighted as if spread evenly over it)
+// is not a sliding log: it refuses a burst at the head of one of its
+// windows that a log admits (the previous window's burst still counts
+// almost whole), and at a steady pace admits n−1 per window. State n per w
+// of such a provider as SlidingCounterWindow(n, w).
+func SlidingWindow(n int, w time.Duration) Limit {
+	return Limit{Rate: n, Period: w, Sliding: true}
+}
+
+// SlidingCounterWindow returns the limit to configure for a provider that
+// documents n requests per w counted by a sliding window counter
+// (Cloudflare's, go-chi/httprate): a GCRA of n−1 per w with burst 1 (for
+// n = 1, one per 2w). Wherever the counter's windows start, it never
+// refuses requests so paced: a window of w holds at most n−1 of them, and
+// the i-th request of a window comes at least (i−1)·w/(n−1) into it, where
+// the counter's estimate prev·(w−e)/w + i with prev ≤ n−1 is at most n.
+// A counter's greedy client does little better: after its first window it
+// too gets n−1 per window.
+func SlidingCounterWindow(n int, w time.Duration) Limit {
+	if n <= 1 {
+		return Limit{Rate: 1, Period: 2 * w, Burst: 1}
+	}
+	return Limit{Rate: n - 1, Period: w, Burst: 1}
+}
+
 // IsZero reports whether l sets no limit.
 func (l Limit) IsZero() bool { return l.Rate <= 0 || l.Period <= 0 }
 
@@ -79,6 +132,9 @@ func (l Limit) String() string {
 	if l.Fixed {
 		return fmt.Sprintf("%d per %s window", l.Rate, l.Period)
 	}
+	if l.Sliding {
+		return fmt.Sprintf("%d in any %s", l.Rate, l.Period)
+	}
 	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.burst())
 }
 
@@ -95,17 +151,17 @@ func (l Limit) interval() int64 {
 }
 
 // ErrCost is returned (wrapped) for a task whose Cost no configured limit
-// of its scope can ever admit: more than a fixed window's rate, or more than
+// of its scope can ever admit: more than a fixed or sliding window's rate, or more than
 // a bucket's burst plus what Tuning.MaxHold can reserve ahead. The
 // Middleware archives such a task at once, instead of deferring it
 // forever.
 var ErrCost = errors.New("quotagate: cost beyond what a limit can ever admit")
 
 // capacity is the largest cost l admits at once with slots reserved up to
-// hold ahead: a fixed window's rate, a bucket's burst plus hold's worth of
-// its rate.
+// hold ahead: a fixed or sliding window's rate, a bucket's burst plus
+// hold's worth of its rate.
 func (l Limit) capacity(hold time.Duration) int64 {
-	if l.Fixed {
+	if l.Fixed || l.Sliding {
 		return int64(l.Rate)
 	}
 	return int64(l.burst()) + hold.Microseconds()/max(l.interval(), 1)

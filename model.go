@@ -10,6 +10,7 @@ import "math"
 //
 //	model_pause.go   the pause: a deadline that only moves later
 //	model_limit.go   the configured limits: GCRA buckets and fixed windows
+//	model_sliding.go ... and sliding logs
 //	model_budget.go  the budget the provider advertises, and its probe
 //	model_learn.go   the quota learned from refusals (a fixed window)
 //	model_line.go    the reopening line: where deferred tasks come back
@@ -195,8 +196,9 @@ func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, lin
 	// or claims in force behind a bucket: a bucket's slot ahead of now
 	// spends tokens the reserve needs now (its TAT would run ahead of now
 	// by more than the burst less the reserve), so it asks again at the
-	// instant, holding.
-	d.unreserved = fixed || k.lapse > 0 && lim.interval(cost) > 0
+	// instant, holding; so does a sliding log's (its entry ahead counts in
+	// the window of now).
+	d.unreserved = fixed || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding())
 	if !ok || at-now > p.hold || d.unreserved && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
@@ -294,11 +296,21 @@ func (a active) kept(k keeper) []limitSpec {
 func (a active) interval(cost int64) int64 {
 	inc := int64(0)
 	for _, l := range a.specs {
-		if !l.fixed && (inc == 0 || l.per*cost < inc) {
+		if l.gcra() && (inc == 0 || l.per*cost < inc) {
 			inc = l.per * cost
 		}
 	}
 	return inc
+}
+
+// sliding reports whether a sliding log is among the limits.
+func (a active) sliding() bool {
+	for _, l := range a.specs {
+		if l.sliding {
+			return true
+		}
+	}
+	return false
 }
 
 // refusal is what a refusal tells the scope.
@@ -401,11 +413,13 @@ func (s *scopeState) normalize(p params, now int64) {
 	}
 	s.limits = s.limits[:len(p.limits)]
 	for i, l := range p.limits {
-		if s.limits[i].fixed != l.fixed || s.limits[i].win == nil {
-			s.limits[i] = limitState{fixed: l.fixed, win: &windowState{}}
+		if s.limits[i].fixed != l.fixed || s.limits[i].sliding != l.sliding || s.limits[i].win == nil {
+			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, win: &windowState{}}
 		}
 		if l.fixed {
 			s.limits[i].win.live(l, now)
+		} else if l.sliding {
+			s.limits[i].log = slidingLive(s.limits[i].log, l, now)
 		} else if s.limits[i].tat <= now {
 			s.limits[i].tat = 0
 		}
@@ -434,7 +448,8 @@ local function limits_args(k0, a0, n)
   local out = {}
   for i = 1, n do
     local j = a0 + (i - 1) * 3
-    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
+    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', sliding = ARGV[j + 1] == '2', per = tonumber(ARGV[j + 2]),
+      n = tonumber(ARGV[j + 3])}
     limit_load(out[i])
   end
   return out
@@ -452,8 +467,14 @@ local function limits_earliest(act, al, cost, k)
 end
 local function interval(act, cost)
   local inc = 0
-  for _, l in ipairs(act) do if not l.fixed and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end end
+  for _, l in ipairs(act) do
+    if not l.fixed and not l.sliding and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end
+  end
   return inc
+end
+local function any_sliding(act)
+  for _, l in ipairs(act) do if l.sliding then return true end end
+  return false
 end
 `
 
@@ -468,7 +489,8 @@ local function admit(S, cost)
   local B, L, act, k = S.B, S.L, S.act, S.k
   local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
     budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
-  if #act > 0 and not act[1].fixed and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
+  if #act > 0 and act[1].sliding and #act[1].log > 0 then r.backlog = act[1].log[#act[1].log] + act[1].per - now_us
+  elseif #act > 0 and not act[1].fixed and not act[1].sliding and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
   if B.known and B.limit > 0 then r.reopen = B.limit elseif S.learned then r.reopen = L.limit end
   local inc = S.dry and 0 or interval(act, cost)
   local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
@@ -490,7 +512,7 @@ local function admit(S, cost)
     at, ok = limits_earliest(act, S.al, cost, k)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  local unreserved = fixed or k.lapse > 0 and interval(act, cost) > 0
+  local unreserved = fixed or k.lapse > 0 and (interval(act, cost) > 0 or any_sliding(act))
   if not ok or at - now_us > C.hold or unreserved and at > now_us then
     r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
     r.wait, r.spread = line_take(S.line, at, inc), inc > 0

@@ -34,6 +34,9 @@ package quotagate
 // never behind background work deferred before them (the line's key
 // "iline", the same lineState).
 //
+// A sliding log's n is such a capacity too (model_sliding.go): background
+// work sees a log of n − keeper.of(n).
+//
 // Invariants: interactive work is never held back by the class concern;
 // background work is held back only until the reserve and the claims
 // lapse (then it asks again); the reserve of a capacity n is at most n−1.

@@ -6,7 +6,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,8 @@ var diffConfigs = [][]Limit{
 	{PerSecond(10, 3)},
 	{FixedWindow(3, time.Second)},
 	{PerSecond(20, 5), FixedWindow(4, 2*time.Second)},
+	{SlidingWindow(3, time.Second)},
+	{SlidingWindow(4, 2*time.Second), PerSecond(20, 5), FixedWindow(5, time.Second)},
 }
 
 // diffEvent is one event of a sequence.
@@ -150,6 +154,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if d.probe {
 				seen["probe"]++
 			}
+			if slidingIn(ls) {
+				seen[fmt.Sprintf("sliding: code %d", d.code)]++
+			}
 			if d.opens > 0 {
 				seen["opens"]++
 			}
@@ -163,7 +170,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			now = v["now"]
 			m.report(p, now, e.counts)
+			before := slidingLen(m)
 			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
+			if slidingLen(m) > before {
+				seen["sliding filled"]++
+			}
 			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
 			}
@@ -264,6 +275,18 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	for i, l := range ls {
 		if l.Fixed {
 			s.limits = append(s.limits, limitState{fixed: true, win: windows(k.limit(i, l))})
+		} else if l.Sliding {
+			members, err := rdb.ZRange(ctx, k.limit(i, l), 0, -1).Result()
+			if err != nil {
+				t.Fatalf("ZRANGE %s: %v", k.limit(i, l), err)
+			}
+			var log []int64
+			for _, m := range members {
+				at, _, _ := strings.Cut(m, ":")
+				log = append(log, num(at))
+			}
+			slices.Sort(log)
+			s.limits = append(s.limits, limitState{sliding: true, log: log, win: &windowState{}})
 		} else {
 			s.limits = append(s.limits, limitState{tat: get(k.limit(i, l)), win: &windowState{}})
 		}
@@ -294,9 +317,10 @@ type canonState struct {
 }
 
 type canonLimit struct {
-	Fixed bool
-	Tat   int64
-	Win   canonWindows
+	Fixed, Sliding bool
+	Tat            int64
+	Win            canonWindows
+	Log            []int64
 }
 
 type canonWindows struct {
@@ -318,7 +342,7 @@ func canonical(s scopeState) canonState {
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
 		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
 	for _, l := range s.limits {
-		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Tat: l.tat, Win: win(l.win)})
+		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Tat: l.tat, Win: win(l.win), Log: canonLog(l.log)})
 	}
 	return c
 }
@@ -330,7 +354,7 @@ func canonical(s scopeState) canonState {
 func TestDifferential(t *testing.T) {
 	for _, b := range backends(t)[:2] {
 		t.Run(b.name, func(t *testing.T) {
-			seqs, events := 96, 150
+			seqs, events := 120, 150
 			if b.name != "miniredis" {
 				seqs, events = 12, 80
 			}
@@ -340,7 +364,7 @@ func TestDifferential(t *testing.T) {
 				ls := diffConfigs[i%len(diffConfigs)]
 				probe := []time.Duration{0, 2500 * time.Millisecond}[i/len(diffConfigs)%2]
 				r := rand.New(rand.NewPCG(uint64(i), 7))
-				silent := ls == nil && i%8 == 0
+				silent := ls == nil && i/len(diffConfigs)%2 == 0
 				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%s%d", e.prefix, i), ls, probe, diffEvents(r, events, e.real(), silent), seen)
 			}
 			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs, seen)
@@ -349,7 +373,8 @@ func TestDifferential(t *testing.T) {
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
 					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows",
-					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2"} {
+					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2",
+					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}
@@ -371,4 +396,26 @@ func FuzzDifferential(f *testing.F) {
 		probe := []time.Duration{0, 2500 * time.Millisecond}[int(config/4)%2]
 		diffRun(t, rdb, c, "qgfuzz", ls, probe, diffEvents(rand.New(rand.NewPCG(seed, 11)), int(n), false, seed%2 == 0), map[string]int{})
 	})
+}
+
+// canonLog is a sliding log made comparable: empty and absent alike.
+func canonLog(log []int64) []int64 {
+	if len(log) == 0 {
+		return nil
+	}
+	return slices.Clone(log)
+}
+
+// slidingIn reports whether ls has a sliding window.
+func slidingIn(ls []Limit) bool {
+	return slices.ContainsFunc(ls, func(l Limit) bool { return l.Sliding })
+}
+
+// slidingLen is how many entries the sliding logs of s hold.
+func slidingLen(s scopeState) int {
+	n := 0
+	for _, l := range s.limits {
+		n += len(l.log)
+	}
+	return n
 }

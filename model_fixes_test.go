@@ -136,7 +136,7 @@ func TestProbeAfterVerdict(t *testing.T) {
 func TestCostBeyondCapacityIsArchived(t *testing.T) {
 	_, rdb := newMini(t)
 	s := Scope{Provider: "acme", Account: "a"}
-	for _, l := range []Limit{FixedWindow(3, time.Second), PerSecond(2, 2)} {
+	for _, l := range []Limit{FixedWindow(3, time.Second), PerSecond(2, 2), SlidingWindow(5, time.Second)} {
 		g := New(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {l}}, Cost: func(*asynq.Task) int { return 6 }})
 		ran := false
 		h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { ran = true; return nil }))

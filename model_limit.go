@@ -24,21 +24,30 @@ package quotagate
 // them: they were not spent in its next window); an unhinted refusal
 // keeps them.
 //
+// A sliding window limit keeps a log of its admissions (model_sliding.go).
+//
 // Invariants: no instant is admitted that some limit does not admit
 // (scopeState.admit checks the instant once more after its search); a cost
 // a limit can never admit is refused before Redis is asked (checkCost).
 
 // limitSpec is a limit as the model uses it.
 type limitSpec struct {
-	fixed bool
-	per   int64 // µs: GCRA emission interval, or the fixed window's period
-	n     int64 // GCRA burst, or the fixed window's rate
+	fixed   bool
+	sliding bool  // a sliding log (model_sliding.go)
+	per     int64 // µs: GCRA emission interval, the fixed window's period, or the time a sliding log's slot takes to come back
+	n       int64 // GCRA burst, or the window's rate
 }
+
+// gcra reports whether l is a GCRA bucket.
+func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding }
 
 // specOf converts a configured limit.
 func specOf(l Limit) limitSpec {
 	if l.Fixed {
 		return limitSpec{fixed: true, per: l.Period.Microseconds(), n: int64(l.Rate)}
+	}
+	if l.Sliding {
+		return limitSpec{sliding: true, per: l.Period.Microseconds() + slidingSettle, n: int64(l.Rate)}
 	}
 	return limitSpec{per: l.interval(), n: int64(l.burst())}
 }
@@ -47,11 +56,13 @@ func specOf(l Limit) limitSpec {
 // (µs, 0 unknown), and the precision it was read with (µs).
 type alignment struct{ at, prec int64 }
 
-// limitState is the state of one limit: a TAT, or window counts.
+// limitState is the state of one limit: a TAT, window counts, or a log.
 type limitState struct {
-	fixed bool
-	tat   int64        // GCRA: µs, 0 none
-	win   *windowState // fixed: the counts
+	fixed   bool
+	sliding bool
+	tat     int64        // GCRA: µs, 0 none
+	win     *windowState // fixed: the counts
+	log     []int64      // sliding: the admissions' instants (µs), oldest first
 }
 
 // windowState counts admissions per window start (µs), and the origin of
@@ -62,6 +73,9 @@ type windowState struct {
 }
 
 func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost int64) int64 {
+	if l.sliding {
+		return slidingEarliest(s.log, l, t, cost)
+	}
 	if !l.fixed {
 		tat := max(s.tat, now)
 		return max(t, tat+l.per*cost-l.per*l.n)
@@ -70,6 +84,10 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 }
 
 func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64) {
+	if l.sliding {
+		s.log = slidingAdd(s.log, t, cost)
+		return
+	}
 	if !l.fixed {
 		s.tat = max(s.tat, now, t) + l.per*cost
 		return
@@ -78,8 +96,15 @@ func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int
 }
 
 // refuse empties a GCRA bucket at now; a hinted refusal realigns fixed
-// windows to its deadline (learnState.refuse) and clears their counts.
+// windows to its deadline (learnState.refuse) and clears their counts, and
+// fills a sliding log (slidingFill).
 func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
+	if l.sliding {
+		if hinted {
+			s.log = slidingFill(s.log, l, now)
+		}
+		return
+	}
 	if !l.fixed {
 		s.tat = max(s.tat, now+l.per*l.n)
 		return
@@ -162,7 +187,8 @@ func (w *windowState) live(l limitSpec, now int64) {
 }
 
 // luaLimit is the limits' transaction. A limit is a table {key, fixed,
-// per, n} with its loaded state: tat (GCRA) or origin and counts (fixed).
+// sliding, per, n} with its loaded state: tat (GCRA), origin and counts
+// (fixed) or log (sliding: luaSliding).
 // Windows are hash fields named by their start (µs); the origin is the
 // field "origin".
 const luaLimit = `
@@ -184,6 +210,7 @@ local function used(l, start)
 end
 local function limit_earliest(l, al, t, cost, kept)
   local n = l.n - kept
+  if l.sliding then return sliding_earliest(l, t, cost, n) end
   if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
@@ -194,6 +221,7 @@ local function limit_earliest(l, al, t, cost, kept)
 end
 local function limit_spend(l, al, t, cost)
   l.dirty = true
+  if l.sliding then sliding_add(l, t, cost); return end
   if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
   local start = window(l, al, t)
   if al.at == 0 and l.origin == 0 then l.origin = t end
@@ -201,6 +229,10 @@ local function limit_spend(l, al, t, cost)
   l.last = start
 end
 local function limit_refuse(l, hinted)
+  if l.sliding then
+    if hinted then sliding_fill(l) end
+    return
+  end
   if not l.fixed then l.dirty, l.tat = true, math.max(l.tat, now_us + l.per * l.n); return end
   if hinted then l.dirty, l.origin, l.counts = true, 0, {} end
 end
@@ -210,6 +242,7 @@ end
 // the stale ones: see windowState.live) and saves it back when changed.
 const luaLimitRecord = `
 local function limit_load(l)
+  if l.sliding then sliding_load(l); return end
   if not l.fixed then l.tat = int(redis.pcall('GET', l.key)) or 0; return end
   local raw = redis.pcall('HGETALL', l.key)
   if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
@@ -225,6 +258,7 @@ local function limit_load(l)
 end
 local function limit_save(l)
   if not l.dirty then return end
+  if l.sliding then sliding_save(l); return end
   if not l.fixed then
     if l.tat > now_us then redis.call('SET', l.key, num(l.tat), 'PX', math.ceil((l.tat - now_us) / 1000)) end
     return

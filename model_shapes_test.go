@@ -209,8 +209,10 @@ var shapeCells = func() []struct {
 				c.limit, c.has = PerSecond(q.Rate, q.Burst), true
 			case sim.FixedClock, sim.FixedFirst:
 				c.limit, c.has = FixedWindow(q.Rate, q.Window), true
-			case sim.SlidingLog, sim.SlidingCounter:
-				c.limit, c.has = Limit{Rate: q.Rate, Period: q.Window, Burst: 1}, true
+			case sim.SlidingLog:
+				c.limit, c.has = SlidingWindow(q.Rate, q.Window), true
+			case sim.SlidingCounter:
+				c.limit, c.has = SlidingCounterWindow(q.Rate, q.Window), true
 			}
 			out = append(out, c)
 		}

@@ -167,3 +167,57 @@ func TestPauseSteps(t *testing.T) {
 		t.Error("a deadline beyond MaxPause is in force; it is malformed")
 	}
 }
+
+// TestSlidingSteps walks a sliding log of 3 in any second (its slots come
+// back slidingSettle later) through its rules.
+func TestSlidingSteps(t *testing.T) {
+	l := specOf(SlidingWindow(3, 1_000_000_000))
+	per := l.per // 1.05 s
+	var s limitState
+	s.sliding = true
+	type step struct {
+		name string
+		at   int64
+		op   byte // 'e' earliest (and spend when it is at), 'h' hinted refusal, 'u' unhinted refusal
+		cost int64
+		n    int64 // what the class may spend (0: all 3)
+		want int64 // the earliest instant ('e'), or the log's length after ('h', 'u')
+	}
+	for _, st := range []step{
+		{name: "an empty log admits at once", at: T0, op: 'e', cost: 1, want: T0},
+		{name: "a cost of 2 fits beside it", at: T0 + 100*ms, op: 'e', cost: 2, want: T0 + 100*ms},
+		{name: "full: the oldest leaves a window (and the settling time) after it", at: T0 + 200*ms, op: 'e', cost: 1, want: T0 + per},
+		{name: "the oldest left: its slot again", at: T0 + per, op: 'e', cost: 1, want: T0 + per},
+		{name: "a cost of 2 waits for the second oldest", at: T0 + 1100*ms, op: 'e', cost: 2, want: T0 + 100*ms + per},
+		{name: "background leaving 2 of 3 waits for the log to hold none", at: T0 + 100*ms + per, op: 'e', cost: 1, n: 1, want: T0 + 2*per},
+		{name: "interactive work spends what background leaves", at: T0 + 100*ms + per, op: 'e', cost: 2, want: T0 + 100*ms + per},
+		{name: "a cost above what the class may spend: never (an instant a window on)", at: T0 + 100*ms + per, op: 'e', cost: 2, n: 1, want: T0 + 100*ms + 2*per},
+		{name: "an unhinted refusal keeps the log", at: T0 + 2000*ms, op: 'u', want: 3},
+		{name: "a hinted refusal with the log full adds nothing", at: T0 + 2001*ms, op: 'h', want: 3},
+		{name: "the oldest leaves", at: T0 + 50*ms + 2*per, op: 'e', cost: 1, want: T0 + 50*ms + 2*per},
+		{name: "a hinted refusal when one is left fills the log at its instant", at: T0 + 100*ms + 2*per, op: 'h', want: 3},
+		{name: "the log's own entry leaves as it would", at: T0 + 100*ms + 2*per, op: 'e', cost: 1, want: T0 + 50*ms + 3*per},
+		{name: "the filled ones a window after the refusal", at: T0 + 100*ms + 2*per, op: 'e', cost: 2, want: T0 + 100*ms + 3*per},
+	} {
+		s.log = slidingLive(s.log, l, st.at)
+		switch st.op {
+		case 'e':
+			v := l
+			if st.n > 0 {
+				v.n = st.n
+			}
+			got := s.earliest(v, params{}, alignment{}, st.at, st.at, st.cost)
+			if got != st.want {
+				t.Fatalf("%s: earliest = %d, want T0%+d (log %v)", st.name, got, st.want-T0, s.log)
+			}
+			if got == st.at {
+				s.spend(v, params{}, alignment{}, st.at, st.at, st.cost)
+			}
+		case 'h', 'u':
+			s.refuse(l, st.at, st.op == 'h')
+			if int64(len(s.log)) != st.want {
+				t.Fatalf("%s: log %v, want %d entries", st.name, s.log, st.want)
+			}
+		}
+	}
+}

@@ -87,7 +87,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -108,7 +108,8 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
 // ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
 // ARGV[11] n, the number of configured limits, then 3 values per limit:
-// fixed (1) or GCRA (0), period or interval µs, rate or burst
+// fixed (1), sliding (2) or GCRA (0), period (a sliding log's with its
+// settling time) or interval µs, rate or burst
 // returns: admitReply
 var admitScript = script(admitReply, luaAdmitBody)
 

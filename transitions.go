@@ -60,11 +60,13 @@ func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
 	for i, l := range ls {
 		sp := specOf(l)
 		ks = append(ks, k.limit(i, l))
-		fixed := 0
+		kind := 0
 		if sp.fixed {
-			fixed = 1
+			kind = 1
+		} else if sp.sliding {
+			kind = 2
 		}
-		args = append(args, fixed, sp.per, sp.n)
+		args = append(args, kind, sp.per, sp.n)
 	}
 	return ks, args
 }
@@ -214,7 +216,7 @@ func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
 	}
 	// Limits configured elsewhere (another gate's LimitOf) are found by kind.
 	for i := range 4 {
-		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}))
+		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}), k.limit(i, Limit{Sliding: true}))
 	}
 	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
 		return resumeScript.Run(ctx, s.rdb, append([]string{k.resumed}, del...), s.maxPause.Milliseconds(), s.channel()).Result()

@@ -82,10 +82,16 @@ func configuredLimit(q sim.Quota) (quotagate.Limit, bool) {
 		// opens, aligned to the provider's reset once a hint or a reset
 		// header tells where its windows end.
 		return quotagate.FixedWindow(q.Rate, q.Window), true
-	case sim.SlidingLog, sim.SlidingCounter:
-		// A sliding window of N per W admits N at once, but then nothing for
-		// a whole W: of the GCRA's settings only burst 1 never exceeds it.
-		return quotagate.Limit{Rate: q.Rate, Period: q.Window, Burst: 1}, true
+	case sim.SlidingLog:
+		// N requests in any window of W, as a sorted-set limiter documents
+		// it: an exact sliding log.
+		return quotagate.SlidingWindow(q.Rate, q.Window), true
+	case sim.SlidingCounter:
+		// go-chi/httprate's N per W, a sliding window counter: it estimates
+		// the window from two fixed windows and refuses a burst that an
+		// exact log admits; SlidingCounterWindow is the pace it never
+		// refuses (N−1 per W).
+		return quotagate.SlidingCounterWindow(q.Rate, q.Window), true
 	}
 	return quotagate.Limit{}, false
 }

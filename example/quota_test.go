@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -203,14 +204,43 @@ func TestConfiguredLimit(t *testing.T) {
 	}{
 		{fixed40, quotagate.FixedWindow(40, 5*time.Second), true},
 		{withShape(fixed40, sim.FixedFirst), quotagate.FixedWindow(40, 5*time.Second), true},
-		{withShape(fixed40, sim.SlidingLog), quotagate.Limit{Rate: 40, Period: 5 * time.Second, Burst: 1}, true},
-		{withShape(fixed40, sim.SlidingCounter), quotagate.Limit{Rate: 40, Period: 5 * time.Second, Burst: 1}, true},
+		{withShape(fixed40, sim.SlidingLog), quotagate.SlidingWindow(40, 5*time.Second), true},
+		{withShape(fixed40, sim.SlidingCounter), quotagate.Limit{Rate: 39, Period: 5 * time.Second, Burst: 1}, true},
 		{bucket8, quotagate.Limit{Rate: 8, Period: time.Second, Burst: 10}, true},
 		{gcra8, quotagate.Limit{Rate: 8, Period: time.Second, Burst: 10}, true},
 		{concurrency5, quotagate.Limit{}, false},
 	} {
 		if got, ok := configuredLimit(c.q); got != c.want || ok != c.ok {
 			t.Errorf("configuredLimit(%v) = %+v, %v; want %+v, %v", c.q, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestSlidingCounterWindowNeverRefused: requests paced by
+// SlidingCounterWindow(n, w) (each at least its GCRA interval after the
+// one before, with any gaps) are never refused by internal/sim's sliding
+// window counter of n per w, wherever its windows start.
+func TestSlidingCounterWindowNeverRefused(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for _, c := range []struct {
+		n int
+		w time.Duration
+	}{{1, time.Second}, {2, time.Second}, {3, 700 * time.Millisecond}, {40, 5 * time.Second}, {7, 3 * time.Second}} {
+		l := quotagate.SlidingCounterWindow(c.n, c.w)
+		interval := time.Duration((l.Period.Microseconds()+int64(l.Rate)-1)/int64(l.Rate)) * time.Microsecond // as the GCRA rounds it
+		for run := range 50 {
+			origin := t0.Add(-time.Duration(r.Int64N(int64(c.w))))
+			m := sim.Quota{Shape: sim.SlidingCounter, Rate: c.n, Window: c.w}.New(origin)
+			at := t0
+			for i := range 400 {
+				if d := m.Take(at); !d.OK {
+					t.Fatalf("%d per %v, run %d: request %d at %v refused (wait %v)", c.n, c.w, run, i, at.Sub(origin), d.Wait)
+				}
+				at = at.Add(interval)
+				if r.IntN(4) == 0 {
+					at = at.Add(time.Duration(r.Int64N(int64(c.w) / 2)))
+				}
+			}
 		}
 	}
 }
