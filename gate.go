@@ -387,7 +387,9 @@ func (g *Gate) Remaining(ctx context.Context, s Scope) (time.Duration, error) {
 }
 
 // State returns the pause of s (Until is zero when s is open), the budget
-// its provider advertised and the limit it learned from refusals.
+// its provider advertised and the limit it learned from refusals. It reads
+// the scope's whole capacity: background work may wait for the reserve it
+// leaves to interactive work (see Class) while State says open.
 func (g *Gate) State(ctx context.Context, s Scope) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err

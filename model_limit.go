@@ -260,7 +260,7 @@ local function limit_save(l)
   if not l.dirty then return end
   if l.sliding then sliding_save(l); return end
   if not l.fixed then
-    if l.tat > now_us then redis.call('SET', l.key, num(l.tat), 'PX', math.ceil((l.tat - now_us) / 1000)) end
+    if l.tat > now_us then redis.call('SET', l.key, num(l.tat), 'PX', math.ceil((l.tat - now_us) / 1000) + C.margin) end
     return
   end
   redis.call('DEL', l.key)

@@ -175,9 +175,10 @@ func (s *store) runDurable(ctx context.Context, route string, ks []string, args 
 }
 
 // state reads what the gate knows of a scope whose configured limits are
-// ls: a dry admission (see Gate.State).
+// ls: a dry admission (see Gate.State), as interactive work sees the
+// scope (the whole of its capacity, no reserve left for another class).
 func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
-	a, err := s.admit(ctx, k, admitRequest{limits: ls, cost: 1, dry: true})
+	a, err := s.admit(ctx, k, admitRequest{limits: ls, cost: 1, dry: true, class: Interactive})
 	if err != nil {
 		return Pause{}, err
 	}
