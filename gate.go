@@ -128,7 +128,8 @@ type Tuning struct {
 
 	// MaxHolders is how many workers of this process may wait in-process,
 	// per scope, for a pause of at most MaxHold to end (they reopen the
-	// scope at its deadline, together); the others are deferred through
+	// scope at its deadline, together), and as many more for Interactive
+	// work, which has places of its own; the others are deferred through
 	// asynq, so one paused provider cannot take every worker from the
 	// others. Default 12 (gate alone within 8% of no gate at all in the
 	// example, where 8 left it 20% behind); negative means no worker waits
