@@ -53,7 +53,6 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			p.limits = append(p.limits, specOf(l))
 		}
 	}
-	pol := policy{maxHold: maxHold, maxHolders: 12}
 	model := q.New(time.UnixMicro(t0))
 	var m scopeState
 	m.normalize(p, t0)
@@ -68,8 +67,8 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	inflight := map[int]flight{}
 	pending := map[int]*http.Response{}
 	bodies := map[int][]byte{}
-	started, held := 0, 0
-	holding := make([]int, workers)
+	w := &simWorkers{ev: ev, pol: policy{maxHold: maxHold, maxHolders: 12}, holding: make([]bool, workers), wake: asynqWake}
+	started := 0
 	trace := func(format string, args ...any) {
 		if shapeTrace != nil {
 			shapeTrace(format, args...)
@@ -131,38 +130,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			}
 			continue
 		}
-		dec := m.admit(p, e.at, 1, Background)
-		a := admission{code: dec.code, reason: dec.reason, wait: time.Duration(dec.wait) * time.Microsecond, now: at,
-			reopen: dec.reopen, limited: dec.limited, spread: dec.spread}
-		if dec.until != 0 {
-			a.until = time.UnixMilli(dec.until)
-		}
-		switch v := decide(a, pol, 0.5); v.act {
-		case hold, holdPause:
-			if v.act == holdPause && holding[e.worker] == 0 && held >= v.holders {
-				wake := asynqWake(e.at, v.deferral.Delay.Microseconds(), e.worker)
-				heap.Push(ev, simEvent{at: wake, worker: e.worker})
-				continue
-			}
-			if holding[e.worker] == 0 {
-				held++
-			}
-			holding[e.worker] = 1
-			heap.Push(ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
-			continue
-		case deferTask:
-			if holding[e.worker] == 1 {
-				held--
-			}
-			holding[e.worker] = 0
-			wake := asynqWake(e.at, v.deferral.Delay.Microseconds(), e.worker)
-			heap.Push(ev, simEvent{at: wake, worker: e.worker})
+		dec, sent := w.admit(&m, p, e)
+		if !sent {
 			continue
 		}
-		if holding[e.worker] == 1 {
-			held--
-		}
-		holding[e.worker] = 0
 		started++
 		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens}
 		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then

@@ -99,7 +99,6 @@ var simTrace func(format string, args ...any)
 
 func simulate(p params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
 	var m scopeState
-	pol := policy{maxHold: time.Duration(p.hold) * time.Microsecond, maxHolders: 12}
 	m.normalize(p, 0)
 	const t0 = 1_000_000_000_000 // µs: any instant
 	var r simResult
@@ -107,8 +106,11 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 	for i := range workers {
 		heap.Push(ev, simEvent{at: t0, worker: i})
 	}
-	started, held := 0, 0
-	holding := make([]int, workers)
+	w := &simWorkers{ev: ev, pol: policy{maxHold: time.Duration(p.hold) * time.Microsecond, maxHolders: 12}, holding: make([]bool, workers),
+		// no place: deferred through asynq (whole seconds, forwarded every
+		// DelayedTaskCheckInterval: half of 1 s on average)
+		wake: func(at, delay int64, _ int) int64 { return at + ceilSecond(delay) + 500_000 }}
+	started := 0
 	for ev.Len() > 0 && r.accepted < polls {
 		e := heap.Pop(ev).(simEvent)
 		if plain {
@@ -137,40 +139,10 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			}
 			continue
 		}
-		d := m.admit(p, e.at, 1, Background)
-		a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
-			reopen: d.reopen, limited: d.limited, spread: d.spread}
-		if d.until != 0 {
-			a.until = time.UnixMilli(d.until)
-		}
-		switch v := decide(a, pol, 0.5); v.act {
-		case hold, holdPause:
-			if v.act == holdPause && holding[e.worker] == 0 && held >= v.holders {
-				// no place: deferred through asynq (whole seconds, forwarded
-				// every DelayedTaskCheckInterval: half of 1 s on average)
-				wake := e.at + ceilSecond(v.deferral.Delay.Microseconds()) + 500_000
-				heap.Push(ev, simEvent{at: wake, worker: e.worker})
-				continue
-			}
-			if holding[e.worker] == 0 {
-				held++
-			}
-			holding[e.worker] = 1
-			heap.Push(ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
-			continue
-		case deferTask:
-			if holding[e.worker] == 1 {
-				held--
-			}
-			holding[e.worker] = 0
-			wake := e.at + ceilSecond(v.deferral.Delay.Microseconds()) + 500_000
-			heap.Push(ev, simEvent{at: wake, worker: e.worker})
+		d, sent := w.admit(&m, p, e)
+		if !sent {
 			continue
 		}
-		if holding[e.worker] == 1 {
-			held--
-		}
-		holding[e.worker] = 0
 		started++
 		r.requests++
 		if simTrace != nil && !plain {
@@ -181,6 +153,55 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait, opens: d.opens})
 	}
 	return r
+}
+
+// simWorkers is the workers' side of a simulation: a task's admission by
+// the model and decide, and what its worker does then (hold in-process,
+// or be deferred through asynq and woken by wake).
+type simWorkers struct {
+	ev      *simQueue
+	pol     policy
+	holding []bool
+	held    int
+	wake    func(at, delay int64, worker int) int64 // when asynq brings a deferred task back
+}
+
+// admit asks the model for worker e's task at e.at and does what decide
+// says. It returns the decision and whether the task is sent (at
+// e.at + d.wait); when it is not, the worker's next event is queued.
+func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, bool) {
+	d := m.admit(p, e.at, 1, Background)
+	a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
+		reopen: d.reopen, limited: d.limited, spread: d.spread, unreserved: d.unreserved}
+	if d.until != 0 {
+		a.until = time.UnixMilli(d.until)
+	}
+	switch v := decide(a, w.pol, 0.5); v.act {
+	case hold, holdPause:
+		if v.act == holdPause && !w.holding[e.worker] && w.held >= v.holders {
+			heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker})
+			return d, false
+		}
+		w.setHolding(e.worker, true)
+		heap.Push(w.ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
+		return d, false
+	case deferTask:
+		w.setHolding(e.worker, false)
+		heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker})
+		return d, false
+	}
+	w.setHolding(e.worker, false)
+	return d, true
+}
+
+func (w *simWorkers) setHolding(worker int, on bool) {
+	switch {
+	case on && !w.holding[worker]:
+		w.held++
+	case !on && w.holding[worker]:
+		w.held--
+	}
+	w.holding[worker] = on
 }
 
 // ceilSecond rounds a delay up to whole seconds, as asynq's retry times are.
