@@ -134,15 +134,16 @@ func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
 	if interactive {
 		line = &s.iline
 	}
-	d := s.decide(p, now, cost, lim, k, line)
+	d := s.admitAs(p, now, cost, lim, k, line)
 	if interactive {
 		s.class.asked(now, d.code == admitted, now+d.wait, cost)
 	}
 	return d
 }
 
-// decide is admit for a class whose line is line and who leaves k unspent.
-func (s *scopeState) decide(p params, now, cost int64, lim active, k keeper, line *lineState) decision {
+// admitAs is admit for work whose line is line and which leaves k unspent
+// (its class's; see model_class.go).
+func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, line *lineState) decision {
 	d := decision{limited: len(lim.specs) > 0}
 	d.reopen = s.reopen(lim)
 	al := s.learn.alignment()
