@@ -1,6 +1,9 @@
 package quotagate
 
 import (
+	"context"
+	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +80,12 @@ type verdict struct {
 //     by any limit, and any task whose slot is not reserved (unreserved:
 //     background work behind a bucket while a reserve is in force), its
 //     slot within maxHold + one tick.
+//   - limited by a concurrency limit with every slot taken (reason
+//     in flight; the instant is never reserved): as a short pause, in as
+//     many places as there are workers. Waiting for a slot in flight is
+//     not a reopening's herd: each release wakes one waiting worker (see
+//     slotWakers), and the Middleware's loop bounds the whole wait by
+//     maxHold before it defers.
 //   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
@@ -113,6 +122,9 @@ func decide(a admission, p policy, u float64) verdict {
 		holders := p.maxHolders
 		if a.reopen > 0 {
 			holders = int(min(a.reopen, int64(p.maxHolders)))
+		}
+		if a.reason == reasonInFlight && p.maxHolders > 0 {
+			holders = math.MaxInt32
 		}
 		return verdict{act: holdPause, wait: a.wait, holders: holders, deferral: d}
 	}
@@ -195,6 +207,63 @@ func (h *holders) release(k string, c Class) {
 			delete(h.ni, k)
 		}
 	}
+}
+
+// slotWakers wake the workers of this process that wait for a slot of a
+// concurrency limit when a lease of their scope is released here: one
+// worker per unit released, at once, instead of at its next poll
+// (concurrentPoll, which finds the slots other processes release). The
+// scopes share wakerShards channels by hash, so the memory is bounded
+// whatever the number of accounts; a wake taken by a worker of another
+// scope of the same shard costs that worker one round trip, and this one
+// its poll.
+type slotWakers struct {
+	seed maphash.Seed
+	once sync.Once
+	ch   [wakerShards]chan struct{}
+}
+
+// wakerShards is how many channels the scopes share: far more than the
+// scopes a process waits on at once, so that wakes seldom go astray.
+const wakerShards = 256
+
+func (w *slotWakers) of(k string) chan struct{} {
+	w.once.Do(func() {
+		w.seed = maphash.MakeSeed()
+		for i := range w.ch {
+			w.ch[i] = make(chan struct{}, 1)
+		}
+	})
+	return w.ch[maphash.String(w.seed, k)%wakerShards]
+}
+
+// wake wakes up to n workers waiting for a slot of scope k (one may be
+// woken later, by the channel's buffer: it asks once more).
+func (w *slotWakers) wake(k string, n int) {
+	ch := w.of(k)
+	for range n {
+		select {
+		case ch <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+// wait waits d, until a slot of k is released here, or until ctx ends.
+func (w *slotWakers) wait(ctx context.Context, k string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.of(k):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // uncounted counts, per scope, the admissions this process made from its

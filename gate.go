@@ -234,6 +234,7 @@ type Gate struct {
 	store       store
 	open        *openCache
 	holders     holders
+	slots       slotWakers   // workers waiting for a slot of a concurrency limit
 	absorbed    absorbed     // refusals of requests already on their way, per pause (log)
 	inside      atomic.Int64 // tasks inside the Middleware (see holders)
 	uncounted   uncounted

@@ -33,12 +33,20 @@ import (
 //
 // A sliding window limit (SlidingWindow) keeps a log of its admissions and
 // admits a request when the window of one Period before it has room.
+//
+// A concurrency limit (Concurrent) counts requests in flight, not in time:
+// at most Rate at once, each holding a lease from its admission until it
+// is released (its response, or its handler's return), or for Period at
+// most.
 type Limit struct {
-	Rate    int           // requests per Period; 0 means no limit
-	Period  time.Duration // the window Rate is counted over
+	Rate    int           // requests per Period (in flight at once: Concurrent); 0 means no limit
+	Period  time.Duration // the window Rate is counted over (Concurrent: a lease's longest life)
 	Burst   int           // requests admitted at once; values below 1 mean 1 (GCRA only)
 	Fixed   bool          // counted in fixed windows of Period (see FixedWindow)
 	Sliding bool          // counted in a sliding window of Period (see SlidingWindow); Fixed wins over it
+	// Concurrent: at most Rate in flight at once (see Concurrent); Fixed
+	// and Sliding win over it
+	Concurrent bool
 }
 
 // PerSecond returns a limit of rate requests per second with the given burst.
@@ -96,6 +104,45 @@ func SlidingWindow(n int, w time.Duration) Limit {
 	return Limit{Rate: n, Period: w, Sliding: true}
 }
 
+// DefaultLease is the longest a lease of a Concurrent limit lives when it
+// is never released (a worker that crashed, a connection lost with its
+// response): the slot comes back then. A minute is longer than the
+// requests of a polled API take (http.Client timeouts of 30 s are
+// common), and as long as Config.FallbackPause: a slot lost to a crash is
+// back as soon as a refusal without a hint would reopen the scope. Set
+// Limit.Period for requests that may take longer.
+const DefaultLease = time.Minute
+
+// Concurrent returns a limit of n requests in flight at once, for a
+// provider that counts concurrent requests ("at most 5 requests in flight
+// per API key", refused beyond with 429 and Retry-After). It panics if n
+// is below 1 (a concurrency limit of none would admit nothing; leave the
+// limit out for no limit).
+//
+// Every admission takes a lease of its cost in units, held until it is
+// released: by the Transport when the request's response arrives or the
+// request fails, and by the Middleware when the handler returns (on every
+// path: success, error, refusal, panic), whichever comes first. A lease
+// never released expires DefaultLease after its admission (Limit.Period:
+// set it above the longest request). A request of cost c is admitted
+// while the unexpired leases and c are at most n; a task that finds every
+// slot taken waits in-process (Tuning.MaxHold at most, without
+// Tuning.MaxHolders's bound: each release wakes one waiting worker of the
+// gate at once, and a waiting worker asks again every concurrentPoll for
+// slots released by other processes) before it is deferred through
+// asynq. Its State and deferrals say ReasonInFlight.
+//
+// It composes with the other limits (all are checked and spent in one
+// round trip), the pause, the budget and the classes; a refusal leaves
+// the leases as they are (each is released by its request). A cost above
+// n is never admitted (ErrCost).
+func Concurrent(n int) Limit {
+	if n < 1 {
+		panic(fmt.Sprintf("quotagate: Concurrent(%d): a concurrency limit admits at least one request in flight", n))
+	}
+	return Limit{Rate: n, Period: DefaultLease, Concurrent: true}
+}
+
 // SlidingCounterWindow returns the limit to configure for a provider that
 // documents n requests per w counted by a sliding window counter
 // (Cloudflare's, go-chi/httprate): a GCRA of n−1 per w with burst 1 (for
@@ -135,6 +182,9 @@ func (l Limit) String() string {
 	if l.Sliding {
 		return fmt.Sprintf("%d in any %s", l.Rate, l.Period)
 	}
+	if l.Concurrent {
+		return fmt.Sprintf("%d in flight", l.Rate)
+	}
 	return fmt.Sprintf("%d/%s burst %d", l.Rate, per, l.burst())
 }
 
@@ -151,17 +201,19 @@ func (l Limit) interval() int64 {
 }
 
 // ErrCost is returned (wrapped) for a task whose Cost no configured limit
-// of its scope can ever admit: more than a fixed or sliding window's rate, or more than
+// of its scope can ever admit: more than a fixed or sliding window's rate
+// or a concurrency limit's n, or more than
 // a bucket's burst plus what Tuning.MaxHold can reserve ahead. The
 // Middleware archives such a task at once, instead of deferring it
 // forever.
 var ErrCost = errors.New("quotagate: cost beyond what a limit can ever admit")
 
 // capacity is the largest cost l admits at once with slots reserved up to
-// hold ahead: a fixed or sliding window's rate, a bucket's burst plus
+// hold ahead: a fixed or sliding window's rate, the requests a
+// concurrency limit lets in flight, a bucket's burst plus
 // hold's worth of its rate.
 func (l Limit) capacity(hold time.Duration) int64 {
-	if l.Fixed || l.Sliding {
+	if l.Fixed || l.Sliding || l.Concurrent {
 		return int64(l.Rate)
 	}
 	return int64(l.burst()) + hold.Microseconds()/max(l.interval(), 1)

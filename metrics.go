@@ -29,6 +29,8 @@ import (
 //	                      spent until its reset, or a probe's answer is awaited
 //	    deferred_limited  deferred: the scope's Limit has no capacity
 //	    deferred_learned  deferred: the limit it learned has no capacity
+//	    deferred_in_flight deferred: a Concurrent limit has every slot taken
+//	                      (after waiting in-process up to Tuning.MaxHold)
 //	    fail_open         the store failed; it ran unchecked
 //	    fail_closed       the store failed; deferred (Config.FailClosed)
 //	quotagate_wait_seconds{provider,class}         histogram of the waits the gate
@@ -39,7 +41,8 @@ import (
 //	quotagate_store_duration_seconds{op}           histogram of Redis round trips
 //	quotagate_paused_scopes{provider}              gauge, read from Redis at scrape time
 //
-// op is the store operation: admit, observe, pause, resume, scan or state.
+// op is the store operation: admit, observe, pause, release (a Concurrent
+// limit's lease), resume, scan or state.
 //
 // Every counter series is there from the first scrape, at zero: the store's
 // for every op at once, a provider's for every outcome as soon as the gate
@@ -63,20 +66,21 @@ func (g *Gate) Collector() prometheus.Collector { return collector{g} }
 type outcome string
 
 const (
-	outcomeAdmitted        outcome = "admitted"
-	outcomeHeld            outcome = "held"
-	outcomeDeferredPaused  outcome = "deferred_paused"
-	outcomeDeferredLimited outcome = "deferred_limited"
-	outcomeDeferredBudget  outcome = "deferred_budget"
-	outcomeDeferredLearned outcome = "deferred_learned"
-	outcomeFailOpen        outcome = "fail_open"
-	outcomeFailClosed      outcome = "fail_closed"
+	outcomeAdmitted         outcome = "admitted"
+	outcomeHeld             outcome = "held"
+	outcomeDeferredPaused   outcome = "deferred_paused"
+	outcomeDeferredLimited  outcome = "deferred_limited"
+	outcomeDeferredBudget   outcome = "deferred_budget"
+	outcomeDeferredLearned  outcome = "deferred_learned"
+	outcomeDeferredInFlight outcome = "deferred_in_flight"
+	outcomeFailOpen         outcome = "fail_open"
+	outcomeFailClosed       outcome = "fail_closed"
 )
 
 // outcomes are all the outcome label's values, in the order the Collector
 // doc lists them: a provider's series start at zero for each.
 var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, outcomeDeferredBudget, outcomeDeferredLimited,
-	outcomeDeferredLearned, outcomeFailOpen, outcomeFailClosed}
+	outcomeDeferredLearned, outcomeDeferredInFlight, outcomeFailOpen, outcomeFailClosed}
 
 // storeOps are all the op label's values: the operations the store times
 // and counts (store.go's run and bounded calls, pauses.go's scan), each
@@ -84,7 +88,7 @@ var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, ou
 // TestMetricsDocumented, TestMetricsOpsInSource and TestMetricsOpsEmitted
 // hold the doc, the source and the scrape to this list, so a new operation
 // is added here first.
-var storeOps = []string{"admit", "observe", "pause", "resume", "scan", "state"}
+var storeOps = []string{"admit", "observe", "pause", "release", "resume", "scan", "state"}
 
 // deferredOutcome is the outcome of a deferral for reason r.
 func deferredOutcome(r Reason) outcome {
@@ -93,6 +97,8 @@ func deferredOutcome(r Reason) outcome {
 		return outcomeDeferredLimited
 	case ReasonLearned:
 		return outcomeDeferredLearned
+	case ReasonInFlight:
+		return outcomeDeferredInFlight
 	case ReasonBudget, ReasonProbe:
 		return outcomeDeferredBudget
 	case ReasonStoreDown:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -61,6 +63,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			}
 			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr, class: c}
 			ta.unspent.Store(true)
+			defer g.releaseTask(ctx, s, ta) // every path: a return, a refusal, a panic
 			err = next.ProcessTask(withAdmission(ctx, s, ta), t)
 			var r *Refusal
 			if !errors.As(err, &r) && ta.refused.Load() == nil {
@@ -84,6 +87,28 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, observation{remaining: -2, opened: ta.grant.opens}); err != nil {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 	}
+}
+
+// releaseTask releases the lease of the task's admission, unless its
+// first request's Transport released it already.
+func (g *Gate) releaseTask(ctx context.Context, s Scope, ta *taskAdmission) {
+	if ta.grant.lease != "" && ta.released.CompareAndSwap(false, true) {
+		g.release(ctx, s, ta.keys, ta.grant)
+	}
+}
+
+// release ends the lease of the admission gr on the concurrency limits of
+// s (a request's response arrived, or its handler returned), and wakes as
+// many of this process's workers waiting for a slot of s. A lease that
+// cannot be released is logged: it expires by itself (Limit.Period).
+func (g *Gate) release(ctx context.Context, s Scope, k keys, gr grant) {
+	if gr.lease == "" {
+		return
+	}
+	if _, err := g.store.release(context.WithoutCancel(ctx), k, gr.lease, gr.cost, g.limitsOf(s)); err != nil {
+		g.cfg.Logger.Warn("quotagate: could not release a lease of a concurrency limit (it expires by itself)", "scope", s.String(), "err", err)
+	}
+	g.slots.wake(k.pause, gr.cost)
 }
 
 // refused records the refusal that the handler returned in err (unless the
@@ -122,13 +147,19 @@ type grant struct {
 	probe bool
 	seq   int64 // 0: not known (no admission in Redis: the open cache)
 	opens int64 // µs: it opens a learned window; its answer aligns the windows (0 not)
+	// lease: the id of its lease on the scope's concurrency limits, to
+	// release ("" none), of cost units
+	lease string
+	cost  int
 }
 
 // admission is admit for work of class c, also returning the grant. It is
 // the loop around decide: ask Redis (unless the open cache knows the scope
 // is open), do what decide says, ask again after a hold. Interactive work
 // holds in places of its own (Tuning.MaxHolders of them), so background
-// holders never take the place of an interactive task.
+// holders never take the place of an interactive task. A wait for a slot
+// of a concurrency limit holds at most Tuning.MaxHold in all, woken by the
+// releases of this process (slotWakers), before it defers.
 func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool, c Class) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
@@ -139,10 +170,12 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
 		interactive: c == Interactive}
 	rechecked := false
+	lease := g.leaseID(ls)
+	var inFlight time.Duration // held so far for a slot in flight
 	for {
 		gen := g.open.begin()
 		counts := g.uncounted.take(k.pause)
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c})
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: lease})
 		switch {
 		case err != nil:
 			g.uncounted.add(k.pause, counts)
@@ -179,14 +212,27 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			}
 			g.metrics.admission(s.Provider, c, outcomeAdmitted)
 			g.metrics.wait(s.Provider, c, v.wait)
-			return grant{probe: a.probe, seq: a.seq, opens: a.opens}, sleep(ctx, v.wait)
+			gr = grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: cost}
+			gr.lease = lease
+			if err := sleep(ctx, v.wait); err != nil {
+				g.release(ctx, s, k, gr)
+				return grant{}, err
+			}
+			return gr, nil
 		case holdPause:
-			if !g.holders.acquire(k.pause, c, v.holders, g.inside.Load()) {
+			slot := a.reason == reasonInFlight
+			if slot && inFlight >= p.maxHold || !g.holders.acquire(k.pause, c, v.holders, g.inside.Load()) {
 				return gr, g.deferred(s, c, v.deferral)
 			}
 			g.metrics.admission(s.Provider, c, outcomeHeld)
 			g.metrics.wait(s.Provider, c, v.wait)
-			err = sleep(ctx, v.wait)
+			if slot {
+				t0 := g.now()
+				err = g.slots.wait(ctx, k.pause, v.wait)
+				inFlight += max(g.now().Sub(t0), time.Millisecond)
+			} else {
+				err = sleep(ctx, v.wait)
+			}
 			g.holders.release(k.pause, c)
 		case hold:
 			g.metrics.admission(s.Provider, c, outcomeHeld)
@@ -199,6 +245,17 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			return gr, err
 		}
 	}
+}
+
+// leaseID returns a new lease id when a concurrency limit is among ls, ""
+// otherwise: 64 random bits, unique among the leases of a scope.
+func (g *Gate) leaseID(ls []Limit) string {
+	for _, l := range ls {
+		if specOf(l).concurrent {
+			return strconv.FormatUint(rand.Uint64(), 36)
+		}
+	}
+	return ""
 }
 
 // deferred returns the deferral d of scope s and class c, counted.

@@ -11,6 +11,7 @@ import "math"
 //	model_pause.go   the pause: a deadline that only moves later
 //	model_limit.go   the configured limits: GCRA buckets and fixed windows
 //	model_sliding.go ... and sliding logs
+//	model_concurrency.go ... and concurrency limits: leases in flight
 //	model_budget.go  the budget the provider advertises, and its probe
 //	model_learn.go   the quota learned from refusals (a fixed window)
 //	model_line.go    the reopening line: where deferred tasks come back
@@ -57,12 +58,13 @@ type params struct {
 type reason int
 
 const (
-	reasonNone    reason = iota
-	reasonPause          // a pause deadline (a refusal, or Gate.Pause)
-	reasonBudget         // the advertised budget is spent until its reset
-	reasonProbe          // a probe is out: its answer will tell the budget
-	reasonLimit          // a configured limit has no capacity yet
-	reasonLearned        // the learned limit has no capacity yet
+	reasonNone     reason = iota
+	reasonPause           // a pause deadline (a refusal, or Gate.Pause)
+	reasonBudget          // the advertised budget is spent until its reset
+	reasonProbe           // a probe is out: its answer will tell the budget
+	reasonLimit           // a configured limit has no capacity yet
+	reasonLearned         // the learned limit has no capacity yet
+	reasonInFlight        // a concurrency limit has every slot taken
 )
 
 // decision is the verdict of admit.
@@ -126,6 +128,12 @@ func (s *scopeState) active(p params) active {
 // admit decides whether a request of cost and class c may go at now, and
 // returns the decision; s is changed only by what the decision commits.
 func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
+	return s.admitLease(p, now, cost, c, "")
+}
+
+// admitLease is admit whose admission, if any, takes the lease id on the
+// concurrency limits (see model_concurrency.go).
+func (s *scopeState) admitLease(p params, now, cost int64, c Class, id string) decision {
 	s.normalize(p, now)
 	lim := s.active(p)
 	interactive := c == Interactive
@@ -134,7 +142,7 @@ func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
 	if interactive {
 		line = &s.iline
 	}
-	d := s.admitAs(p, now, cost, lim, k, line)
+	d := s.admitAs(p, now, cost, lim, k, line, id)
 	if interactive {
 		s.class.asked(now, d.code == admitted, now+d.wait, cost)
 	}
@@ -142,8 +150,8 @@ func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
 }
 
 // admitAs is admit for work whose line is line and which leaves k unspent
-// (its class's; see model_class.go).
-func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, line *lineState) decision {
+// (its class's; see model_class.go), its lease id.
+func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, line *lineState, id string) decision {
 	d := decision{limited: len(lim.specs) > 0}
 	d.reopen = s.reopen(lim)
 	al := s.learn.alignment()
@@ -198,12 +206,23 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	// spends tokens the reserve needs now (its TAT would run ahead of now
 	// by more than the burst less the reserve), so it asks again at the
 	// instant, holding; so does a sliding log's (its entry ahead counts in
-	// the window of now).
-	d.unreserved = fixed || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding())
+	// the window of now), and a concurrency limit's (its lease is held from
+	// now). A concurrency limit with every slot taken reserves nothing
+	// either: its leases are released long before the instant it answers
+	// (their expiry), so the task asks again at the earliest instant the
+	// other limits admit, at least concurrentPoll from now, at most that
+	// expiry.
+	full := lim.full(p, al, k, now, cost)
+	d.unreserved = fixed || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
 	if !ok || at-now > p.hold || d.unreserved && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
 			d.reason = reasonLearned
+		}
+		if full {
+			d.reason = reasonInFlight
+			others, _ := lim.others().earliest(p, al, k, now, cost)
+			at = min(at, max(others, now+concurrentPoll))
 		}
 		inc := lim.interval(cost)
 		d.wait = line.take(now, at, inc)
@@ -222,7 +241,7 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 		if lim.learned {
 			s.learn.grow(l, p, &s.lwin, al, at)
 		}
-		lim.states[i].spend(l, p, al, now, at, cost)
+		lim.states[i].spend(l, p, al, now, at, cost, id)
 	}
 	if len(p.limits) == 0 {
 		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
@@ -302,6 +321,38 @@ func (a active) interval(cost int64) int64 {
 		}
 	}
 	return inc
+}
+
+// concurrent reports whether a concurrency limit is among the limits.
+func (a active) concurrent() bool {
+	for _, l := range a.specs {
+		if l.concurrent {
+			return true
+		}
+	}
+	return false
+}
+
+// full reports whether a concurrency limit has no room at now for cost of
+// what k leaves of it.
+func (a active) full(p params, al alignment, k keeper, now, cost int64) bool {
+	for i, l := range a.kept(k) {
+		if l.concurrent && a.states[i].earliest(l, p, al, now, now, cost) > now {
+			return true
+		}
+	}
+	return false
+}
+
+// others are the limits but the concurrency limits.
+func (a active) others() active {
+	o := active{learned: a.learned}
+	for i, l := range a.specs {
+		if !l.concurrent {
+			o.specs, o.states = append(o.specs, l), append(o.states, a.states[i])
+		}
+	}
+	return o
 }
 
 // sliding reports whether a sliding log is among the limits.
@@ -414,13 +465,16 @@ func (s *scopeState) normalize(p params, now int64) {
 	}
 	s.limits = s.limits[:len(p.limits)]
 	for i, l := range p.limits {
-		if s.limits[i].fixed != l.fixed || s.limits[i].sliding != l.sliding || s.limits[i].win == nil {
-			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, win: &windowState{}}
+		st := &s.limits[i]
+		if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
+			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
 		}
 		if l.fixed {
 			s.limits[i].win.live(l, now)
 		} else if l.sliding {
 			s.limits[i].log = slidingLive(s.limits[i].log, l, now)
+		} else if l.concurrent {
+			s.limits[i].leases = concLive(s.limits[i].leases, now)
 		} else if s.limits[i].tat <= now {
 			s.limits[i].tat = 0
 		}
@@ -449,8 +503,8 @@ local function limits_args(k0, a0, n)
   local out = {}
   for i = 1, n do
     local j = a0 + (i - 1) * 3
-    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', sliding = ARGV[j + 1] == '2', per = tonumber(ARGV[j + 2]),
-      n = tonumber(ARGV[j + 3])}
+    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', sliding = ARGV[j + 1] == '2', concurrent = ARGV[j + 1] == '3',
+      per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
     limit_load(out[i])
   end
   return out
@@ -469,13 +523,24 @@ end
 local function interval(act, cost)
   local inc = 0
   for _, l in ipairs(act) do
-    if not l.fixed and not l.sliding and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end
+    if not l.fixed and not l.sliding and not l.concurrent and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end
   end
   return inc
 end
-local function any_sliding(act)
-  for _, l in ipairs(act) do if l.sliding then return true end end
+local function held_now(act)
+  for _, l in ipairs(act) do if l.sliding or l.concurrent then return true end end
   return false
+end
+local function conc_full(act, cost, k)
+  for _, l in ipairs(act) do
+    if l.concurrent and limit_earliest(l, nil, now_us, cost, keep_of(k, l.n)) > now_us then return true end
+  end
+  return false
+end
+local function conc_others(act)
+  local o = {}
+  for _, l in ipairs(act) do if not l.concurrent then o[#o + 1] = l end end
+  return o
 end
 `
 
@@ -491,7 +556,7 @@ local function admit(S, cost)
   local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
     budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
   if #act > 0 and act[1].sliding and #act[1].log > 0 then r.backlog = act[1].log[#act[1].log] + act[1].per - now_us
-  elseif #act > 0 and not act[1].fixed and not act[1].sliding and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
+  elseif #act > 0 and not act[1].fixed and not act[1].sliding and not act[1].concurrent and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
   if B.known and B.limit > 0 then r.reopen = B.limit elseif S.learned then r.reopen = L.limit end
   local inc = S.dry and 0 or interval(act, cost)
   local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
@@ -513,9 +578,14 @@ local function admit(S, cost)
     at, ok = limits_earliest(act, S.al, cost, k)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  local unreserved = fixed or k.lapse > 0 and (interval(act, cost) > 0 or any_sliding(act))
+  local full = conc_full(act, cost, k)
+  local unreserved = fixed or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
   if not ok or at - now_us > C.hold or unreserved and at > now_us then
     r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
+    if full then
+      r.reason = 'inflight'
+      at = math.min(at, math.max(limits_earliest(conc_others(act), S.al, cost, k), now_us + C.concurrentPoll))
+    end
     r.wait, r.spread = line_take(S.line, at, inc), inc > 0
     return r
   end

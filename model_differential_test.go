@@ -31,11 +31,17 @@ var diffConfigs = [][]Limit{
 	{PerSecond(20, 5), FixedWindow(4, 2*time.Second)},
 	{SlidingWindow(3, time.Second)},
 	{SlidingWindow(4, 2*time.Second), PerSecond(20, 5), FixedWindow(5, time.Second)},
+	{diffLeased(Concurrent(2))},
+	{PerSecond(10, 3), diffLeased(Concurrent(4)), SlidingWindow(4, time.Second)},
 }
+
+// diffLeased is l with leases of 2 s: the sequences see them expire.
+func diffLeased(l Limit) Limit { l.Period = 2 * time.Second; return l }
 
 // diffEvent is one event of a sequence.
 type diffEvent struct {
-	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time
+	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time, 'l' release
+	lease    int  // release: which lease held (by its order), or one never held when beyond them
 	cost     int64
 	class    Class
 	counts   int64 // admissions no script counted, reported first
@@ -57,6 +63,8 @@ func (e diffEvent) String() string {
 		return fmt.Sprintf("observe(%+v)", e.obs)
 	case 'z':
 		return "resume"
+	case 'l':
+		return fmt.Sprintf("release(%d)", e.lease)
 	}
 	return "advance " + e.advance.String()
 }
@@ -98,6 +106,8 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			e = diffEvent{kind: 'o', obs: o}
 		case x < 72:
 			e = diffEvent{kind: 'z'}
+		case x < 80:
+			e = diffEvent{kind: 'l', lease: r.IntN(3)}
 		default:
 			d := time.Duration(r.IntN(1500)) * time.Millisecond
 			if !real && r.IntN(40) == 0 {
@@ -131,14 +141,18 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 		var now int64
 		switch e.kind {
 		case 'a':
-			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class})
+			id := ""
+			if concurrentIn(ls) {
+				id = "L" + strconv.Itoa(i)
+			}
+			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class, lease: id})
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = a.nowMicros
 			m.report(p, now, e.counts)
 			kp := m.class.keeper(p, now, e.class == Interactive)
-			d := m.admit(p, now, e.cost, e.class)
+			d := m.admitLease(p, now, e.cost, e.class, id)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, unreserved: a.unreserved, limited: a.limited, cache: a.cacheable}
 			if got != d {
@@ -156,6 +170,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			if slidingIn(ls) {
 				seen[fmt.Sprintf("sliding: code %d", d.code)]++
+			}
+			if concurrentIn(ls) {
+				seen[fmt.Sprintf("concurrent: code %d reason %d", d.code, d.reason)]++
 			}
 			if d.opens > 0 {
 				seen["opens"]++
@@ -192,6 +209,21 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["reset beyond the windows"]++
 			}
 			m.observe(p, now, e.obs)
+		case 'l':
+			held := diffLeases(m)
+			x := lease{id: "never", cost: 1}
+			if e.lease < len(held) {
+				x = held[e.lease]
+			}
+			ok, err := st.release(ctx, k, x.id, int(x.cost), ls)
+			if err != nil {
+				t.Fatalf("event %d %v: %v", i, e, err)
+			}
+			if ok {
+				seen["released"]++
+			}
+			now = diffNow(t, rdb)
+			m.release(p, now, x.id)
 		case 'z':
 			if err := st.resume(ctx, k, ls); err != nil {
 				t.Fatal(err)
@@ -287,6 +319,18 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 			}
 			slices.Sort(log)
 			s.limits = append(s.limits, limitState{sliding: true, log: log, win: &windowState{}})
+		} else if l.Concurrent {
+			zs, err := rdb.ZRangeWithScores(ctx, k.limit(i, l), 0, -1).Result()
+			if err != nil {
+				t.Fatalf("ZRANGE %s: %v", k.limit(i, l), err)
+			}
+			var ls []lease
+			for _, z := range zs {
+				c, id, _ := strings.Cut(z.Member.(string), ":")
+				ls = append(ls, lease{exp: int64(z.Score), id: id, cost: num(c)})
+			}
+			slices.SortFunc(ls, compareLeases)
+			s.limits = append(s.limits, limitState{concurrent: true, leases: ls, win: &windowState{}})
 		} else {
 			s.limits = append(s.limits, limitState{tat: get(k.limit(i, l)), win: &windowState{}})
 		}
@@ -317,10 +361,11 @@ type canonState struct {
 }
 
 type canonLimit struct {
-	Fixed, Sliding bool
-	Tat            int64
-	Win            canonWindows
-	Log            []int64
+	Fixed, Sliding, Concurrent bool
+	Tat                        int64
+	Win                        canonWindows
+	Log                        []int64
+	Leases                     []lease
 }
 
 type canonWindows struct {
@@ -342,7 +387,8 @@ func canonical(s scopeState) canonState {
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
 		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
 	for _, l := range s.limits {
-		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Tat: l.tat, Win: win(l.win), Log: canonLog(l.log)})
+		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Concurrent: l.concurrent, Tat: l.tat, Win: win(l.win),
+			Log: canonLog(l.log), Leases: canonLeases(l.leases)})
 	}
 	return c
 }
@@ -374,7 +420,8 @@ func TestDifferential(t *testing.T) {
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
 					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows",
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2",
-					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled"} {
+					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
+					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}
@@ -396,6 +443,47 @@ func FuzzDifferential(f *testing.F) {
 		probe := []time.Duration{0, 2500 * time.Millisecond}[int(config/4)%2]
 		diffRun(t, rdb, c, "qgfuzz", ls, probe, diffEvents(rand.New(rand.NewPCG(seed, 11)), int(n), false, seed%2 == 0), map[string]int{})
 	})
+}
+
+// canonLeases are leases made comparable: empty and absent alike, in the
+// sets' order.
+func canonLeases(ls []lease) []lease {
+	if len(ls) == 0 {
+		return nil
+	}
+	out := slices.Clone(ls)
+	slices.SortFunc(out, compareLeases)
+	return out
+}
+
+// concurrentIn reports whether ls has a concurrency limit.
+func concurrentIn(ls []Limit) bool {
+	return slices.ContainsFunc(ls, func(l Limit) bool { return specOf(l).concurrent })
+}
+
+// diffLeases are the leases the model holds, on every concurrency limit,
+// each once, in order.
+func diffLeases(s scopeState) []lease {
+	var out []lease
+	seen := map[string]bool{}
+	for _, l := range s.limits {
+		for _, x := range l.leases {
+			if !seen[x.id] {
+				seen[x.id] = true
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+// diffNow is the Redis TIME of rdb, µs.
+func diffNow(t testing.TB, rdb redis.UniversalClient) int64 {
+	tm, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMicro()
 }
 
 // canonLog is a sliding log made comparable: empty and absent alike.

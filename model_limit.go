@@ -24,7 +24,9 @@ package quotagate
 // them: they were not spent in its next window); an unhinted refusal
 // keeps them.
 //
-// A sliding window limit keeps a log of its admissions (model_sliding.go).
+// A sliding window limit keeps a log of its admissions (model_sliding.go),
+// a concurrency limit the leases of its requests in flight
+// (model_concurrency.go).
 //
 // Invariants: no instant is admitted that some limit does not admit
 // (scopeState.admit checks the instant once more after its search); a cost
@@ -33,13 +35,15 @@ package quotagate
 // limitSpec is a limit as the model uses it.
 type limitSpec struct {
 	fixed   bool
-	sliding bool  // a sliding log (model_sliding.go)
-	per     int64 // µs: GCRA emission interval, the fixed window's period, or the time a sliding log's slot takes to come back
-	n       int64 // GCRA burst, or the window's rate
+	sliding bool // a sliding log (model_sliding.go)
+	// concurrent: a concurrency limit (model_concurrency.go)
+	concurrent bool
+	per        int64 // µs: GCRA emission interval, the fixed window's period, the time a sliding log's slot takes to come back, or a lease's life
+	n          int64 // GCRA burst, the window's rate, or the requests in flight
 }
 
 // gcra reports whether l is a GCRA bucket.
-func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding }
+func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding && !l.concurrent }
 
 // specOf converts a configured limit.
 func specOf(l Limit) limitSpec {
@@ -49,6 +53,9 @@ func specOf(l Limit) limitSpec {
 	if l.Sliding {
 		return limitSpec{sliding: true, per: l.Period.Microseconds() + slidingSettle, n: int64(l.Rate)}
 	}
+	if l.Concurrent {
+		return limitSpec{concurrent: true, per: l.Period.Microseconds(), n: int64(l.Rate)}
+	}
 	return limitSpec{per: l.interval(), n: int64(l.burst())}
 }
 
@@ -56,13 +63,16 @@ func specOf(l Limit) limitSpec {
 // (µs, 0 unknown), and the precision it was read with (µs).
 type alignment struct{ at, prec int64 }
 
-// limitState is the state of one limit: a TAT, window counts, or a log.
+// limitState is the state of one limit: a TAT, window counts, a log, or
+// leases.
 type limitState struct {
-	fixed   bool
-	sliding bool
-	tat     int64        // GCRA: µs, 0 none
-	win     *windowState // fixed: the counts
-	log     []int64      // sliding: the admissions' instants (µs), oldest first
+	fixed      bool
+	sliding    bool
+	concurrent bool
+	tat        int64        // GCRA: µs, 0 none
+	win        *windowState // fixed: the counts
+	log        []int64      // sliding: the admissions' instants (µs), oldest first
+	leases     []lease      // concurrent: the unexpired leases, by expiry
 }
 
 // windowState counts admissions per window start (µs), and the origin of
@@ -76,6 +86,9 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 	if l.sliding {
 		return slidingEarliest(s.log, l, t, cost)
 	}
+	if l.concurrent {
+		return concEarliest(s.leases, l, t, cost)
+	}
 	if !l.fixed {
 		tat := max(s.tat, now)
 		return max(t, tat+l.per*cost-l.per*l.n)
@@ -83,9 +96,13 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 	return s.win.earliest(l, p, al, t, cost)
 }
 
-func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64) {
+func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64, id string) {
 	if l.sliding {
 		s.log = slidingAdd(s.log, t, cost)
+		return
+	}
+	if l.concurrent {
+		s.leases = concAdd(s.leases, l, t, cost, id)
 		return
 	}
 	if !l.fixed {
@@ -97,8 +114,12 @@ func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int
 
 // refuse empties a GCRA bucket at now; a hinted refusal realigns fixed
 // windows to its deadline (learnState.refuse) and clears their counts, and
-// fills a sliding log (slidingFill).
+// fills a sliding log (slidingFill); a concurrency limit's leases stay
+// (each is released by its request).
 func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
+	if l.concurrent {
+		return
+	}
 	if l.sliding {
 		if hinted {
 			s.log = slidingFill(s.log, l, now)
@@ -187,8 +208,9 @@ func (w *windowState) live(l limitSpec, now int64) {
 }
 
 // luaLimit is the limits' transaction. A limit is a table {key, fixed,
-// sliding, per, n} with its loaded state: tat (GCRA), origin and counts
-// (fixed) or log (sliding: luaSliding).
+// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
+// and counts (fixed), log (sliding: luaSliding) or leases (concurrent:
+// luaConcurrency).
 // Windows are hash fields named by their start (µs); the origin is the
 // field "origin".
 const luaLimit = `
@@ -211,6 +233,7 @@ end
 local function limit_earliest(l, al, t, cost, kept)
   local n = l.n - kept
   if l.sliding then return sliding_earliest(l, t, cost, n) end
+  if l.concurrent then return conc_earliest(l, t, cost, n) end
   if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
@@ -222,6 +245,7 @@ end
 local function limit_spend(l, al, t, cost)
   l.dirty = true
   if l.sliding then sliding_add(l, t, cost); return end
+  if l.concurrent then conc_add(l, t, cost); return end
   if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
   local start = window(l, al, t)
   if al.at == 0 and l.origin == 0 then l.origin = t end
@@ -229,6 +253,7 @@ local function limit_spend(l, al, t, cost)
   l.last = start
 end
 local function limit_refuse(l, hinted)
+  if l.concurrent then return end
   if l.sliding then
     if hinted then sliding_fill(l) end
     return
@@ -243,6 +268,7 @@ end
 const luaLimitRecord = `
 local function limit_load(l)
   if l.sliding then sliding_load(l); return end
+  if l.concurrent then conc_load(l); return end
   if not l.fixed then l.tat = int(redis.pcall('GET', l.key)) or 0; return end
   local raw = redis.pcall('HGETALL', l.key)
   if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
@@ -259,6 +285,7 @@ end
 local function limit_save(l)
   if not l.dirty then return end
   if l.sliding then sliding_save(l); return end
+  if l.concurrent then conc_save(l); return end
   if not l.fixed then
     if l.tat > now_us then redis.call('SET', l.key, num(l.tat), 'PX', math.ceil((l.tat - now_us) / 1000) + C.margin) end
     return

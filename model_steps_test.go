@@ -211,7 +211,7 @@ func TestSlidingSteps(t *testing.T) {
 				t.Fatalf("%s: earliest = %d, want T0%+d (log %v)", st.name, got, st.want-T0, s.log)
 			}
 			if got == st.at {
-				s.spend(v, params{}, alignment{}, st.at, st.at, st.cost)
+				s.spend(v, params{}, alignment{}, st.at, st.at, st.cost, "")
 			}
 		case 'h', 'u':
 			s.refuse(l, st.at, st.op == 'h')

@@ -104,6 +104,7 @@ type taskAdmission struct {
 	grant    grant // what the admission tells the first request's response
 	refused  atomic.Pointer[Pause]
 	answered atomic.Bool // the learned window its grant opened was answered
+	released atomic.Bool // its grant's lease was released (see Gate.release)
 }
 
 type scopeCtxKey struct{}

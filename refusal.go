@@ -130,6 +130,9 @@ const (
 	// ReasonLearned: the limit the scope learned from refusals has no
 	// capacity until its next window.
 	ReasonLearned
+	// ReasonInFlight: a Concurrent limit of the scope has every slot
+	// taken by requests in flight.
+	ReasonInFlight
 )
 
 // publicReason names a model's reason.
@@ -143,6 +146,8 @@ func publicReason(r reason) Reason {
 		return ReasonLimited
 	case reasonLearned:
 		return ReasonLearned
+	case reasonInFlight:
+		return ReasonInFlight
 	}
 	return ReasonPaused
 }
@@ -161,6 +166,8 @@ func (r Reason) String() string {
 		return "probing"
 	case ReasonLearned:
 		return "learned limit"
+	case ReasonInFlight:
+		return "in flight"
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
@@ -186,6 +193,8 @@ func (d *Deferral) why() string {
 		return "at its configured limit"
 	case ReasonLearned:
 		return "at the limit it learned from refusals"
+	case ReasonInFlight:
+		return "at its limit of requests in flight"
 	case ReasonStoreDown:
 		return "gate store unavailable (failing closed)"
 	}

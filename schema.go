@@ -17,6 +17,7 @@ import (
 //	<prefix>:{<provider>:<account>}:tat      the first limit's state: GCRA TAT, Unix µs (string)
 //	<prefix>:{<provider>:<account>}:win      ... or, for a fixed window, its counts (hash)
 //	<prefix>:{<provider>:<account>}:slog     ... or, for a sliding window, its log (sorted set)
+//	<prefix>:{<provider>:<account>}:conc     ... or, for a concurrency limit, its leases (sorted set)
 //	<prefix>:{<provider>:<account>}:tat2 …   the second limit's state, and so on
 //	<prefix>:{<provider>:<account>}:budget   the advertised budget (hash, budgetFields)
 //	<prefix>:{<provider>:<account>}:learn    what refusals taught (hash, learnFields)
@@ -26,7 +27,9 @@ import (
 // A window count hash has one field per window, named by its start (Unix
 // µs), and "origin" (Unix µs) while its windows are not aligned. A
 // sliding log has one member per admission, "<instant>:<j>" scored by the
-// instant (Unix µs; j tells apart the admissions of one instant). Every
+// instant (Unix µs; j tells apart the admissions of one instant). A
+// concurrency limit's set has one member per lease, "<cost>:<id>" scored
+// by its expiry (Unix µs). Every
 // instant in the hashes is Unix µs of Redis TIME; every record states
 // when it is over (a deadline, an expires field, the last window), and its
 // key expires a margin after that instant: expiry only collects what the
@@ -79,6 +82,8 @@ func (k keys) limit(i int, l Limit) string {
 		name = "win"
 	} else if l.Sliding {
 		name = "slog"
+	} else if l.Concurrent {
+		name = "conc"
 	}
 	if i > 0 {
 		name += strconv.Itoa(i + 1)
@@ -112,7 +117,7 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 // waitKind matches the kinds of key whose presence may hold a scope back: a
 // pause, a spent budget, a limit's state, the learned limit's windows (the
 // learned hash itself does not: every scope that was used has one).
-var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|tat[0-9]*|win[0-9]*|slog[0-9]*)$`)
+var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
 
 // scopeOfWaitKey returns the scope of a key of one of waitKinds under
 // prefix, as scopeOfPauseKey does for pause keys.

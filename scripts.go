@@ -58,10 +58,11 @@ var luaConstants = func() string {
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
+		"concurrentPoll": concurrentPoll,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -87,7 +88,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaConcurrency + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -107,21 +108,23 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
 // ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
-// ARGV[11] n, the number of configured limits, then 3 values per limit:
-// fixed (1), sliding (2) or GCRA (0), period (a sliding log's with its
-// settling time) or interval µs, rate or burst
+// ARGV[11] the admission's lease id (its concurrency limits' lease)
+// ARGV[12] n, the number of configured limits, then 3 values per limit:
+// fixed (1), sliding (2), concurrent (3) or GCRA (0), period (a sliding
+// log's with its settling time; a lease's life) or interval µs, rate,
+// burst or the requests in flight
 // returns: admitReply
 var admitScript = script(admitReply, luaAdmitBody)
 
 const luaAdmitBody = `
-local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[11])
+local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[12])
 C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-C.reserve, C.lend = tonumber(ARGV[9]), tonumber(ARGV[10])
+C.reserve, C.lend, C.lease = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local interactive = ARGV[8] == '1'
 local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
   nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
-S.act = limits_args(7, 11, nlim)
+S.act = limits_args(7, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and not S.B.known
 if S.learned then S.act[1] = {key = KEYS[5], fixed = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)

@@ -21,6 +21,7 @@ type admitRequest struct {
 	dry    bool          // commit nothing: what would an admission say (State)
 	counts int64         // admissions no script counted (the open cache's), reported first
 	class  Class
+	lease  string // the admission's lease id on the concurrency limits ("" when there are none)
 }
 
 // admission is the decision of admitScript, with Redis TIME.
@@ -52,7 +53,7 @@ type admission struct {
 }
 
 var reasons = map[string]reason{"pause": reasonPause, "budget": reasonBudget, "probe": reasonProbe,
-	"limit": reasonLimit, "learned": reasonLearned}
+	"limit": reasonLimit, "learned": reasonLearned, "inflight": reasonInFlight}
 
 // limitArgs appends the keys and arguments of the configured limits ls.
 func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
@@ -65,6 +66,8 @@ func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
 			kind = 1
 		} else if sp.sliding {
 			kind = 2
+		} else if sp.concurrent {
+			kind = 3
 		}
 		args = append(args, kind, sp.per, sp.n)
 	}
@@ -82,7 +85,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	}
 	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts,
-			int(r.class), s.reserve, s.lend.Microseconds()})
+			int(r.class), s.reserve, s.lend.Microseconds(), r.lease})
 	var v map[string]int64
 	var txt map[string]string
 	var err error
@@ -205,6 +208,41 @@ func longestFixed(ls []Limit) int64 {
 	return w
 }
 
+// release ends the lease of an admission (its id and cost) on the
+// concurrency limits among ls (scopeState.release); it reports whether a
+// lease was held (a second release of one id finds none).
+func (s *store) release(ctx context.Context, k keys, id string, cost int, ls []Limit) (bool, error) {
+	var ks []string
+	for i, l := range ls {
+		if specOf(l).concurrent {
+			ks = append(ks, k.limit(i, l))
+		}
+	}
+	if len(ks) == 0 || id == "" {
+		return false, nil
+	}
+	m := lease{id: id, cost: int64(max(cost, 1))}.member()
+	n, err := bounded(ctx, s, "release", func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, s.rdb, ks, m).Int64()
+	})
+	return n > 0, err
+}
+
+// releaseScript ends a lease: its member removed from every concurrency
+// limit of the scope (a key of another type is left alone).
+//
+// KEYS[1…] the sorted sets of the scope's concurrency limits
+// ARGV[1] the lease's member, "<cost>:<id>"
+// returns: how many of the sets held it
+var releaseScript = redis.NewScript(`
+local n = 0
+for _, key in ipairs(KEYS) do
+  local r = redis.pcall('ZREM', key, ARGV[1])
+  if type(r) == 'number' then n = n + r end
+end
+return n
+`)
+
 // channel is where pauses are announced (see openCache).
 func (s *store) channel() string { return s.prefix + ":paused" }
 
@@ -217,7 +255,7 @@ func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
 	}
 	// Limits configured elsewhere (another gate's LimitOf) are found by kind.
 	for i := range 4 {
-		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}), k.limit(i, Limit{Sliding: true}))
+		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}), k.limit(i, Limit{Sliding: true}), k.limit(i, Limit{Concurrent: true}))
 	}
 	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
 		return resumeScript.Run(ctx, s.rdb, append([]string{k.resumed}, del...), s.maxPause.Milliseconds(), s.channel()).Result()

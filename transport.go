@@ -33,6 +33,11 @@ import (
 // the headers and the first hint.MaxBody bytes of the body, and returns the
 // response unchanged: its body still reads from the first byte.
 //
+// A request admitted under a Concurrent limit holds its lease until its
+// response arrives (its headers: read the body of a streamed answer within
+// the lease's life, Limit.Period) or the request fails; the first request
+// of a task spends the task's lease and releases it so.
+//
 // While a gate has a Transport, the first request of a scope it knows
 // nothing about goes alone: the others wait, at most Tuning.MaxHold and one
 // second, for the budget its response brings back.
@@ -82,6 +87,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if !taskGrant || sc.task.released.CompareAndSwap(false, true) {
+		t.g.release(ctx, sc.scope, k, gr) // the request is over: its slot in flight is free
+	}
 	if err != nil {
 		return resp, err
 	}

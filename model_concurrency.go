@@ -1,0 +1,171 @@
+package quotagate
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+)
+
+// The concurrency limit (Concurrent): at most n requests in flight at once.
+//
+// Every admission takes a lease: an id (chosen by the gate, unique per
+// admission), its cost in units, and the instant it expires (the
+// admission's instant plus per, the lease's longest life: Limit.Period).
+// A request of cost c is admitted at t when the unexpired leases at t
+// (expiry > t) and c are at most n (of what the class leaves of it:
+// n − keeper.of(n)). A lease ends when it is released (release: the
+// request's response, or its handler's return) or when it expires,
+// whichever comes first; a released id is gone, so a second release of it
+// changes nothing.
+//
+// The leases held only fall as time passes, so the earliest instant the
+// limit certainly admits is the expiry that leaves room (concEarliest).
+// That instant is a bound, usually far off: leases are released long
+// before they expire. So a scope whose concurrency limit has no room now
+// reserves no slot ahead: it answers "ask again" at the earliest instant
+// the other limits admit, but at least concurrentPoll from now, and never
+// later than that bound (scopeState.admitAs); the worker holds and asks
+// again then, or sooner when a release of its own gate wakes it.
+//
+// A refusal leaves the leases as they are: each is released by its own
+// request, and the pause holds the scope meanwhile. Resume drops them.
+//
+// In Redis the leases are a sorted set (schema.go: conc) whose members
+// are "<cost>:<id>" scored by the expiry (µs); the scripts read the
+// members scored after now, drop the others when they write, and expire
+// the key a margin after its last lease. The release is its own script
+// (releaseScript).
+//
+// Invariant: no admission makes the unexpired leases at any instant sum
+// to more than n (TestConcurrentNeverExceeds).
+
+// concurrentPoll is how long a worker that found every slot of a
+// concurrency limit taken waits before it asks again (µs), unless a
+// release of its own gate wakes it sooner: a slot released by another
+// process is taken within it. The requests of concurrency/retry-after of
+// the matrix take 25 ms; a poll of 25 ms let a slot freed by another
+// process idle half a request on average, 10 ms a fifth, at 20 round
+// trips a second per waiting worker (a hundred for the bench's 15
+// waiting workers): chosen on the model's cell with the wakes left out.
+const concurrentPoll = 10_000
+
+// lease is one admission's hold on a concurrency limit.
+type lease struct {
+	exp  int64 // µs: when it expires unreleased
+	id   string
+	cost int64
+}
+
+// member is the lease's sorted-set member.
+func (l lease) member() string { return strconv.FormatInt(l.cost, 10) + ":" + l.id }
+
+// concHeld is what the leases of ls hold at t.
+func concHeld(ls []lease, t int64) int64 {
+	h := int64(0)
+	for _, l := range ls {
+		if l.exp > t {
+			h += l.cost
+		}
+	}
+	return h
+}
+
+// concEarliest is the earliest instant at or after t at which the leases
+// admit cost more under l (whose n is what the class may spend), if none
+// is released meanwhile: t when they have room, else the expiry that
+// leaves it. A cost above n is never admitted (the search's final check
+// fails at the instant answered).
+func concEarliest(ls []lease, l limitSpec, t, cost int64) int64 {
+	if cost > l.n {
+		return t + l.per
+	}
+	held := concHeld(ls, t)
+	for _, x := range ls { // sorted by expiry
+		if held+cost <= l.n {
+			break
+		}
+		if x.exp > t {
+			held -= x.cost
+			t = x.exp
+		}
+	}
+	return t
+}
+
+// concAdd returns ls with the lease id of cost admitted at t, in order.
+func concAdd(ls []lease, l limitSpec, t, cost int64, id string) []lease {
+	out := append(slices.Clone(ls), lease{exp: t + l.per, id: id, cost: cost})
+	slices.SortFunc(out, compareLeases)
+	return out
+}
+
+// compareLeases orders leases as the sorted set does: by expiry, then by
+// member.
+func compareLeases(a, b lease) int {
+	return cmp.Or(cmp.Compare(a.exp, b.exp), cmp.Compare(a.member(), b.member()))
+}
+
+// concRelease returns ls without the lease id.
+func concRelease(ls []lease, id string) []lease {
+	out := slices.DeleteFunc(slices.Clone(ls), func(x lease) bool { return x.id == id })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// concLive drops the leases that have expired at now.
+func concLive(ls []lease, now int64) []lease {
+	out := slices.DeleteFunc(slices.Clone(ls), func(x lease) bool { return x.exp <= now })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// release ends the lease id on every concurrency limit of the scope.
+func (s *scopeState) release(p params, now int64, id string) {
+	s.normalize(p, now)
+	for i, l := range p.limits {
+		if l.concurrent {
+			s.limits[i].leases = concRelease(s.limits[i].leases, id)
+		}
+	}
+}
+
+// luaConcurrency is the concurrency limit's transaction. A concurrency
+// limit's table holds leases (sorted by expiry, then member: {exp, m,
+// cost}) and adds (the members this call added, with their expiries).
+const luaConcurrency = `
+local function conc_load(l)
+  l.leases, l.adds = {}, {}
+  local raw = redis.pcall('ZRANGEBYSCORE', l.key, '(' .. num(now_us), '+inf', 'WITHSCORES')
+  if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
+  for i = 1, #raw, 2 do
+    local c, exp = int(string.match(raw[i], '^(%d+):.+$')), tonumber(raw[i + 1])
+    if c and exp and exp > now_us then l.leases[#l.leases + 1] = {exp, raw[i], c} end
+  end
+end
+local function conc_earliest(l, t, cost, n)
+  if cost > n then return t + l.per end
+  local held = 0
+  for _, x in ipairs(l.leases) do if x[1] > t then held = held + x[3] end end
+  for _, x in ipairs(l.leases) do
+    if held + cost <= n then break end
+    if x[1] > t then held, t = held - x[3], x[1] end
+  end
+  return t
+end
+local function conc_add(l, t, cost)
+  local x = {t + l.per, cost .. ':' .. C.lease, cost}
+  l.leases[#l.leases + 1] = x
+  table.sort(l.leases, function(a, b) return a[1] < b[1] or a[1] == b[1] and a[2] < b[2] end)
+  l.adds[#l.adds + 1] = x
+end
+local function conc_save(l)
+  redis.call('ZREMRANGEBYSCORE', l.key, '-inf', num(now_us))
+  for _, x in ipairs(l.adds) do redis.call('ZADD', l.key, num(x[1]), x[2]) end
+  l.adds = {}
+  if #l.leases > 0 then redis.call('PEXPIREAT', l.key, math.ceil(l.leases[#l.leases][1] / 1000) + C.margin) end
+end
+`
