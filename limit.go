@@ -128,7 +128,7 @@ const DefaultLease = time.Minute
 // while the unexpired leases and c are at most n; a task that finds every
 // slot taken waits in-process (Tuning.MaxHold at most, without
 // Tuning.MaxHolders's bound: each release wakes one waiting worker of the
-// gate at once, and a waiting worker asks again every concurrentPoll for
+// gate at once, and a waiting worker asks again every 20 ms for
 // slots released by other processes) before it is deferred through
 // asynq. Its State and deferrals say ReasonInFlight.
 //

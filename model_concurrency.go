@@ -42,12 +42,13 @@ import (
 // concurrentPoll is how long a worker that found every slot of a
 // concurrency limit taken waits before it asks again (µs), unless a
 // release of its own gate wakes it sooner: a slot released by another
-// process is taken within it. The requests of concurrency/retry-after of
-// the matrix take 25 ms; a poll of 25 ms let a slot freed by another
-// process idle half a request on average, 10 ms a fifth, at 20 round
-// trips a second per waiting worker (a hundred for the bench's 15
-// waiting workers): chosen on the model's cell with the wakes left out.
-const concurrentPoll = 10_000
+// process idles at most this long before a waiting worker finds it. 20 ms
+// is below the latency of a nearby API (25 ms in the matrix), at 50 round
+// trips a second per waiting worker. On the model's concurrency/retry-after
+// (one process) it does not show: from 2 ms to 200 ms, with or without
+// the wakes, the cell takes 1.13 s, for a worker whose request ends takes
+// the slot it frees with its next task at once.
+const concurrentPoll = 20_000
 
 // lease is one admission's hold on a concurrency limit.
 type lease struct {

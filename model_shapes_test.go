@@ -63,7 +63,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		// milliseconds, not at the window's first instant.
 		heap.Push(ev, simEvent{at: t0 + start + int64(i)*2_000, worker: i})
 	}
-	type flight struct{ seq, opens int64 }
+	type flight struct {
+		seq, opens int64
+		lease      string // the admission's lease on the concurrency limits
+	}
 	inflight := map[int]flight{}
 	pending := map[int]*http.Response{}
 	bodies := map[int][]byte{}
@@ -74,8 +77,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			shapeTrace(format, args...)
 		}
 	}
+	accepted := map[int]bool{} // the provider accepted the worker's request in flight
 	for ev.Len() > 0 && r.accepted < polls {
 		e := heap.Pop(ev).(simEvent)
+		if w.stale(e) {
+			continue
+		}
 		if e.at-t0 > limit {
 			break
 		}
@@ -86,7 +93,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
 			r.requests++
 			resp, body, delay, rep := shapeSend(model, d, at)
-			pending[e.worker], bodies[e.worker] = resp, body
+			pending[e.worker], bodies[e.worker], accepted[e.worker] = resp, body, rep.Decision.OK
 			trace("%.3f send ok=%v rem=%d", float64(e.at-t0)/1e6, rep.Decision.OK, rep.State.Remaining)
 			heap.Push(ev, simEvent{at: e.at + delay.Microseconds() + latency, worker: e.worker, resp: true})
 			continue
@@ -94,7 +101,13 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		if e.resp {
 			resp, body, fl := pending[e.worker], bodies[e.worker], inflight[e.worker]
 			delete(pending, e.worker)
-			model.Release(at)
+			if accepted[e.worker] { // as Server.answered: an accepted request leaves the flight
+				model.Release(at)
+			}
+			if fl.lease != "" { // the Transport: the response arrived
+				m.release(p, e.at, fl.lease)
+				w.wakeSlot(e.at, 1)
+			}
 			refused := hint.IsRefusal(resp)
 			if !plain {
 				opened := int64(0)
@@ -130,12 +143,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			}
 			continue
 		}
-		dec, sent := w.admit(&m, p, e)
+		dec, id, sent := w.admit(&m, p, e)
 		if !sent {
 			continue
 		}
 		started++
-		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens}
+		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, lease: id}
 		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then
 	}
 	return r
@@ -184,6 +197,8 @@ var shapeCells = func() []struct {
 				c.limit, c.has = SlidingWindow(q.Rate, q.Window), true
 			case sim.SlidingCounter:
 				c.limit, c.has = SlidingCounterWindow(q.Rate, q.Window), true
+			case sim.Concurrency:
+				c.limit, c.has = Concurrent(q.Rate), true
 			}
 			out = append(out, c)
 		}

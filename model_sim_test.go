@@ -2,6 +2,8 @@ package quotagate
 
 import (
 	"container/heap"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -66,6 +68,7 @@ type simEvent struct {
 	ok     bool
 	hint   int64
 	opens  int64 // the request opened a learned window: answer it
+	gen    int   // a worker's ask: stale unless its worker's current generation (see simWorkers.wakeSlot)
 }
 
 type simQueue []simEvent
@@ -113,6 +116,9 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 	started := 0
 	for ev.Len() > 0 && r.accepted < polls {
 		e := heap.Pop(ev).(simEvent)
+		if w.stale(e) {
+			continue
+		}
 		if plain {
 			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
 		}
@@ -139,7 +145,7 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			}
 			continue
 		}
-		d, sent := w.admit(&m, p, e)
+		d, _, sent := w.admit(&m, p, e)
 		if !sent {
 			continue
 		}
@@ -164,34 +170,74 @@ type simWorkers struct {
 	holding []bool
 	held    int
 	wake    func(at, delay int64, worker int) int64 // when asynq brings a deferred task back
+	// The waits for a slot of a concurrency limit: the workers waiting
+	// (in order), since when each waits (0: not), each worker's
+	// generation (an ask of an older one is stale: the worker was woken),
+	// and the leases handed out.
+	slotWaiting []int
+	slotSince   map[int]int64
+	gen         map[int]int
+	leases      int
+}
+
+// stale reports whether e is an ask its worker no longer waits for.
+func (w *simWorkers) stale(e simEvent) bool { return !e.resp && !e.ok && e.gen != w.gen[e.worker] }
+
+// wakeSlot is a release of n units by this process at now: the first n
+// workers waiting for a slot ask again at once (slotWakers).
+func (w *simWorkers) wakeSlot(now int64, n int) {
+	for ; n > 0 && len(w.slotWaiting) > 0; n-- {
+		x := w.slotWaiting[0]
+		w.slotWaiting = w.slotWaiting[1:]
+		w.gen[x]++
+		heap.Push(w.ev, simEvent{at: now, worker: x, gen: w.gen[x]})
+	}
 }
 
 // admit asks the model for worker e's task at e.at and does what decide
-// says. It returns the decision and whether the task is sent (at
-// e.at + d.wait); when it is not, the worker's next event is queued.
-func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, bool) {
-	d := m.admit(p, e.at, 1, Background)
+// says. It returns the decision, the admission's lease id, and whether
+// the task is sent (at e.at + d.wait); when it is not, the worker's next
+// event is queued.
+func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, string, bool) {
+	if w.gen == nil {
+		w.gen, w.slotSince = map[int]int{}, map[int]int64{}
+	}
+	w.slotWaiting = slices.DeleteFunc(w.slotWaiting, func(x int) bool { return x == e.worker })
+	w.leases++
+	id := "l" + strconv.Itoa(w.leases)
+	d := m.admitLease(p, e.at, 1, Background, id)
 	a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
 		reopen: d.reopen, limited: d.limited, spread: d.spread, unreserved: d.unreserved}
 	if d.until != 0 {
 		a.until = time.UnixMilli(d.until)
 	}
+	slot := d.reason == reasonInFlight
+	since, waited := w.slotSince[e.worker]
+	if !slot || !waited {
+		since = e.at
+	}
+	delete(w.slotSince, e.worker)
 	switch v := decide(a, w.pol, 0.5); v.act {
 	case hold, holdPause:
-		if v.act == holdPause && !w.holding[e.worker] && w.held >= v.holders {
-			heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker})
-			return d, false
+		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.hold) {
+			w.setHolding(e.worker, false)
+			heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker, gen: w.gen[e.worker]})
+			return d, "", false
 		}
 		w.setHolding(e.worker, true)
-		heap.Push(w.ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker})
-		return d, false
+		if slot {
+			w.slotSince[e.worker] = since
+			w.slotWaiting = append(w.slotWaiting, e.worker)
+		}
+		heap.Push(w.ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker, gen: w.gen[e.worker]})
+		return d, "", false
 	case deferTask:
 		w.setHolding(e.worker, false)
-		heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker})
-		return d, false
+		heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker, gen: w.gen[e.worker]})
+		return d, "", false
 	}
 	w.setHolding(e.worker, false)
-	return d, true
+	return d, id, true
 }
 
 func (w *simWorkers) setHolding(worker int, on bool) {

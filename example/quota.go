@@ -69,8 +69,7 @@ var unlimited = sim.Quota{Shape: sim.Concurrency, Rate: math.MaxInt32}
 
 // configuredLimit is the gate's Limit at the carrier's quota as its
 // documentation would state it, the one place the gate+limit mode's limit
-// is chosen; ok is false when the gate has no such limit (a concurrency
-// limit is not a rate).
+// is chosen; ok is false when the gate has no such limit.
 func configuredLimit(q sim.Quota) (quotagate.Limit, bool) {
 	switch q.Shape {
 	case sim.TokenBucket, sim.GCRA, sim.GCRADelay:
@@ -92,6 +91,10 @@ func configuredLimit(q sim.Quota) (quotagate.Limit, bool) {
 		// exact log admits; SlidingCounterWindow is the pace it never
 		// refuses (N−1 per W).
 		return quotagate.SlidingCounterWindow(q.Rate, q.Window), true
+	case sim.Concurrency:
+		// "At most N requests in flight per credential": a concurrency
+		// limit, each request's lease released when its response arrives.
+		return quotagate.Concurrent(q.Rate), true
 	}
 	return quotagate.Limit{}, false
 }

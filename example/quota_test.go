@@ -208,7 +208,7 @@ func TestConfiguredLimit(t *testing.T) {
 		{withShape(fixed40, sim.SlidingCounter), quotagate.Limit{Rate: 39, Period: 5 * time.Second, Burst: 1}, true},
 		{bucket8, quotagate.Limit{Rate: 8, Period: time.Second, Burst: 10}, true},
 		{gcra8, quotagate.Limit{Rate: 8, Period: time.Second, Burst: 10}, true},
-		{concurrency5, quotagate.Limit{}, false},
+		{concurrency5, quotagate.Limit{Rate: 5, Period: quotagate.DefaultLease, Concurrent: true}, true},
 	} {
 		if got, ok := configuredLimit(c.q); got != c.want || ok != c.ok {
 			t.Errorf("configuredLimit(%v) = %+v, %v; want %+v, %v", c.q, got, ok, c.want, c.ok)
