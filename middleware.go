@@ -179,6 +179,12 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 		switch {
 		case err != nil:
 			g.uncounted.add(k.pause, counts)
+			if lease != "" {
+				// The script may have taken the lease before the call failed:
+				// give it back (a lease never taken is released as nothing),
+				// without holding up the fail-open or fail-closed answer.
+				go g.release(context.WithoutCancel(ctx), s, k, grant{lease: lease, cost: cost})
+			}
 			if ctx.Err() != nil {
 				return gr, ctx.Err()
 			}
