@@ -98,3 +98,47 @@ func ExampleSlidingWindow() {
 	// the log empties in about 10s
 	// 3 in any 10s | 99/min burst 1
 }
+
+// A provider that allows a number of requests in flight at once per key
+// is configured with Concurrent: each admitted task holds a lease until
+// its handler returns (or, through the Transport, until its response
+// arrives). Here task 1's handler runs task 2, whose handler runs task 3,
+// while 2 slots are taken: task 3 waits for one (Tuning.MaxHold, shortened
+// here) and is deferred. Once the others returned, task 4 runs at once.
+func ExampleConcurrent() {
+	rdb, done := exampleRedis()
+	defer done()
+	g := quotagate.New(rdb, quotagate.Config{
+		Limits: map[string][]quotagate.Limit{"acme": {quotagate.Concurrent(2)}},
+		Tuning: quotagate.Tuning{MaxHold: 100 * time.Millisecond},
+	})
+	defer g.Close()
+	ctx := context.Background()
+	acme := quotagate.Scope{Provider: "acme", Account: "acct-7"}
+
+	mux := asynq.NewServeMux()
+	mux.Use(g.Middleware())
+	report := func(i int, err error) {
+		var d *quotagate.Deferral
+		if errors.As(err, &d) {
+			fmt.Printf("task %d deferred, in flight: %v\n", i, d.Reason == quotagate.ReasonInFlight)
+			return
+		}
+		fmt.Printf("task %d ran: %v\n", i, err)
+	}
+	mux.HandleFunc("sync", func(ctx context.Context, t *asynq.Task) error {
+		if i := int(t.Payload()[0]); i < 3 { // while this one is in flight, the next asks
+			report(i+1, mux.ProcessTask(ctx, quotagate.NewTask("sync", []byte{byte(i + 1)}, acme)))
+		}
+		return nil
+	})
+	report(1, mux.ProcessTask(ctx, quotagate.NewTask("sync", []byte{1}, acme)))
+	report(4, mux.ProcessTask(ctx, quotagate.NewTask("sync", []byte{4}, acme)))
+	fmt.Println(quotagate.Concurrent(2))
+	// Output:
+	// task 3 deferred, in flight: true
+	// task 2 ran: <nil>
+	// task 1 ran: <nil>
+	// task 4 ran: <nil>
+	// 2 in flight
+}

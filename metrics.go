@@ -29,8 +29,8 @@ import (
 //	                      spent until its reset, or a probe's answer is awaited
 //	    deferred_limited  deferred: the scope's Limit has no capacity
 //	    deferred_learned  deferred: the limit it learned has no capacity
-//	    deferred_in_flight deferred: a Concurrent limit has every slot taken
-//	                      (after waiting in-process up to Tuning.MaxHold)
+//	    deferred_in_flight  deferred: a Concurrent limit has every slot
+//	                      taken (after a wait in-process of Tuning.MaxHold)
 //	    fail_open         the store failed; it ran unchecked
 //	    fail_closed       the store failed; deferred (Config.FailClosed)
 //	quotagate_wait_seconds{provider,class}         histogram of the waits the gate
@@ -41,8 +41,8 @@ import (
 //	quotagate_store_duration_seconds{op}           histogram of Redis round trips
 //	quotagate_paused_scopes{provider}              gauge, read from Redis at scrape time
 //
-// op is the store operation: admit, observe, pause, release (a Concurrent
-// limit's lease), resume, scan or state.
+// op is the store operation: admit, observe, pause, release, resume, scan or state.
+// A release ends a Concurrent limit's lease.
 //
 // Every counter series is there from the first scrape, at zero: the store's
 // for every op at once, a provider's for every outcome as soon as the gate

@@ -138,7 +138,7 @@ func TestMetricsOpsInSource(t *testing.T) {
 func TestMetricsOpsEmitted(t *testing.T) {
 	_, rdb := newMini(t)
 	ctx := context.Background()
-	g := New(rdb, Config{Prefix: "qgtest", Logger: (&testLogBuffer{}).logger()})
+	g := New(rdb, Config{Prefix: "qgtest", Logger: (&testLogBuffer{}).logger(), Limits: map[string][]Limit{"conc": {Concurrent(1)}}})
 	defer g.Close()
 	s := Scope{Provider: "acme", Account: "acct-1"}
 
@@ -146,6 +146,9 @@ func TestMetricsOpsEmitted(t *testing.T) {
 	mux.Use(g.Middleware())
 	mux.HandleFunc("t", func(context.Context, *asynq.Task) error { return nil })
 	if err := mux.ProcessTask(ctx, NewTask("t", nil, s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mux.ProcessTask(ctx, NewTask("t", nil, Scope{Provider: "conc", Account: "acct-1"})); err != nil { // its lease: release
 		t.Fatal(err)
 	}
 	if err := g.Observe(ctx, s, &http.Response{StatusCode: http.StatusOK, Header: http.Header{

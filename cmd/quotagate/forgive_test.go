@@ -178,8 +178,8 @@ func TestNoSuchScope(t *testing.T) {
 	}
 }
 
-// numberedKind matches the numbered limit keys: tat2, win3, slog2, ...
-var numberedKind = regexp.MustCompile(`^(tat|win|slog)[0-9]+$`)
+// numberedKind matches the numbered limit keys: tat2, win3, slog2, conc2, ...
+var numberedKind = regexp.MustCompile(`^(tat|win|slog|conc)[0-9]+$`)
 
 // fillScope makes a gate write every kind of key it can for s: a pause
 // refused by the provider, limits (a GCRA one and a fixed window, so a
