@@ -114,7 +114,7 @@ type view struct {
 }
 
 type row struct {
-	Provider, Account, Until, Remaining, Backlog string
+	Provider, Account, Until, Remaining, Reason, Backlog string
 }
 
 //go:embed page.html
@@ -165,6 +165,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			Account:   p.Scope.Account,
 			Until:     p.Until.UTC().Format(quotagate.RFC3339Milli),
 			Remaining: p.Remaining.Round(time.Millisecond).String(),
+			Reason:    p.Reason.String(),
 			Backlog:   backlog(p.LimitBacklog),
 		})
 	}

@@ -69,6 +69,7 @@ func TestPageHTML(t *testing.T) {
 		`<td class="account">a:{1}%&lt;b&gt;&#34;x&#34;&lt;/b&gt;</td>`,
 		`<td class="until">2025-01-02T03:05:05.000Z</td>`,
 		`<td class="remaining">1m0s</td>`,
+		`<td class="reason">paused</td>`,
 		`Read-only.`,
 	} {
 		if !strings.Contains(body, want) {
