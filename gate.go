@@ -30,8 +30,10 @@ type Config struct {
 	Prefix string
 
 	// Limits sets proactive throughput limits for every scope of a
-	// provider, keyed by Scope.Provider. Several limits on one scope (10 a
-	// second and 50,000 a day) are all checked and spent together, in the
+	// provider, keyed by Scope.Provider: rates (PerSecond, FixedWindow,
+	// SlidingWindow, ...) and requests in flight (Concurrent). Several
+	// limits on one scope (10 a second and 50,000 a day, or 5 in flight)
+	// are all checked and spent together, in the
 	// same round trip, all or nothing. Default: none; a scope without a
 	// configured limit learns one from the provider (see Observe, and
 	// Refusal).
@@ -133,7 +135,9 @@ type Tuning struct {
 	// asynq, so one paused provider cannot take every worker from the
 	// others. Default 12 (gate alone within 8% of no gate at all in the
 	// example, where 8 left it 20% behind); negative means no worker waits
-	// for a pause.
+	// for a pause. A wait for a slot of a Concurrent limit is not bounded
+	// by it (each release wakes one waiting worker, not a herd; bounded by
+	// MaxHold in all), unless it is negative.
 	MaxHolders int
 
 	// ReopenJitter caps the spread of the tasks deferred through asynq by a
@@ -315,7 +319,8 @@ type Pause struct {
 	// task of cost c is admitted at once while LimitBacklog ≤ (b−c)·i. A
 	// pause raises it to reach past the deadline. For a SlidingWindow it
 	// is how long until the log's last admission leaves its window (the
-	// log is empty then).
+	// log is empty then); 0 for a Concurrent limit (Reason says
+	// ReasonInFlight while its slots are taken).
 	LimitBacklog time.Duration
 }
 
