@@ -1,6 +1,7 @@
 package quotagate
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -24,6 +25,9 @@ func TestDecide(t *testing.T) {
 	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != admitted; return a }
 	withWindow := func(a admission) admission { a.limited = true; return a } // fixed windows: no spread
 	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
+	inFlight := func(wait time.Duration) admission { // a concurrency limit with every slot taken
+		return admission{code: limited, reason: reasonInFlight, wait: wait, now: now, limited: true, unreserved: true}
+	}
 	plain := policy{maxHold: 1500 * ms, jitter: time.Second, maxHolders: 12}
 	last := plain
 	last.mustHold = true
@@ -48,6 +52,9 @@ func TestDecide(t *testing.T) {
 		{"pause ending within maxHold + a tick: hold", pausedFor(2500*ms, 2500*ms), plain, 0, holdPause, 2500 * ms, 12, 2500 * ms, ReasonPaused},
 		{"holders: as many as the reopening can use", reopening(pausedFor(time.Second, time.Second), 8), plain, 0, holdPause, time.Second, 8, time.Second, ReasonPaused},
 		{"holders: at most maxHolders", reopening(pausedFor(time.Second, time.Second), 40), plain, 0, holdPause, time.Second, 12, time.Second, ReasonPaused},
+		{"in flight: hold a poll, in as many places as there are workers", inFlight(20 * ms), plain, 0, holdPause, 20 * ms, math.MaxInt32, 20 * ms, ReasonInFlight},
+		{"in flight beside a bucket: hold until its slot, reserved nothing", withLimit(inFlight(480 * ms)), plain, 0, holdPause, 480 * ms, math.MaxInt32, 480 * ms, ReasonInFlight},
+		{"in flight without holding: deferred", inFlight(20 * ms), noHold, 0, deferTask, 20 * ms, 0, 20 * ms, ReasonInFlight},
 		{"long pause: wake maxHold + a tick early, to hold", pausedFor(9*time.Second, 9*time.Second), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonPaused},
 		{"long pause, any draw: no jitter on the early wake", pausedFor(time.Minute, time.Minute), plain, 0.99, deferTask, 57500 * ms, 0, 57500 * ms, ReasonPaused},
 		{"holding disabled: deadline plus jitter", pausedFor(9*time.Second, 9*time.Second), noHold, 0.5, deferTask, 9*time.Second + 450*ms, 0, 9*time.Second + 450*ms, ReasonPaused},
