@@ -35,7 +35,10 @@ func TestConcurrentEndToEnd(t *testing.T) {
 		defer hs.Close()
 		s := Scope{Provider: "acme", Account: "a"}
 		l := Concurrent(n)
-		g := e.gate(Config{Limits: map[string][]Limit{"acme": {l}}})
+		// A store call cut by StoreTimeout fails open: its task runs
+		// unchecked, one more in flight. 5 s: a loaded machine's stalls
+		// never cut one.
+		g := e.gate(Config{Limits: map[string][]Limit{"acme": {l}}, StoreTimeout: 5 * time.Second})
 		defer g.Close()
 		gated := &http.Client{Transport: g.Transport(nil)}
 		var inside, most atomic.Int64
@@ -107,7 +110,7 @@ func TestConcurrentEndToEnd(t *testing.T) {
 		})
 		c := provider.Counts()
 		if c.Refused > 0 {
-			t.Errorf("the provider refused %d of %d requests: more than %d were in flight", c.Refused, c.Requests, n)
+			t.Errorf("the provider refused %d of %d requests: more than %d were in flight; the gate logged:\n%s", c.Refused, c.Requests, n, e.log.String())
 		}
 		if c.Accepted < tasks {
 			t.Errorf("the provider accepted %d requests for %d tasks", c.Accepted, tasks)

@@ -99,14 +99,23 @@ func (g *Gate) releaseTask(ctx context.Context, s Scope, ta *taskAdmission) {
 
 // release ends the lease of the admission gr on the concurrency limits of
 // s (a request's response arrived, or its handler returned), and wakes as
-// many of this process's workers waiting for a slot of s. A lease that
-// cannot be released is logged: it expires by itself (Limit.Period).
+// many of this process's workers waiting for a slot of s. A release the
+// store fails is tried once more, in the background, StoreTimeout later
+// (a store that stalled a moment answers again: the measured failures were
+// timeouts of a loaded machine), and then logged: the lease expires by
+// itself (Limit.Period), its slot lost until then.
 func (g *Gate) release(ctx context.Context, s Scope, k keys, gr grant) {
 	if gr.lease == "" {
 		return
 	}
-	if _, err := g.store.release(context.WithoutCancel(ctx), k, gr.lease, gr.cost, g.limitsOf(s)); err != nil {
-		g.cfg.Logger.Warn("quotagate: could not release a lease of a concurrency limit (it expires by itself)", "scope", s.String(), "err", err)
+	ctx, ls := context.WithoutCancel(ctx), g.limitsOf(s)
+	if _, err := g.store.release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+		go func() {
+			time.Sleep(g.cfg.StoreTimeout)
+			if _, err := g.store.release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+				g.cfg.Logger.Warn("quotagate: could not release a lease of a concurrency limit (it expires by itself)", "scope", s.String(), "err", err)
+			}
+		}()
 	}
 	g.slots.wake(k.pause, gr.cost)
 }
@@ -183,7 +192,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 				// The script may have taken the lease before the call failed:
 				// give it back (a lease never taken is released as nothing),
 				// without holding up the fail-open or fail-closed answer.
-				go g.release(context.WithoutCancel(ctx), s, k, grant{lease: lease, cost: cost})
+				go g.release(ctx, s, k, grant{lease: lease, cost: cost})
 			}
 			if ctx.Err() != nil {
 				return gr, ctx.Err()
