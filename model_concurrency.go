@@ -45,9 +45,10 @@ import (
 // process idles at most this long before a waiting worker finds it. 20 ms
 // is below the latency of a nearby API (25 ms in the matrix), at 50 round
 // trips a second per waiting worker. On the model's concurrency/retry-after
-// (one process) it does not show: from 2 ms to 200 ms, with or without
-// the wakes, the cell takes 1.13 s, for a worker whose request ends takes
-// the slot it frees with its next task at once.
+// (one process) it does not show: with a poll from 2 ms to 50 ms without
+// the wakes, and up to 200 ms with them, the cell takes 1.13 s, for a
+// worker whose request ends takes the slot it frees with its next task at
+// once.
 const concurrentPoll = 20_000
 
 // lease is one admission's hold on a concurrency limit.
