@@ -103,8 +103,10 @@ const maxRounds = 8
 
 // active are the limits that apply to a scope: the configured ones, or the
 // learned one when none is configured and the provider advertises no
-// budget. (Learning beside an advertised budget measured slower on every
-// cell whose provider advertises one: GitHub's 21.1 s became 31.1 s.)
+// budget, or advertises one that is not what refuses (a refusal that
+// advertised budget left: learnState.secondary). (Learning beside an
+// advertised budget that does refuse measured slower on every cell whose
+// provider advertises one: GitHub's 21.1 s became 31.1 s.)
 type active struct {
 	specs   []limitSpec
 	states  []*limitState
@@ -119,7 +121,7 @@ func (s *scopeState) active(p params) active {
 		}
 		return a
 	}
-	if l, ok := s.learn.spec(); ok && !s.budget.known {
+	if l, ok := s.learn.spec(); ok && (!s.budget.known || s.learn.secondary > 0) {
 		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, win: &s.lwin}}, learned: true}
 	}
 	return active{}
@@ -245,9 +247,7 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	}
 	if len(p.limits) == 0 {
 		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
-		if !s.budget.known {
-			s.learn.count(at, cost)
-		}
+		s.learn.count(at, cost)
 	}
 	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p)
 	return d
@@ -395,6 +395,9 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 func (s *scopeState) observe(p params, now int64, o observation) (announce bool) {
 	s.normalize(p, now)
 	u, prec, announce := s.budget.observe(now, o)
+	if o.refused && o.remaining > 0 {
+		s.learn.contradicted(now)
+	}
 	if u > 0 && u-now <= p.longestWindow()+prec {
 		s.learn.align(now, u, prec)
 	}
@@ -610,7 +613,7 @@ local function admit_commit(S, r, at, bv, cost)
   end
   if S.nlim == 0 then
     r.probe, r.seq = budget_spend(B, bv, cost)
-    if not B.known then learn_count(L, at, cost) end
+    learn_count(L, at, cost)
     budget_save(B)
   end
   learn_save(L)

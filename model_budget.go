@@ -135,6 +135,7 @@ type observation struct {
 	prec      int64 // µs: the reset's precision
 	seq       int64 // of the request answered (decision.seq); 0 unknown
 	opened    int64 // µs: the request answered opened a learned window (decision.opens); 0 not
+	refused   bool  // the response is a refusal (its pause is recorded apart)
 }
 
 // observe records o at now. It returns the reset in force and its

@@ -103,6 +103,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
 			}
+			o.refused = r.IntN(4) == 0 // a refusal's own headers (budget left: learnState.secondary)
 			e = diffEvent{kind: 'o', obs: o}
 		case x < 72:
 			e = diffEvent{kind: 'z'}
@@ -180,6 +181,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if l, ok := m.learn.spec(); ok {
 				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
 			}
+			if d.reason == reasonLearned && m.budget.known {
+				seen["learned beside a budget"]++
+			}
 		case 'r':
 			v, _, err := st.run(ctx, "pause", refuseScript, refuseReply, refuseKeys(k, ls), refuseArgs(st, ls, e)...)
 			if err != nil {
@@ -200,7 +204,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				e.obs.opened = m.learn.probeAt
 			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls))
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused))
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
@@ -342,7 +346,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
-		refused: num(l["refused"]), probeAt: num(l["probeAt"]), expires: num(l["expires"])}
+		refused: num(l["refused"]), probeAt: num(l["probeAt"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
 	s.normalize(p, now)
 	return s
@@ -418,7 +422,7 @@ func TestDifferential(t *testing.T) {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",
-					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows",
+					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows", "learned beside a budget",
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released"} {

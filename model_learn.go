@@ -3,6 +3,10 @@ package quotagate
 // The learned limit: the quota a scope whose provider advertises no
 // budget is seen to grant between refusals, applied as a fixed window
 // aligned to the last refusal's deadline when no limit is configured.
+// Every admission counts in the cycle; the limit also applies beside an
+// advertised budget once a refusal advertised budget left (secondary):
+// that budget is another quota's (GitHub's primary beside its secondary
+// limit; fixed/github-secondary of the matrix, 1.27× on the model before).
 //
 // A refusal with a hint ends a cycle at its deadline D (the provider's
 // window resets then) and starts the next one there. What the scope got
@@ -53,7 +57,12 @@ type learnState struct {
 	absorb              int64 // µs: refusals before it take one off n (0 none)
 	refused             int64 // µs: the last refusal that taught the scope
 	probeAt             int64 // µs: a window's probe went at, its answer awaited (0 none)
-	expires             int64 // µs: forgotten at (0: empty)
+	// secondary: µs, a refusal advertised budget left then (0 never): the
+	// advertised budget is not the quota that refuses (GitHub's secondary
+	// limit beside its primary budget), so the learned limit applies
+	// beside it
+	secondary int64
+	expires   int64 // µs: forgotten at (0: empty)
 }
 
 // earliest is when the learned limit lets an admission at now ask: after
@@ -96,6 +105,13 @@ func (s learnState) spec() (limitSpec, bool) {
 }
 
 func (s learnState) alignment() alignment { return alignment{s.alignAt, s.alignPrec} }
+
+// contradicted records at now a refusal whose own answer advertised
+// remaining budget left: that budget is not what refuses.
+func (s *learnState) contradicted(now int64) {
+	s.secondary = now
+	s.expires = max(s.expires, now+learnTTL)
+}
 
 // align records a provider's reset at u (µs) read to prec: windows align
 // to it.
@@ -231,6 +247,9 @@ local function learn_answer(L, at, reset)
     L.probeAt, L.dirty = 0, true
     if reset == 0 then L.alignAt = now_us end
   end
+end
+local function learn_contradicted(L)
+  L.secondary, L.expires, L.dirty = now_us, math.max(L.expires, now_us + C.learnTTL), true
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true

@@ -116,7 +116,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				}
 				if b, ok := hint.BudgetFrom(resp, at); ok {
 					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened})
+						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, refused: refused})
 					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})

@@ -221,3 +221,39 @@ func TestSlidingSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondarySteps: a budget the refusals contradict is not the quota
+// that refuses (GitHub's secondary limit beside its primary budget): the
+// learned limit applies beside it. A refusal that advertises its budget
+// spent contradicts nothing.
+func TestSecondarySteps(t *testing.T) {
+	const sec = 1_000_000
+	hinted := refusal{pause: 5000, hinted: true, prec: sec}
+	p := params{hold: 250 * ms, maxPause: 3600_000}
+	for _, tc := range []struct {
+		name      string
+		remaining int64 // what the refusal's own headers advertise
+		learned   bool  // the learned limit applies after it
+	}{
+		{"a refusal with budget left: the budget is not what refuses", 4000, true},
+		{"a refusal with the budget spent: the budget refuses", 0, false},
+	} {
+		var m scopeState
+		m.normalize(p, T0)
+		m.observe(p, T0, observation{remaining: 4995, reset: 3600 * sec, limit: 5000, prec: sec})
+		for range 4 {
+			if d := m.admit(p, T0+10*ms, 1, Background); d.code != admitted {
+				t.Fatalf("%s: first window: %+v, want admitted", tc.name, d)
+			}
+		}
+		m.observe(p, T0+60*ms, observation{remaining: tc.remaining, reset: 3600 * sec, limit: 5000, prec: sec, refused: true})
+		m.refuse(p, T0+60*ms, hinted)
+		_, ok := m.learn.spec()
+		if ok && (m.learn.limit != 3 || m.learn.window != 5*sec) {
+			t.Fatalf("%s: learned %+v, want 3 per 5 s", tc.name, m.learn)
+		}
+		if lim := m.active(p); lim.learned != tc.learned {
+			t.Errorf("%s: the learned limit applies: %v, want %v (%+v)", tc.name, lim.learned, tc.learned, m.learn)
+		}
+	}
+}

@@ -125,7 +125,7 @@ local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEY
   nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
 S.act = limits_args(7, 12, nlim)
-S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and not S.B.known
+S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
 if S.learned then S.act[1] = {key = KEYS[5], fixed = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
 local r = admit(S, cost)
@@ -183,6 +183,8 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[7] the learned window the answered request opened (its instant µs,
 // 0 none: see learnState.answer)  ARGV[8] the longest configured fixed
 // window µs (0: none; a reset beyond it aligns nothing: params.longestWindow)
+// ARGV[9] refused (1: the response is a refusal; with budget left it
+// contradicts the budget: learnState.secondary)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
@@ -194,6 +196,7 @@ budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
 if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, prec) end
+if ARGV[9] == '1' and tonumber(ARGV[1]) > 0 then learn_contradicted(L) end
 learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end

@@ -192,7 +192,7 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 // ls (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
 	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls))
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), boolArg(o.refused))
 	return err
 }
 
@@ -277,3 +277,11 @@ redis.call('SET', KEYS[1], num(now_ms), 'PX', tonumber(ARGV[1]))
 redis.call('PUBLISH', ARGV[2], KEYS[2] .. ' resumed')
 return now_us
 `)
+
+// boolArg is b as a script argument: 1 or 0.
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -199,7 +199,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response
 	o := observation{remaining: -1, seq: gr.seq, opened: opened}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
 		o = observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened}
+			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened, refused: isRefusal(resp)}
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil
