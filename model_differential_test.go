@@ -181,6 +181,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if l, ok := m.learn.spec(); ok {
 				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
 			}
+			if d.code == admitted && m.learn.frozen > now {
+				seen["raises frozen"]++
+			}
 			if d.reason == reasonLearned && m.budget.known {
 				seen["learned beside a budget"]++
 			}
@@ -195,6 +198,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
 			if slidingLen(m) > before {
 				seen["sliding filled"]++
+			}
+			if m.learn.frozen > now {
+				seen["refused: raises frozen"]++
 			}
 			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
@@ -346,7 +352,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
-		refused: num(l["refused"]), probeAt: num(l["probeAt"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
+		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
 	s.normalize(p, now)
 	return s
@@ -432,6 +438,28 @@ func TestDifferential(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDifferentialFrozen runs through model and scripts the sequence that
+// freezes the learned limit's raises (raiseAfter), which the random ones
+// seldom reach: a silent provider's 3 admissions and a hinted refusal
+// teach 2 per second; a window spent whole at 2 is refused at its end (the
+// level never sustained), and the windows spent whole after it raise
+// nothing.
+func TestDifferentialFrozen(t *testing.T) {
+	c, rdb := newMini(t)
+	a := diffEvent{kind: 'a', cost: 1, class: Background}
+	r := diffEvent{kind: 'r', pause: 1000, hinted: true, prec: 1_000_000}
+	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
+	evs := []diffEvent{a, a, a, tick(10), r, tick(1000), a, a, tick(10), r}
+	for range 4 { // windows spent whole at 1, each after the other
+		evs = append(evs, tick(1000), a, a, tick(5))
+	}
+	seen := map[string]int{}
+	diffRun(t, rdb, c, "qgfrozen", nil, 0, evs, seen)
+	if seen["refused: raises frozen"] == 0 || seen["raises frozen"] == 0 {
+		t.Errorf("the sequence did not freeze the raises: paths %v", seen)
 	}
 }
 

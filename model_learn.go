@@ -29,6 +29,10 @@ package quotagate
 //   - A window spent whole without a refusal raises n: back to the most
 //     the scope was seen to get accepted in a window (best) at once, and
 //     beyond it by one, so a provider that grants more is found again.
+//   - Except after a refusal at the learned window's end of a window spent
+//     whole at a level never sustained (n at or above best): best, which
+//     a bucket's slack can raise once, is forgotten, and n is not raised
+//     beyond what the windows get accepted for raiseAfter (frozen).
 //   - The window after one spent whole opens with one request, its probe:
 //     the others wait for its answer (at most MaxHold and a second). An
 //     answer without a refusal aligns the windows to the probe (a provider
@@ -40,6 +44,16 @@ package quotagate
 // refused window got accepted, and one refusal-free window restores best;
 // what was learned is forgotten learnTTL after the refusal that taught it
 // (a scope with no news is open).
+
+// raiseAfter is how long a refusal at the learned window's end of a level
+// never sustained (n at or above best) keeps n from being raised beyond
+// what the window got accepted: probing for a grown quota costs at most
+// one climb a minute (bucket/prose of the matrix: raised by one every
+// window spent whole, a bucket's 8 a second climbed to 9 on its slack and
+// 10, refused, every three windows: 1.18× on the model, 1.14× measured).
+// A minute is longer than the matrix's runs and short beside learnTTL: a
+// provider that grants more is found a minute after its last refusal.
+const raiseAfter = 60_000_000 // µs
 
 // Bounds of a learned window: shorter than a second is no window a hint
 // in seconds can tell; longer than an hour is a daily quota, which the
@@ -57,6 +71,7 @@ type learnState struct {
 	absorb              int64 // µs: refusals before it take one off n (0 none)
 	refused             int64 // µs: the last refusal that taught the scope
 	probeAt             int64 // µs: a window's probe went at, its answer awaited (0 none)
+	frozen              int64 // µs: n is not raised beyond best before it (0 none; see raiseAfter)
 	// secondary: µs, a refusal advertised budget left then (0 never): the
 	// advertised budget is not the quota that refuses (GitHub's secondary
 	// limit beside its primary budget), so the learned limit applies
@@ -156,7 +171,7 @@ func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, a
 	s.best = max(s.best, s.limit)
 	if s.limit < s.best {
 		s.limit = s.best
-	} else {
+	} else if at >= s.frozen {
 		s.limit++
 	}
 }
@@ -195,6 +210,9 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	if l, ok := s.spec(); ok {
 		start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
 		if abs(D-(start+l.per)) <= max(prec, 1000) {
+			if lwin.used(l, start) >= s.limit && s.limit >= s.best { // the level n, never sustained, refused
+				s.best, s.frozen = 0, now+raiseAfter
+			}
 			s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
 			return
 		}
@@ -229,7 +247,7 @@ local function learn_grow(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
   if used(l, start) > 0 or used(l, start - l.per) < L.limit or L.refused >= start - l.per then return end
   L.best = math.max(L.best, L.limit)
-  if L.limit < L.best then L.limit = L.best else L.limit = L.limit + 1 end
+  if L.limit < L.best then L.limit = L.best elseif at >= L.frozen then L.limit = L.limit + 1 end
   L.dirty = true
 end
 local function learn_earliest(L)
@@ -294,6 +312,7 @@ local function learn_from(L, D, prec, lw)
   if L.limit > 0 and L.window > 0 then
     local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
     if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
+      if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
       L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
       return
     end

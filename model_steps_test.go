@@ -123,6 +123,29 @@ func TestLearnSteps(t *testing.T) {
 	if l.limit != 3 || l.window != 2*sec {
 		t.Errorf("a refusal at the learned window's end: %+v, want 3 per 2 s", l)
 	}
+	// That refusal refused the level n (4, the window spent whole at it,
+	// never sustained): no raise beyond what the windows get accepted for
+	// raiseAfter; the windows spent whole meanwhile keep n at 3.
+	if l.frozen != T0+4*sec+50*ms+raiseAfter || l.best != 0 {
+		t.Errorf("after the level n was refused: frozen %d best %d, want raises frozen for raiseAfter", l.frozen-T0, l.best)
+	}
+	f, wf := l, windowState{} // a copy: the steps below go on from l
+	spec, _ = l.spec()
+	for i := int64(3); i < 6; i++ { // windows 6..8, 8..10, 10..12 s: spent whole
+		for range 3 {
+			wf.spend(spec, p, al, T0+2*i*sec, 1)
+		}
+		f.grow(spec, p, &wf, al, T0+2*(i+1)*sec)
+	}
+	if f.limit != 3 || f.best != 3 {
+		t.Errorf("windows spent whole while frozen: n %d best %d, want 3 and 3", f.limit, f.best)
+	}
+	for range 3 { // 64..66 s, past raiseAfter: spent whole, it raises n again
+		wf.spend(spec, p, al, T0+64*sec, 1)
+	}
+	if f.grow(spec, p, &wf, al, T0+66*sec); f.limit != 4 {
+		t.Errorf("a window spent whole after raiseAfter: n %d, want 4", f.limit)
+	}
 	// A refusal whose deadline is not the learned window's end (read to the
 	// millisecond: 8.5 s, where the learned window ends at 10 s), with too
 	// few admissions since the last refusal to learn again from: realign,

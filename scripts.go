@@ -58,11 +58,11 @@ var luaConstants = func() string {
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
-		"concurrentPoll": concurrentPoll,
+		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
