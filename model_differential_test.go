@@ -441,12 +441,12 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-// TestDifferentialFrozen runs through model and scripts the sequence that
-// freezes the learned limit's raises (raiseAfter), which the random ones
-// seldom reach: a silent provider's 3 admissions and a hinted refusal
-// teach 2 per second; a window spent whole at 2 is refused at its end (the
-// level never sustained), and the windows spent whole after it raise
-// nothing.
+// TestDifferentialFrozen runs through model and scripts a sequence that
+// freezes the learned limit's raises (raiseAfter) at a refusal of the level
+// n, which the random ones seldom reach: a silent provider's 3 admissions
+// and a hinted refusal teach 2 per second; a window spent whole at 2 is
+// refused at its end (the level never sustained), and the windows spent
+// whole after it raise nothing.
 func TestDifferentialFrozen(t *testing.T) {
 	c, rdb := newMini(t)
 	a := diffEvent{kind: 'a', cost: 1, class: Background}

@@ -29,10 +29,11 @@ package quotagate
 //   - A window spent whole without a refusal raises n: back to the most
 //     the scope was seen to get accepted in a window (best) at once, and
 //     beyond it by one, so a provider that grants more is found again.
-//   - Except after a refusal at the learned window's end of a window spent
-//     whole at a level never sustained (n at or above best): best, which
-//     a bucket's slack can raise once, is forgotten, and n is not raised
-//     beyond what the windows get accepted for raiseAfter (frozen).
+//   - Except for raiseAfter (frozen) after a refusal that refused the level
+//     it came at: the one that ends a cycle n and w are learned from, and
+//     one at the learned window's end of a window spent whole at a level
+//     never sustained (n at or above best), which also forgets best (a
+//     bucket's slack can raise it once). Restoring best is no raise.
 //   - The window after one spent whole opens with one request, its probe:
 //     the others wait for its answer (at most MaxHold and a second). An
 //     answer without a refusal aligns the windows to the probe (a provider
@@ -45,12 +46,14 @@ package quotagate
 // what was learned is forgotten learnTTL after the refusal that taught it
 // (a scope with no news is open).
 
-// raiseAfter is how long a refusal at the learned window's end of a level
-// never sustained (n at or above best) keeps n from being raised beyond
-// what the window got accepted: probing for a grown quota costs at most
-// one climb a minute (bucket/prose of the matrix: raised by one every
-// window spent whole, a bucket's 8 a second climbed to 9 on its slack and
-// 10, refused, every three windows: 1.18× on the model, 1.14× measured).
+// raiseAfter is how long a refusal of the level it came at (the cycle's
+// that n is learned from; one at the learned window's end of a level never
+// sustained) keeps n from being raised beyond what the windows got
+// accepted: probing for a grown quota costs at most one climb a minute.
+// bucket/prose of the matrix chose it: raised by one every window spent
+// whole, a bucket's 8 a second climbed to 9 on its slack and to 10,
+// refused, every three windows (1.18× on the model, 1.14× measured); the
+// fixed/* cells' one raise in their 20 s (41 of 40) cost one refusal more.
 // A minute is longer than the matrix's runs and short beside learnTTL: a
 // provider that grants more is found a minute after its last refusal.
 const raiseAfter = 60_000_000 // µs
@@ -231,6 +234,7 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 		return
 	}
 	s.limit, s.window, s.absorb = s.admits-1, w, D
+	s.frozen = now + raiseAfter // the cycle refused the level it reached
 }
 
 // luaLearn is the learned limit's transaction as admissions meet it (the
@@ -322,7 +326,7 @@ local function learn_from(L, D, prec, lw)
   local w = D - L.since
   if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
-  L.limit, L.window, L.absorb = L.admits - 1, w, D
+  L.limit, L.window, L.absorb, L.frozen = L.admits - 1, w, D, now_us + C.raiseAfter
 end
 local function learn_refuse(L, D, hinted, prec, open, configured, lw)
   L.dirty = L.expires > 0 or hinted
