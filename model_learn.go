@@ -30,10 +30,12 @@ package quotagate
 //     the scope was seen to get accepted in a window (best) at once, and
 //     beyond it by one, so a provider that grants more is found again.
 //   - Except for raiseAfter (frozen) after a refusal that refused the level
-//     it came at: the one that ends a cycle n and w are learned from, and
-//     one at the learned window's end of a window spent whole at a level
-//     never sustained (n at or above best), which also forgets best (a
-//     bucket's slack can raise it once). Restoring best is no raise.
+//     it came at: the one that ends a cycle n and w are learned from, when
+//     the cycle began at a deadline (the first contact's began anywhere in
+//     the provider's window, which may have been partly spent), and one at
+//     the learned window's end of a window spent whole at a level never
+//     sustained (n at or above best), which also forgets best (a bucket's
+//     slack can raise it once). Restoring best is no raise.
 //   - The window after one spent whole opens with one request, its probe:
 //     the others wait for its answer (at most MaxHold and a second). An
 //     answer without a refusal aligns the windows to the probe (a provider
@@ -46,15 +48,12 @@ package quotagate
 // what was learned is forgotten learnTTL after the refusal that taught it
 // (a scope with no news is open).
 
-// raiseAfter is how long a refusal of the level it came at (the cycle's
-// that n is learned from; one at the learned window's end of a level never
-// sustained) keeps n from being raised beyond what the windows got
-// accepted: probing for a grown quota costs at most one climb a minute.
-// bucket/prose of the matrix chose it: raised by one every window spent
-// whole, a bucket's 8 a second climbed to 9 on its slack and to 10,
-// refused, every three windows (1.18× on the model, 1.14× measured); the
-// fixed/* cells' one raise in their 20 s (41 of 40) cost one refusal more.
-// A minute is longer than the matrix's runs and short beside learnTTL: a
+// raiseAfter is how long a refusal of the level it came at (the rules above)
+// keeps n from being raised beyond what the windows got accepted: probing
+// for a grown quota costs at most one climb a minute. bucket/prose of the
+// matrix chose it: raised by one every window spent whole, a bucket's 8 a
+// second climbed to 9 on its slack and to 10, refused, every three windows
+// (1.18× on the model, 1.14× measured). A minute is longer than the matrix's runs and short beside learnTTL: a
 // provider that grants more is found a minute after its last refusal.
 const raiseAfter = 60_000_000 // µs
 
@@ -233,8 +232,10 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	if s.admits < 2 || w < minLearnedWindow || w > maxLearnedWindow {
 		return
 	}
+	if s.limit > 0 { // the cycle began at a deadline: it refused the level the provider's window reached
+		s.frozen = now + raiseAfter
+	}
 	s.limit, s.window, s.absorb = s.admits-1, w, D
-	s.frozen = now + raiseAfter // the cycle refused the level it reached
 }
 
 // luaLearn is the learned limit's transaction as admissions meet it (the
@@ -326,7 +327,8 @@ local function learn_from(L, D, prec, lw)
   local w = D - L.since
   if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
-  L.limit, L.window, L.absorb, L.frozen = L.admits - 1, w, D, now_us + C.raiseAfter
+  if L.limit > 0 then L.frozen = now_us + C.raiseAfter end
+  L.limit, L.window, L.absorb = L.admits - 1, w, D
 end
 local function learn_refuse(L, D, hinted, prec, open, configured, lw)
   L.dirty = L.expires > 0 or hinted

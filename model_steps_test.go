@@ -97,19 +97,17 @@ func TestLearnSteps(t *testing.T) {
 	if l.limit != 4 || l.window != 2*sec || l.alignAt != T0+2*sec {
 		t.Fatalf("after the first refusal: %+v, want 4 per 2 s from 2 s", l)
 	}
+	if l.frozen != 0 {
+		t.Errorf("the first contact's cycle froze the raises (%+v): its window may have been partly spent", l)
+	}
 	l.refuse(T0+60*ms, T0+2*sec, hinted, false, false, &w)
 	if l.limit != 3 {
 		t.Fatalf("after a refusal of a request on its way: n %d, want 3", l.limit)
 	}
-	// The cycle refused the level it reached: no raise beyond what it got
-	// accepted for raiseAfter.
-	if l.frozen != T0+50*ms+raiseAfter {
-		t.Errorf("after the first cycle: frozen at %d, want raiseAfter after its refusal", l.frozen-T0)
-	}
 	spec, _ := l.spec()
 	al := l.alignment()
-	// Window 2..4 s spent whole without a refusal; the next opens with a
-	// probe, and n stays (frozen).
+	// Window 2..4 s spent whole without a refusal; the next opens with a probe
+	// and grows n by one above best.
 	for range 3 {
 		w.spend(spec, p, al, T0+2*sec, 1)
 	}
@@ -117,59 +115,59 @@ func TestLearnSteps(t *testing.T) {
 		t.Error("the window after one spent whole does not open with a probe")
 	}
 	l.grow(spec, p, &w, al, T0+4*sec)
-	if l.limit != 3 || l.best != 3 {
-		t.Errorf("after a window spent whole, frozen: n %d best %d, want 3 and 3", l.limit, l.best)
-	}
-	// A minute on (M): window 62..64 s spent whole, the next grows n by
-	// one above best.
-	const M = 60 * sec
-	for range 3 {
-		w.spend(spec, p, al, T0+M+2*sec, 1)
-	}
-	l.grow(spec, p, &w, al, T0+M+4*sec)
 	if l.limit != 4 || l.best != 3 {
-		t.Errorf("after a window spent whole past raiseAfter: n %d best %d, want 4 and 3", l.limit, l.best)
+		t.Errorf("after a window spent whole: n %d best %d, want 4 and 3", l.limit, l.best)
 	}
 	// The 4th of that window is refused at the window's end: n back to 3.
 	for range 4 {
-		w.spend(spec, p, al, T0+M+4*sec, 1)
+		w.spend(spec, p, al, T0+4*sec, 1)
 	}
-	l.refuse(T0+M+4*sec+50*ms, T0+M+6*sec, hinted, true, false, &w)
+	l.refuse(T0+4*sec+50*ms, T0+6*sec, hinted, true, false, &w)
 	if l.limit != 3 || l.window != 2*sec {
 		t.Errorf("a refusal at the learned window's end: %+v, want 3 per 2 s", l)
 	}
 	// That refusal refused the level n (4, the window spent whole at it,
-	// never sustained): best is forgotten, and no raise beyond what the
-	// windows get accepted for raiseAfter; the windows spent whole meanwhile
-	// keep n at 3.
-	if l.frozen != T0+M+4*sec+50*ms+raiseAfter || l.best != 0 {
+	// never sustained): no raise beyond what the windows get accepted for
+	// raiseAfter; the windows spent whole meanwhile keep n at 3.
+	if l.frozen != T0+4*sec+50*ms+raiseAfter || l.best != 0 {
 		t.Errorf("after the level n was refused: frozen %d best %d, want raises frozen for raiseAfter", l.frozen-T0, l.best)
 	}
 	f, wf := l, windowState{} // a copy: the steps below go on from l
 	spec, _ = l.spec()
-	for i := int64(3); i < 6; i++ { // windows 66..68, 68..70, 70..72 s: spent whole
+	for i := int64(3); i < 6; i++ { // windows 6..8, 8..10, 10..12 s: spent whole
 		for range 3 {
-			wf.spend(spec, p, al, T0+M+2*i*sec, 1)
+			wf.spend(spec, p, al, T0+2*i*sec, 1)
 		}
-		f.grow(spec, p, &wf, al, T0+M+2*(i+1)*sec)
+		f.grow(spec, p, &wf, al, T0+2*(i+1)*sec)
 	}
 	if f.limit != 3 || f.best != 3 {
 		t.Errorf("windows spent whole while frozen: n %d best %d, want 3 and 3", f.limit, f.best)
 	}
-	for range 3 { // 124..126 s, past raiseAfter: spent whole, it raises n again
-		wf.spend(spec, p, al, T0+M+64*sec, 1)
+	for range 3 { // 64..66 s, past raiseAfter: spent whole, it raises n again
+		wf.spend(spec, p, al, T0+64*sec, 1)
 	}
-	if f.grow(spec, p, &wf, al, T0+M+66*sec); f.limit != 4 {
+	if f.grow(spec, p, &wf, al, T0+66*sec); f.limit != 4 {
 		t.Errorf("a window spent whole after raiseAfter: n %d, want 4", f.limit)
 	}
 	// A refusal whose deadline is not the learned window's end (read to the
-	// millisecond: 68.5 s, where the learned window ends at 70 s), with too
+	// millisecond: 8.5 s, where the learned window ends at 10 s), with too
 	// few admissions since the last refusal to learn again from: realign,
 	// keep n and w.
 	var w2 windowState
-	l.refuse(T0+M+8*sec+30*ms, T0+M+8*sec+500*ms, refusal{hinted: true, prec: ms}, true, false, &w2)
-	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+M+8*sec+500*ms {
-		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 68.5 s", l)
+	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, refusal{hinted: true, prec: ms}, true, false, &w2)
+	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+8*sec+500*ms {
+		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 8.5 s", l)
+	}
+	// A cycle that began at a deadline (8.5 s) spans the provider's window
+	// from its start: the refusal it is learned again from (4 s on, off the
+	// learned window's end, 10.5 s) refused the level it reached, which
+	// freezes the raises.
+	for range 6 {
+		l.count(T0+8*sec+600*ms, 1)
+	}
+	l.refuse(T0+9*sec, T0+12*sec+500*ms, hinted, true, false, &w2)
+	if l.limit != 5 || l.window != 4*sec || l.frozen != T0+9*sec+raiseAfter {
+		t.Errorf("learned again from a cycle that began at a deadline: %+v, want 5 per 4 s, raises frozen", l)
 	}
 	// Forgotten learnTTL after the refusal that taught it.
 	var m scopeState
