@@ -265,7 +265,7 @@ func TestSilentNotesPruned(t *testing.T) {
 
 // TestModelLiveness: from any state a random sequence reaches (refusals
 // with and without hints, budgets of every kind, probes never answered,
-// learned limits), once the pause, the budget's reset, a probe's timeout
+// learned limits, hintless episodes), once the pause, the budget's reset, a probe's timeout
 // and one window have passed, a request is admitted: no reachable state
 // keeps a scope from asking the provider: it is admitted, or (a limit,
 // configured or learned) within one more window. And a deadline in force
@@ -301,7 +301,7 @@ func TestModelLiveness(t *testing.T) {
 				now += e.advance.Microseconds()
 			}
 		}
-		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.line.next, now)
+		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.fall.probeAt+p.answer, m.line.next, now)
 		window := m.learn.window
 		for _, l := range p.limits {
 			window = max(window, l.per*l.n) // a bucket's whole burst, or a window

@@ -87,7 +87,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			break
 		}
 		if plain {
-			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
 		}
 		at := time.UnixMicro(e.at)
 		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
@@ -130,7 +130,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				wait, _ := hint.FromAt(resp, body, at)
 				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
 				if wait <= 0 {
-					rf.pause = time.Minute.Milliseconds()
+					// Config.FallbackPause: the cap of a hintless episode's
+					// pause, or the plain pause's whole pause (pause.go's
+					// pauseFallback), which learns nothing
+					rf.pause, rf.hinted = time.Minute.Milliseconds(), plain
 				}
 				if wait%time.Second == 0 {
 					rf.prec = 1_000_000
@@ -244,7 +247,7 @@ func TestModelShapes(t *testing.T) {
 		}
 		f := func(r shapeRun) string {
 			if r.accepted < 200 {
-				return "incomplete " + itoa(r.accepted)
+				return "incomplete " + itoa(r.accepted) + " " + strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x"
 			}
 			return strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x " + ftoa(float64(r.end)/1e6) + "s"
 		}

@@ -120,7 +120,7 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			continue
 		}
 		if plain {
-			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
 		}
 		if e.resp {
 			if e.ok {
