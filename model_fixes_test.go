@@ -382,3 +382,33 @@ func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
 		}
 	}
 }
+
+// TestAlignedWindowLeavesItsPredecessor: a configured window of 40 per 5 s
+// spends 14 at the head of its unaligned window, then a response's reset
+// (in milliseconds) aligns the windows 25 ms after the origin's; the
+// aligned window that opens at that reset counts none of the 14, which the
+// provider counted in the window before it. (Before, it counted them as an
+// overlapping predecessor's: the first aligned window got 26 of its 40 and
+// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.)
+func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
+	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
+	const t0 = 1_700_000_000_000_000
+	var s scopeState
+	for i := range int64(40) {
+		at := t0 + 40_000 + i*2_000
+		if i == 14 { // the first answer: the window ends 5.025 s after t0, read to the millisecond
+			s.observe(p, at, observation{remaining: 39, reset: t0 + 5_025_000 - at, limit: 40, prec: 1_000})
+		}
+		if d := s.admit(p, at, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the first window: %+v", i, d)
+		}
+	}
+	if d := s.admit(p, t0+200_000, 1, Background); d.code == admitted && d.wait == 0 {
+		t.Fatalf("a 41st admission in the first window: %+v", d)
+	}
+	for i := range int64(40) {
+		if d := s.admit(p, t0+5_025_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the aligned window: %+v", i, d)
+		}
+	}
+}

@@ -19,7 +19,9 @@ package quotagate
 // apart never puts more than one window's quota into any window of the
 // provider's, wherever its windows start. A window counts what every
 // recorded window overlapping it spent, so a window realigned by a reset
-// learned since keeps what its predecessor spent. A refusal realigns the
+// learned since keeps what its predecessor spent, except an unaligned
+// window whose head lies in the first half of an aligned window: it counts
+// in that one alone (stands). A refusal realigns the
 // windows to its deadline and clears their counts (the provider refused
 // them: they were not spent in its next window); an unhinted refusal
 // keeps them.
@@ -161,6 +163,42 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 	return c
 }
 
+// usedAligned is used under the alignment al: a window recorded before
+// the windows were aligned (its start follows the origin) counts as the
+// aligned window that holds every instant it may have admitted at (see
+// stands).
+func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int64) int64 {
+	c := int64(0)
+	for s, n := range w.counts {
+		if s = w.stands(l, p, al, s); s > start-l.per && s < start+l.per {
+			c += n
+		}
+	}
+	return c
+}
+
+// stands is the start of the window the count recorded under s stands for.
+// An unaligned window admits only at its head, [start, start +
+// min(hold, period/2)); once the windows are aligned, a head that lies in
+// the first half of an aligned window was counted by the provider in that
+// window, not in the next one, which would otherwise count it as an
+// overlapping predecessor's (fixed/reset-ms of the matrix, configured: the
+// first aligned window got 26 of its 40, and the run took 25 s on the
+// model for 20). The first half, not the whole admitting part: an
+// alignment read from a response is late by up to the answer's round trip,
+// which a reset's precision (a millisecond for one in ms) does not cover;
+// half a window does. Any other head stands where it was recorded: both
+// windows it may fall in count it.
+func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64 {
+	if al.at == 0 || w.origin == 0 || (s-w.origin)%l.per != 0 {
+		return s
+	}
+	if start, _ := w.window(l, p, al, s); s+max(min(p.hold, l.per/2), 1) <= start+l.per/2 {
+		return start
+	}
+	return s
+}
+
 // earliestRounds bounds the windows one limit looks ahead: its search
 // moves to the next window when this one is spent, and a window just
 // opened admits any cost the limit can (checkCost).
@@ -169,7 +207,7 @@ const earliestRounds = 3
 func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
-		if t < stop && w.used(l, start)+cost <= l.n {
+		if t < stop && w.usedAligned(l, p, al, start)+cost <= l.n {
 			return t
 		}
 		t = max(t, start+l.per)
@@ -230,6 +268,17 @@ local function used(l, start)
   end
   return c
 end
+local function used_aligned(l, al, start)
+  local c, head = 0, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
+  for s, n in pairs(l.counts) do
+    if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % l.per == 0 then
+      local st = window(l, al, s)
+      if s + head <= st + math.floor(l.per / 2) then s = st end
+    end
+    if s > start - l.per and s < start + l.per then c = c + n end
+  end
+  return c
+end
 local function limit_earliest(l, al, t, cost, kept)
   local n = l.n - kept
   if l.sliding then return sliding_earliest(l, t, cost, n) end
@@ -237,7 +286,7 @@ local function limit_earliest(l, al, t, cost, kept)
   if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
-    if t < stop and used(l, start) + cost <= n then return t end
+    if t < stop and used_aligned(l, al, start) + cost <= n then return t end
     t = math.max(t, start + l.per)
   end
   return t
