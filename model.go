@@ -122,7 +122,7 @@ func (s *scopeState) active(p params) active {
 		return a
 	}
 	if l, ok := s.learn.spec(); ok && !s.budget.known {
-		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, win: &s.lwin}}, learned: true}
+		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, win: &s.lwin}}, learned: true}
 	}
 	return active{}
 }

@@ -389,7 +389,8 @@ func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
 // aligned window that opens at that reset counts none of the 14, which the
 // provider counted in the window before it. (Before, it counted them as an
 // overlapping predecessor's: the first aligned window got 26 of its 40 and
-// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.)
+// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.) Nor does
+// a window realigned a millisecond earlier count its predecessor.
 func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
 	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
 	const t0 = 1_700_000_000_000_000
@@ -409,6 +410,15 @@ func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
 	for i := range int64(40) {
 		if d := s.admit(p, t0+5_025_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
 			t.Fatalf("admission %d of the aligned window: %+v", i, d)
+		}
+	}
+	// The next reading of the reset is a millisecond earlier (its jitter):
+	// the window it aligns overlaps the one recorded only by the tail where
+	// that one admits nothing, and counts none of its 40.
+	s.observe(p, t0+5_100_000, observation{remaining: 0, reset: 4_924_000, limit: 40, prec: 1_000})
+	for i := range int64(40) {
+		if d := s.admit(p, t0+10_024_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the window realigned a millisecond earlier: %+v", i, d)
 		}
 	}
 }

@@ -71,6 +71,7 @@ type limitState struct {
 	fixed      bool
 	sliding    bool
 	concurrent bool
+	learned    bool         // the learned limit's windows (see windowState.usedAligned)
 	tat        int64        // GCRA: µs, 0 none
 	win        *windowState // fixed: the counts
 	log        []int64      // sliding: the admissions' instants (µs), oldest first
@@ -95,7 +96,7 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 		tat := max(s.tat, now)
 		return max(t, tat+l.per*cost-l.per*l.n)
 	}
-	return s.win.earliest(l, p, al, t, cost)
+	return s.win.earliest(l, p, al, t, cost, !s.learned)
 }
 
 func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64, id string) {
@@ -163,14 +164,25 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 	return c
 }
 
-// usedAligned is used under the alignment al: a window recorded before
-// the windows were aligned (its start follows the origin) counts as the
-// aligned window that holds every instant it may have admitted at (see
-// stands).
+// usedAligned is used for a configured limit under the alignment al: a
+// window recorded before the windows were aligned (its start follows the
+// origin) counts as the aligned window that holds every instant it may
+// have admitted at (see stands), and a recorded window that overlaps the
+// one starting at start only by its tail where it admits nothing (an
+// aligned window stops admitting the reset's precision before its end)
+// spent nothing in it. Resets read one after the other move the alignment
+// by their reading's jitter (a millisecond for a reset in ms: fixed/reset-ms
+// of the matrix, configured, took 30 s on the model for 20 as each window
+// counted its predecessor, realigned a millisecond earlier, whole).
 func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int64) int64 {
+	tail := int64(0)
+	if al.at != 0 {
+		_, stop := w.window(l, p, al, start)
+		tail = start + l.per - stop
+	}
 	c := int64(0)
 	for s, n := range w.counts {
-		if s = w.stands(l, p, al, s); s > start-l.per && s < start+l.per {
+		if s = w.stands(l, p, al, s); s > start-l.per+tail && s < start+l.per {
 			c += n
 		}
 	}
@@ -204,10 +216,14 @@ func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64
 // opened admits any cost the limit can (checkCost).
 const earliestRounds = 3
 
-func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64) int64 {
+func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64, configured bool) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
-		if t < stop && w.usedAligned(l, p, al, start)+cost <= l.n {
+		used := w.used(l, start)
+		if configured {
+			used = w.usedAligned(l, p, al, start)
+		}
+		if t < stop && used+cost <= l.n {
 			return t
 		}
 		t = max(t, start+l.per)
@@ -269,13 +285,18 @@ local function used(l, start)
   return c
 end
 local function used_aligned(l, al, start)
-  local c, head = 0, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
+  if l.learned then return used(l, start) end
+  local c, head, tail = 0, math.max(math.min(C.hold, math.floor(l.per / 2)), 1), 0
+  if al.at ~= 0 then
+    local _, stop = window(l, al, start)
+    tail = start + l.per - stop
+  end
   for s, n in pairs(l.counts) do
     if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % l.per == 0 then
       local st = window(l, al, s)
       if s + head <= st + math.floor(l.per / 2) then s = st end
     end
-    if s > start - l.per and s < start + l.per then c = c + n end
+    if s > start - l.per + tail and s < start + l.per then c = c + n end
   end
   return c
 end

@@ -127,7 +127,7 @@ local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEY
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
 S.act = limits_args(8, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and not S.B.known
-if S.learned then S.act[1] = {key = KEYS[5], fixed = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
+if S.learned then S.act[1] = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
 local r = admit(S, cost)
 if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(S.K) end
