@@ -412,7 +412,11 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	s.normalize(p, now)
 	u, prec, announce := s.budget.observe(now, o)
 	if u > 0 && u-now <= p.longestWindow()+prec {
-		s.learn.align(now, u, prec)
+		// Read late by up to the request's round trip: one reading
+		// after the other the alignment moves by as much (several ms on
+		// the matrix's fixed/reset-ms, configured), which a reset's
+		// precision of a millisecond does not cover (windowState.usedAligned).
+		s.learn.align(now, u, max(prec, o.rtt))
 	}
 	s.learn.answer(now, o.opened, u)
 	s.fall.answer(o.opened)

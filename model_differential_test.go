@@ -103,6 +103,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
 			}
+			o.rtt = o.seq * 7_000 // the answered request's round trip, sometimes beyond the reset's precision
 			e = diffEvent{kind: 'o', obs: o}
 		case x < 72:
 			e = diffEvent{kind: 'z'}
@@ -212,7 +213,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["hintless probe answered"]++
 			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls))
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), e.obs.rtt)
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}

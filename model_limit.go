@@ -139,18 +139,31 @@ func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 }
 
 // window returns the start of the window of t and the instant until which
-// it admits.
+// it admits. Unaligned windows follow each other a period and
+// windowSettle apart.
 func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (start, stop int64) {
-	a, allow := al.at, max(l.per-al.prec, l.per/2, 1)
+	a, allow, per := al.at, max(l.per-al.prec, l.per/2, 1), l.per
 	if a == 0 {
-		a, allow = w.origin, max(min(p.hold, l.per/2), 1)
+		a, allow, per = w.origin, max(min(p.hold, l.per/2), 1), l.per+windowSettle
 		if a == 0 {
 			a = t
 		}
 	}
-	start = a + floorDiv(t-a, l.per)*l.per
+	start = a + floorDiv(t-a, per)*per
 	return start, start + allow
 }
+
+// windowSettle is how much longer than its period an unaligned window
+// lasts, µs: the origin is the Redis TIME of a window's first admission, and
+// a provider counting from its first request starts its window when that
+// request arrives, a few milliseconds later and more under load (the first
+// request of a run the slowest: a connection is dialled); the next window's
+// requests, admitted a period after the origin, must not arrive before the
+// provider's window has ended (fixed-first/retry-after of the matrix,
+// configured: 1.14–1.20×, 22.1–23.1 s measured, 1.19×, 22.3 s on the model
+// with its send delays of 1–3 ms). The sliding log's settling time, for the
+// same reason; it costs a clock-aligned provider 50 ms a window.
+const windowSettle = slidingSettle
 
 // used is what the window starting at start has spent: the counts of every
 // recorded window that overlaps it.
@@ -202,7 +215,7 @@ func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int
 // half a window does. Any other head stands where it was recorded: both
 // windows it may fall in count it.
 func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64 {
-	if al.at == 0 || w.origin == 0 || (s-w.origin)%l.per != 0 {
+	if al.at == 0 || w.origin == 0 || (s-w.origin)%(l.per+windowSettle) != 0 {
 		return s
 	}
 	if start, _ := w.window(l, p, al, s); s+max(min(p.hold, l.per/2), 1) <= start+l.per/2 {
@@ -226,7 +239,11 @@ func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int6
 		if t < stop && used+cost <= l.n {
 			return t
 		}
-		t = max(t, start+l.per)
+		next := start + l.per // the next window's start
+		if al.at == 0 {
+			next += windowSettle
+		}
+		t = max(t, next)
 	}
 	return t
 }
@@ -269,12 +286,12 @@ func (w *windowState) live(l limitSpec, now int64) {
 // field "origin".
 const luaLimit = `
 local function window(l, al, t)
-  local a, allow = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1)
+  local a, allow, per = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1), l.per
   if a == 0 then
-    a, allow = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
+    a, allow, per = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1), l.per + C.windowSettle
     if a == 0 then a = t end
   end
-  local start = a + math.floor((t - a) / l.per) * l.per
+  local start = a + math.floor((t - a) / per) * per
   return start, start + allow
 end
 local function used(l, start)
@@ -292,7 +309,7 @@ local function used_aligned(l, al, start)
     tail = start + l.per - stop
   end
   for s, n in pairs(l.counts) do
-    if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % l.per == 0 then
+    if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % (l.per + C.windowSettle) == 0 then
       local st = window(l, al, s)
       if s + head <= st + math.floor(l.per / 2) then s = st end
     end
@@ -308,7 +325,7 @@ local function limit_earliest(l, al, t, cost, kept)
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
     if t < stop and used_aligned(l, al, start) + cost <= n then return t end
-    t = math.max(t, start + l.per)
+    t = math.max(t, start + l.per + (al.at == 0 and C.windowSettle or 0))
   end
   return t
 end

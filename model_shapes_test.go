@@ -64,8 +64,8 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		heap.Push(ev, simEvent{at: t0 + start + int64(i)*2_000, worker: i})
 	}
 	type flight struct {
-		seq, opens int64
-		lease      string // the admission's lease on the concurrency limits
+		seq, opens, at int64  // at: the admission's instant (µs)
+		lease          string // the admission's lease on the concurrency limits
 	}
 	inflight := map[int]flight{}
 	pending := map[int]*http.Response{}
@@ -116,7 +116,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				}
 				if b, ok := hint.BudgetFrom(resp, at); ok {
 					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened})
+						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, rtt: e.at - fl.at})
 					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
@@ -151,7 +151,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			continue
 		}
 		started++
-		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, lease: id}
+		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, at: e.at + dec.wait, lease: id}
 		// sent then: 1–3 ms after the admission, the first request of a run
 		// the slowest (a connection dialled), as measured by the example's
 		// traces (sim.Arrival's Entered and At)

@@ -58,11 +58,11 @@ var luaConstants = func() string {
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
-		"concurrentPoll": concurrentPoll, "fallbackFirst": fallbackFirst,
+		"concurrentPoll": concurrentPoll, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "fallbackFirst"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "fallbackFirst", "windowSettle"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -191,6 +191,7 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[7] the learned window the answered request opened (its instant µs,
 // 0 none: see learnState.answer; a hintless episode's probe, too)  ARGV[8] the longest configured fixed
 // window µs (0: none; a reset beyond it aligns nothing: params.longestWindow)
+// ARGV[9] the answered request's round trip µs (0 unknown: observation.rtt)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
@@ -201,7 +202,7 @@ local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumbe
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
-if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, prec) end
+if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, tonumber(ARGV[9]))) end
 learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
 local FB = fallback_load(KEYS[4])

@@ -192,7 +192,7 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 // ls (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
 	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback},
-		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls))
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), o.rtt)
 	return err
 }
 
