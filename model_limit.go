@@ -278,13 +278,11 @@ func (w *windowState) live(l limitSpec, now int64) {
 	}
 }
 
-// luaLimit is the limits' transaction. A limit is a table {key, fixed,
-// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
-// and counts (fixed), log (sliding: luaSliding) or leases (concurrent:
-// luaConcurrency).
-// Windows are hash fields named by their start (µs); the origin is the
-// field "origin".
-const luaLimit = `
+// luaWindow is the fixed windows' arithmetic (windowState.window, used,
+// usedAligned): a limit is a table {key, fixed, learned, per, n} with its
+// loaded origin and counts. Windows are hash fields named by their start
+// (µs); the origin is the field "origin".
+const luaWindow = `
 local function window(l, al, t)
   local a, allow, per = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1), l.per
   if a == 0 then
@@ -317,6 +315,13 @@ local function used_aligned(l, al, start)
   end
   return c
 end
+`
+
+// luaLimit is the limits' transaction. A limit is a table {key, fixed,
+// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
+// and counts (fixed: luaWindow), log (sliding: luaSliding) or leases
+// (concurrent: luaConcurrency).
+const luaLimit = `
 local function limit_earliest(l, al, t, cost, kept)
   local n = l.n - kept
   if l.sliding then return sliding_earliest(l, t, cost, n) end
