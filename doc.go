@@ -36,11 +36,14 @@
 // # How long a task waits
 //
 // RetryDelay schedules the task: a deferral waits until the deadline; a
-// refused task waits the longer of its own hint and the shared pause or,
-// when the hint cannot be read, a capped exponential fallback (15 minutes,
-// 30, 1 hour, ... 12 hours): a malformed hint is not permission to retry
-// immediately. NewTask reserves one retry so that a deferral on a task's
-// last attempt is never archived.
+// refused task waits the longer of its own hint and the shared pause. A
+// refusal whose hint cannot be read is no permission to retry immediately:
+// it pauses the scope for its hintless episode (a second, then twice as long
+// each time the provider refuses the one request that asks again after the
+// pause, up to Config.FallbackPause), and the refused task waits that pause;
+// only when the pause could not be recorded does it back off alone (15
+// minutes, 30, 1 hour, ... 12 hours). NewTask reserves one retry so that a
+// deferral on a task's last attempt is never archived.
 //
 // # A limit is a different question
 //

@@ -92,8 +92,10 @@ func ExampleNewTask() {
 }
 
 // RetryDelay turns the gate's errors into asynq retry times: a refusal waits
-// its hint, or the shared pause when that is longer, or, without a hint, a
-// capped exponential fallback by attempt. asynq stores retry times in whole
+// its hint, or the shared pause when that is longer; without a hint it waits
+// the shared pause, or, when its pause could not be recorded (as here: the
+// refusals never went through the Middleware), a capped exponential fallback
+// by attempt. asynq stores retry times in whole
 // seconds, so every delay is rounded up to end on a whole second of the
 // worker's clock (shown here truncated to the second).
 func ExampleGate_RetryDelay() {

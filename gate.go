@@ -63,15 +63,24 @@ type Config struct {
 	// ahead than this is treated as malformed (open). Default 12 hours.
 	MaxPause time.Duration
 
-	// FallbackPause is how long the scope pauses when a refusal carries no
-	// readable hint: a malformed hint is not permission for peers to go on.
-	// The refused task itself waits the longer Fallback schedule. Default 1
-	// minute.
+	// FallbackPause caps the pause of a refusal that carries no readable
+	// hint: a malformed hint is not permission for peers to go on, nor is
+	// it a known wait. Such a refusal of an open scope starts an episode
+	// (model_fallback.go): the scope pauses 1 second (MinPause), then sends
+	// one request, the probe, while the others wait for its answer; each
+	// refusal of it doubles the pause (2 s, 4 s, … up to FallbackPause),
+	// and an answer without a refusal ends the episode, so the next
+	// hintless refusal pauses 1 second again. Refusals of requests already
+	// on their way grow nothing. While the provider refuses, the scope
+	// sends one request per pause; the refused task waits the scope's
+	// pause. Default 1 minute.
 	FallbackPause time.Duration
 
-	// The refused task's own delay when its hint cannot be read, by
-	// attempt: FallbackBase·2^(attempt-1), capped at FallbackCap (see
-	// RetryDelay). Defaults 15 minutes and 12 hours (15m, 30m, 1h, … 12h).
+	// The refused task's own delay when its hint cannot be read and its
+	// refusal could not be recorded (the store failed, so the scope's
+	// pause is not known), by attempt: FallbackBase·2^(attempt-1), capped
+	// at FallbackCap (see RetryDelay). Defaults 15 minutes and 12 hours
+	// (15m, 30m, 1h, … 12h).
 	FallbackBase time.Duration
 	FallbackCap  time.Duration
 

@@ -249,9 +249,10 @@ func TestConfigDefaults(t *testing.T) {
 	if p, _ := g.Pause(ctx, Scope{Provider: "long"}, 100*time.Hour); p.Remaining != 12*time.Hour {
 		t.Errorf("Pause(100h) = %v, want the 12h default cap", p.Remaining)
 	}
-	// FallbackPause 1m: a refusal without a hint still pauses the scope.
-	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0); !ok || p.Remaining != time.Minute || !p.Until.Equal(t0.Add(time.Minute)) {
-		t.Errorf("refusal without hint recorded %v until %v (%v), want 1m", p.Remaining, p.Until, ok)
+	// FallbackPause 1m caps a hintless episode's pause, whose first is a
+	// second: a refusal without a hint still pauses the scope.
+	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0); !ok || p.Remaining != time.Second || !p.Until.Equal(t0.Add(time.Second)) {
+		t.Errorf("refusal without hint recorded %v until %v (%v), want 1s", p.Remaining, p.Until, ok)
 	}
 	// FallbackBase 15m, FallbackCap 12h.
 	g.now = func() time.Time { return t0 }

@@ -34,8 +34,8 @@ func runSteps(t *testing.T, c *miniClock, st *store, k keys, steps []step) {
 }
 
 // TestAdmitFixedWindow: a fixed window spends its rate at once. Unaligned,
-// the first admission starts the windows and a window admits only in its
-// head (min(hold, period/2)); aligned to a reset a refusal taught, it
+// the first admission starts the windows, a period and windowSettle apart,
+// and a window admits only in its head (min(hold, period/2)); aligned to a reset a refusal taught, it
 // admits until a second (the reset's precision) before the window ends.
 func TestAdmitFixedWindow(t *testing.T) {
 	const ms = time.Millisecond
@@ -48,13 +48,13 @@ func TestAdmitFixedWindow(t *testing.T) {
 		r := fw(FixedWindow(3, time.Second))
 		runSteps(t, c, st, k, []step{
 			{0, r, admitted, 0}, {0, r, admitted, 0}, {0, r, admitted, 0}, // the window's rate at once
-			{0, r, limited, time.Second},      // full: the next window
-			{0, r, limited, time.Second},      // fixed windows open at once: no spread
-			{800 * ms, r, admitted, 200 * ms}, // past the head: a slot of the next window, within hold
-			{200 * ms, r, admitted, 0},        // the next window: 2 left
+			{0, r, limited, 1050 * ms},        // full: the next window, a period and windowSettle on
+			{0, r, limited, 1050 * ms},        // fixed windows open at once: no spread
+			{800 * ms, r, admitted, 250 * ms}, // past the head: a slot of the next window, within hold
+			{250 * ms, r, admitted, 0},        // the next window: 2 left
 			{0, r, admitted, 0},               //
-			{0, r, limited, time.Second},      // full again
-			{300 * ms, r, limited, 700 * ms},  // a new window's head is over at +250ms
+			{0, r, limited, 1050 * ms},        // full again
+			{300 * ms, r, limited, 750 * ms},  // a new window's head is over at +250ms
 		})
 	})
 	t.Run("unaligned: only the head", func(t *testing.T) {
@@ -64,8 +64,8 @@ func TestAdmitFixedWindow(t *testing.T) {
 		r := fw(FixedWindow(5, time.Second))
 		runSteps(t, c, st, k, []step{
 			{0, r, admitted, 0},
-			{300 * ms, r, limited, 700 * ms}, // 4 left, but the head is over: the next window
-			{500 * ms, r, admitted, 200 * ms},
+			{300 * ms, r, limited, 750 * ms}, // 4 left, but the head is over: the next window
+			{500 * ms, r, admitted, 250 * ms},
 		})
 	})
 	t.Run("aligned by a refusal", func(t *testing.T) {
@@ -101,8 +101,8 @@ func TestAdmitStackedLimits(t *testing.T) {
 	r := admitRequest{limits: []Limit{PerSecond(10, 2), FixedWindow(3, time.Second)}, hold: 250 * ms}
 	runSteps(t, c, st, k, []step{
 		{0, r, admitted, 0}, {0, r, admitted, 0}, // the GCRA burst
-		{0, r, admitted, 100 * ms},   // GCRA's next slot, inside the window's head
-		{0, r, limited, time.Second}, // the window is full: its next one, beyond hold
+		{0, r, admitted, 100 * ms}, // GCRA's next slot, inside the window's head
+		{0, r, limited, 1050 * ms}, // the window is full: its next one, beyond hold
 	})
 	// Nothing of the refused admission was spent: the TAT is the third
 	// admission's, and the window holds 3.

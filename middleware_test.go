@@ -578,8 +578,10 @@ func TestTimeline3UnrelatedProviderIgnoresPause(t *testing.T) {
 	})
 }
 
-// 4. A malformed hint uses the bounded fallback rather than retrying
-// immediately, and still pauses the scope.
+// 4. A malformed hint is no permission to go on: the scope still pauses,
+// for its hintless episode's pause (1 s, then twice as long each time the
+// provider refuses the request that asks again, capped by FallbackPause),
+// and the refused task comes back when the scope reopens, as its probe.
 func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 	t.Parallel()
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
@@ -595,23 +597,10 @@ func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 			return &Refusal{Hint: hint} // 0: none
 		})
 
-		for attempt, own := range []time.Duration{15 * time.Minute, 30 * time.Minute} {
+		id := e.enqueue(NewTask(mwTaskType, nil, mwUPS, asynq.TaskID("poll:ups:1Z997")))
+		before := time.Now()
+		for attempt, level := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 			attempt++
-			var id string
-			before := time.Now()
-			if attempt == 1 {
-				id = e.enqueue(NewTask(mwTaskType, nil, mwUPS, asynq.TaskID("poll:ups:1Z997")))
-			} else {
-				// Second attempt: open the scope and run the task now.
-				id = "poll:ups:1Z997"
-				if err := g.Resume(context.Background(), mwUPS); err != nil {
-					t.Fatal(err)
-				}
-				if err := e.insp.RunTask(e.queue, id); err != nil {
-					t.Fatalf("RunTask: %v", err)
-				}
-				e.waitFor("the second refusal", func() bool { return calls.of(id) == 2 })
-			}
 			var ti *asynq.TaskInfo
 			e.waitFor(fmt.Sprintf("refusal %d recorded by asynq", attempt), func() bool {
 				ti = e.info(id)
@@ -620,13 +609,17 @@ func TestTimeline4UnparsableHintFallsBackAndStillPausesScope(t *testing.T) {
 			after := time.Now()
 
 			p := mwState(t, g, mwUPS)
-			mwBetween(t, fmt.Sprintf("attempt %d: pause deadline (FallbackPause)", attempt), p.Until,
-				mwMS(before).Add(time.Minute), after.Add(time.Minute))
-			mwBetween(t, fmt.Sprintf("attempt %d: NextProcessAt (fallback schedule)", attempt), ti.NextProcessAt,
-				before.Add(own).Truncate(time.Second), after.Add(own+time.Second))
+			mwBetween(t, fmt.Sprintf("attempt %d: pause deadline (the episode's pause)", attempt), p.Until,
+				mwMS(before).Add(level), after.Add(level))
+			mwBetween(t, fmt.Sprintf("attempt %d: NextProcessAt (the scope's pause)", attempt), ti.NextProcessAt,
+				p.Until.Truncate(time.Second), p.Until.Add(time.Second))
 			if !strings.Contains(ti.LastErr, "no readable retry hint") {
 				t.Errorf("LastErr %q does not say the hint was unreadable", ti.LastErr)
 			}
+			before = after
+		}
+		if n := calls.of(id); n != 3 {
+			t.Errorf("the provider saw %d requests of the task, want 3", n)
 		}
 	})
 }

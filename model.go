@@ -5,7 +5,7 @@ import "math"
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
 //
-// A scope's state has six concerns, each in its own file with the Lua
+// A scope's state has seven concerns, each in its own file with the Lua
 // fragment that is its transaction in Redis:
 //
 //	model_pause.go   the pause: a deadline that only moves later
@@ -16,6 +16,7 @@ import "math"
 //	model_learn.go   the quota learned from refusals (a fixed window)
 //	model_line.go    the reopening line: where deferred tasks come back
 //	model_class.go   the classes of work: the reserve interactive work finds
+//	model_fallback.go the hintless pause: its episodes and their probes
 //
 // Every concern answers two questions: the earliest instant it admits a
 // request of a given cost (or why it never will), and what it commits when
@@ -40,6 +41,7 @@ type scopeState struct {
 	budget budgetState
 	learn  learnState
 	lwin   windowState // the learned limit's window counts
+	fall   fallbackState
 }
 
 // params is what the transitions need from the configuration.
@@ -75,7 +77,7 @@ type decision struct {
 	until  int64  // ms: the deadline in force (paused), 0 otherwise
 	reopen int64  // requests the scope can use when it reopens, 0 unknown
 	probe  bool   // admitted as a probe: its response's budget is awaited
-	opens  int64  // µs: admitted as a learned window's probe (its instant, the answer's id); 0 not
+	opens  int64  // µs: admitted as a learned window's or a hintless episode's probe (its instant, the answer's id); 0 not
 	seq    int64  // the admission's sequence number among those that spent the budget
 	spread bool   // the line hands out slots one GCRA interval apart
 	// unreserved: limited, and the instant is not reserved: hold until it
@@ -122,7 +124,7 @@ func (s *scopeState) active(p params) active {
 		return a
 	}
 	if l, ok := s.learn.spec(); ok && (!s.budget.known || s.learn.secondary > 0) {
-		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, win: &s.lwin}}, learned: true}
+		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, win: &s.lwin}}, learned: true}
 	}
 	return active{}
 }
@@ -174,6 +176,9 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 		if at := s.learn.earliest(p, now); at > max(deadline, now) {
 			deadline, why = at, reasonProbe
 		}
+	}
+	if at := s.fall.earliest(p, now); at > max(deadline, now) {
+		deadline, why = at, reasonProbe // a hintless episode's probe is out
 	}
 	if deadline > now {
 		d.code, d.reason = paused, why
@@ -249,7 +254,11 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
 		s.learn.count(at, cost)
 	}
-	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p)
+	probes := s.fall.probes()
+	if probes {
+		s.fall.probeAt, d.opens = at, at
+	}
+	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && !probes
 	return d
 }
 
@@ -367,7 +376,10 @@ func (a active) sliding() bool {
 
 // refusal is what a refusal tells the scope.
 type refusal struct {
-	pause  int64 // ms, already clamped to [MinPause, MaxPause]
+	// pause: ms, already clamped to [MinPause, MaxPause]; without a hint
+	// (and not an operator's) the cap of the hintless episode's pause
+	// (see fallbackState.refuse)
+	pause  int64
 	hinted bool  // the provider said how long: the pause ends at its window's reset
 	prec   int64 // µs: the hint's precision (a second when read in whole seconds)
 	// operator: Gate.Pause, not a provider (it teaches nothing either)
@@ -381,7 +393,11 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	s.normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
-	deadline = s.pause.refuse(now, r.pause, r.operator)
+	ms := r.pause
+	if !r.hinted && !r.operator {
+		ms = s.fall.refuse(now, r.pause, open)
+	}
+	deadline = s.pause.refuse(now, ms, r.operator)
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)
 	}
@@ -399,9 +415,14 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 		s.learn.contradicted(now)
 	}
 	if u > 0 && u-now <= p.longestWindow()+prec {
-		s.learn.align(now, u, prec)
+		// Read late by up to the request's round trip: one reading
+		// after the other the alignment moves by as much (several ms on
+		// the matrix's fixed/reset-ms, configured), which a reset's
+		// precision of a millisecond does not cover (windowState.usedAligned).
+		s.learn.align(now, u, max(prec, o.rtt))
 	}
 	s.learn.answer(now, o.opened, u)
+	s.fall.answer(o.opened)
 	return announce
 }
 
@@ -425,9 +446,9 @@ func (p params) longestWindow() int64 {
 }
 
 // resume lifts everything that holds the scope back now: the pause, the
-// limits' state, the line, the advertised budget and the learned limit's
-// window. What was learned (the limit itself) stays: it is knowledge, not
-// a wait.
+// limits' state, the line, the advertised budget, the learned limit's
+// window and the hintless episode. What was learned (the limit itself)
+// stays: it is knowledge, not a wait.
 func (s *scopeState) resume(p params) {
 	s.pause = pauseState{}
 	s.line, s.iline = lineState{}, lineState{}
@@ -435,6 +456,7 @@ func (s *scopeState) resume(p params) {
 	s.limits = nil // normalize makes them whole
 	s.budget = budgetState{}
 	s.lwin = windowState{}
+	s.fall = fallbackState{}
 }
 
 // normalize shapes s for p at now: one limit state per configured limit,
@@ -457,6 +479,9 @@ func (s *scopeState) normalize(p params, now int64) {
 	}
 	if s.learn.expires <= now {
 		s.learn = learnState{}
+	}
+	if s.fall.expires <= now {
+		s.fall = fallbackState{}
 	}
 	if l, ok := s.learn.spec(); ok {
 		s.lwin.live(l, now)
@@ -550,7 +575,8 @@ end
 // luaAdmit is scopeState.admit's decision in the scripts: the deadlines
 // (pause, budget, a learned window's probe), then the limits' earliest
 // instant of what the class leaves, then the commit (luaAdmitCommit). S
-// holds the loaded records (P pause, B budget, L learned, K class), the
+// holds the loaded records (P pause, B budget, L learned, K class, FB the
+// hintless episode), the
 // active limits act, the alignment al, the keeper k, and the keys of the
 // class's line and of pauseby; it answers the admission's named reply.
 const luaAdmit = `
@@ -569,6 +595,7 @@ local function admit(S, cost)
   end
   local fixed = S.learned -- the learned limit's windows open with a probe
   if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
+  if fallback_earliest(S.FB) > math.max(deadline, now_us) then deadline, why = fallback_earliest(S.FB), 'probe' end
   if deadline > now_us then
     r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
     if why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
@@ -600,7 +627,8 @@ end
 
 // luaAdmitCommit is the commit of an admission at at (scopeState.admit
 // after its decision): every limit spent (the learned one grown, its
-// window's probe marked), the budget spent, the learned cycle counted.
+// window's probe marked), the budget spent, the learned cycle counted, a
+// hintless episode's probe marked.
 const luaAdmitCommit = `
 local function admit_commit(S, r, at, bv, cost)
   local B, L = S.B, S.L
@@ -617,6 +645,8 @@ local function admit_commit(S, r, at, bv, cost)
     budget_save(B)
   end
   learn_save(L)
-  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0)
+  local probes = fallback_probes(S.FB)
+  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
+  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes
 end
 `

@@ -136,6 +136,11 @@ type observation struct {
 	seq       int64 // of the request answered (decision.seq); 0 unknown
 	opened    int64 // µs: the request answered opened a learned window (decision.opens); 0 not
 	refused   bool  // the response is a refusal (its pause is recorded apart)
+	// rtt: µs from sending the answered request to its response (0
+	// unknown). The provider read its reset when the request arrived, and
+	// the observation dates it later by up to this: its alignment is read
+	// to max(prec, rtt) (see scopeState.observe)
+	rtt int64
 }
 
 // observe records o at now. It returns the reset in force and its

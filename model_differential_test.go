@@ -104,6 +104,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 				o.reset = int64(1 + r.IntN(3_000_000))
 			}
 			o.refused = r.IntN(4) == 0 // a refusal's own headers (budget left: learnState.secondary)
+			o.rtt = o.seq * 7_000      // the answered request's round trip, sometimes beyond the reset's precision
 			e = diffEvent{kind: 'o', obs: o}
 		case x < 72:
 			e = diffEvent{kind: 'z'}
@@ -178,6 +179,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if d.opens > 0 {
 				seen["opens"]++
 			}
+			if d.opens > 0 && d.opens == m.fall.probeAt {
+				seen["hintless probe"]++
+			}
 			if l, ok := m.learn.spec(); ok {
 				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
 			}
@@ -202,15 +206,24 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if m.learn.frozen > now {
 				seen["refused: raises frozen"]++
 			}
+			if m.fall.level > fallbackFirst {
+				seen["hintless pause grown"]++
+			}
 			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
 			}
 		case 'o':
 			if e.obs.opened == -1 {
-				e.obs.opened = m.learn.probeAt
+				e.obs.opened = m.learn.probeAt // or a hintless episode's probe
+				if e.obs.opened == 0 {
+					e.obs.opened = m.fall.probeAt
+				}
 			}
-			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused))
+			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
+				seen["hintless probe answered"]++
+			}
+			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback},
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt)
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
@@ -265,7 +278,7 @@ const (
 )
 
 func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy}, nil)
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback}, nil)
 	return ks
 }
 
@@ -354,6 +367,8 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
 		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
+	f := hash(k.fallback)
+	s.fall = fallbackState{level: num(f["level"]), probeAt: num(f["probeAt"]), expires: num(f["expires"])}
 	s.normalize(p, now)
 	return s
 }
@@ -368,6 +383,7 @@ type canonState struct {
 	Budget             budgetState
 	Learn              learnState
 	Lwin               canonWindows
+	Fallback           fallbackState
 }
 
 type canonLimit struct {
@@ -395,7 +411,7 @@ func canonical(s scopeState) canonState {
 		return c
 	}
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
-		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin)}
+		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Fallback: s.fall}
 	for _, l := range s.limits {
 		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Concurrent: l.concurrent, Tat: l.tat, Win: win(l.win),
 			Log: canonLog(l.log), Leases: canonLeases(l.leases)})
@@ -431,7 +447,8 @@ func TestDifferential(t *testing.T) {
 					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows", "learned beside a budget",
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
-					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released"} {
+					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
+					"hintless probe", "hintless probe answered", "hintless pause grown"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -265,7 +265,7 @@ func TestSilentNotesPruned(t *testing.T) {
 
 // TestModelLiveness: from any state a random sequence reaches (refusals
 // with and without hints, budgets of every kind, probes never answered,
-// learned limits), once the pause, the budget's reset, a probe's timeout
+// learned limits, hintless episodes), once the pause, the budget's reset, a probe's timeout
 // and one window have passed, a request is admitted: no reachable state
 // keeps a scope from asking the provider: it is admitted, or (a limit,
 // configured or learned) within one more window. And a deadline in force
@@ -301,7 +301,7 @@ func TestModelLiveness(t *testing.T) {
 				now += e.advance.Microseconds()
 			}
 		}
-		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.line.next, now)
+		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.fall.probeAt+p.answer, m.line.next, now)
 		window := m.learn.window
 		for _, l := range p.limits {
 			window = max(window, l.per*l.n) // a bucket's whole burst, or a window
@@ -379,6 +379,46 @@ func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
 	for i := range int64(19) {
 		if d := s.admit(p, now+1_000*(i+1), 1, Background); d.code == admitted && d.wait == 0 {
 			t.Fatalf("admission %d after the slot ahead went at once, into the spent window", i)
+		}
+	}
+}
+
+// TestAlignedWindowLeavesItsPredecessor: a configured window of 40 per 5 s
+// spends 14 at the head of its unaligned window, then a response's reset
+// (in milliseconds) aligns the windows 25 ms after the origin's; the
+// aligned window that opens at that reset counts none of the 14, which the
+// provider counted in the window before it. (Before, it counted them as an
+// overlapping predecessor's: the first aligned window got 26 of its 40 and
+// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.) Nor does
+// a window realigned a millisecond earlier count its predecessor.
+func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
+	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
+	const t0 = 1_700_000_000_000_000
+	var s scopeState
+	for i := range int64(40) {
+		at := t0 + 40_000 + i*2_000
+		if i == 14 { // the first answer: the window ends 5.025 s after t0, read to the millisecond
+			s.observe(p, at, observation{remaining: 39, reset: t0 + 5_025_000 - at, limit: 40, prec: 1_000})
+		}
+		if d := s.admit(p, at, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the first window: %+v", i, d)
+		}
+	}
+	if d := s.admit(p, t0+200_000, 1, Background); d.code == admitted && d.wait == 0 {
+		t.Fatalf("a 41st admission in the first window: %+v", d)
+	}
+	for i := range int64(40) {
+		if d := s.admit(p, t0+5_025_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the aligned window: %+v", i, d)
+		}
+	}
+	// The next reading of the reset is a millisecond earlier (its jitter):
+	// the window it aligns overlaps the one recorded only by the tail where
+	// that one admits nothing, and counts none of its 40.
+	s.observe(p, t0+5_100_000, observation{remaining: 0, reset: 4_924_000, limit: 40, prec: 1_000})
+	for i := range int64(40) {
+		if d := s.admit(p, t0+10_024_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
+			t.Fatalf("admission %d of the window realigned a millisecond earlier: %+v", i, d)
 		}
 	}
 }

@@ -19,7 +19,9 @@ package quotagate
 // apart never puts more than one window's quota into any window of the
 // provider's, wherever its windows start. A window counts what every
 // recorded window overlapping it spent, so a window realigned by a reset
-// learned since keeps what its predecessor spent. A refusal realigns the
+// learned since keeps what its predecessor spent, except an unaligned
+// window whose head lies in the first half of an aligned window: it counts
+// in that one alone (stands). A refusal realigns the
 // windows to its deadline and clears their counts (the provider refused
 // them: they were not spent in its next window); an unhinted refusal
 // keeps them.
@@ -69,6 +71,7 @@ type limitState struct {
 	fixed      bool
 	sliding    bool
 	concurrent bool
+	learned    bool         // the learned limit's windows (see windowState.usedAligned)
 	tat        int64        // GCRA: µs, 0 none
 	win        *windowState // fixed: the counts
 	log        []int64      // sliding: the admissions' instants (µs), oldest first
@@ -93,7 +96,7 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 		tat := max(s.tat, now)
 		return max(t, tat+l.per*cost-l.per*l.n)
 	}
-	return s.win.earliest(l, p, al, t, cost)
+	return s.win.earliest(l, p, al, t, cost, !s.learned)
 }
 
 func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64, id string) {
@@ -136,18 +139,31 @@ func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 }
 
 // window returns the start of the window of t and the instant until which
-// it admits.
+// it admits. Unaligned windows follow each other a period and
+// windowSettle apart.
 func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (start, stop int64) {
-	a, allow := al.at, max(l.per-al.prec, l.per/2, 1)
+	a, allow, per := al.at, max(l.per-al.prec, l.per/2, 1), l.per
 	if a == 0 {
-		a, allow = w.origin, max(min(p.hold, l.per/2), 1)
+		a, allow, per = w.origin, max(min(p.hold, l.per/2), 1), l.per+windowSettle
 		if a == 0 {
 			a = t
 		}
 	}
-	start = a + floorDiv(t-a, l.per)*l.per
+	start = a + floorDiv(t-a, per)*per
 	return start, start + allow
 }
+
+// windowSettle is how much longer than its period an unaligned window
+// lasts, µs: the origin is the Redis TIME of a window's first admission, and
+// a provider counting from its first request starts its window when that
+// request arrives, a few milliseconds later and more under load (the first
+// request of a run the slowest: a connection is dialled); the next window's
+// requests, admitted a period after the origin, must not arrive before the
+// provider's window has ended (fixed-first/retry-after of the matrix,
+// configured: 1.14–1.20×, 22.1–23.1 s measured, 1.19×, 22.3 s on the model
+// with its send delays of 1–3 ms). The sliding log's settling time, for the
+// same reason; it costs a clock-aligned provider 50 ms a window.
+const windowSettle = slidingSettle
 
 // used is what the window starting at start has spent: the counts of every
 // recorded window that overlaps it.
@@ -161,18 +177,73 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 	return c
 }
 
+// usedAligned is used for a configured limit under the alignment al: a
+// window recorded before the windows were aligned (its start follows the
+// origin) counts as the aligned window that holds every instant it may
+// have admitted at (see stands), and a recorded window that overlaps the
+// one starting at start only by its tail where it admits nothing (an
+// aligned window stops admitting the reset's precision before its end)
+// spent nothing in it. Resets read one after the other move the alignment
+// by their reading's jitter (a millisecond for a reset in ms: fixed/reset-ms
+// of the matrix, configured, took 30 s on the model for 20 as each window
+// counted its predecessor, realigned a millisecond earlier, whole).
+func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int64) int64 {
+	tail := int64(0)
+	if al.at != 0 {
+		_, stop := w.window(l, p, al, start)
+		tail = start + l.per - stop
+	}
+	c := int64(0)
+	for s, n := range w.counts {
+		if s = w.stands(l, p, al, s); s > start-l.per+tail && s < start+l.per {
+			c += n
+		}
+	}
+	return c
+}
+
+// stands is the start of the window the count recorded under s stands for.
+// An unaligned window admits only at its head, [start, start +
+// min(hold, period/2)); once the windows are aligned, a head that lies in
+// the first half of an aligned window was counted by the provider in that
+// window, not in the next one, which would otherwise count it as an
+// overlapping predecessor's (fixed/reset-ms of the matrix, configured: the
+// first aligned window got 26 of its 40, and the run took 25 s on the
+// model for 20). The first half, not the whole admitting part: an
+// alignment read from a response is late by up to the answer's round trip,
+// which a reset's precision (a millisecond for one in ms) does not cover;
+// half a window does. Any other head stands where it was recorded: both
+// windows it may fall in count it.
+func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64 {
+	if al.at == 0 || w.origin == 0 || (s-w.origin)%(l.per+windowSettle) != 0 {
+		return s
+	}
+	if start, _ := w.window(l, p, al, s); s+max(min(p.hold, l.per/2), 1) <= start+l.per/2 {
+		return start
+	}
+	return s
+}
+
 // earliestRounds bounds the windows one limit looks ahead: its search
 // moves to the next window when this one is spent, and a window just
 // opened admits any cost the limit can (checkCost).
 const earliestRounds = 3
 
-func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64) int64 {
+func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64, configured bool) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
-		if t < stop && w.used(l, start)+cost <= l.n {
+		used := w.used(l, start)
+		if configured {
+			used = w.usedAligned(l, p, al, start)
+		}
+		if t < stop && used+cost <= l.n {
 			return t
 		}
-		t = max(t, start+l.per)
+		next := start + l.per // the next window's start
+		if al.at == 0 {
+			next += windowSettle
+		}
+		t = max(t, next)
 	}
 	return t
 }
@@ -207,20 +278,18 @@ func (w *windowState) live(l limitSpec, now int64) {
 	}
 }
 
-// luaLimit is the limits' transaction. A limit is a table {key, fixed,
-// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
-// and counts (fixed), log (sliding: luaSliding) or leases (concurrent:
-// luaConcurrency).
-// Windows are hash fields named by their start (µs); the origin is the
-// field "origin".
-const luaLimit = `
+// luaWindow is the fixed windows' arithmetic (windowState.window, used,
+// usedAligned): a limit is a table {key, fixed, learned, per, n} with its
+// loaded origin and counts. Windows are hash fields named by their start
+// (µs); the origin is the field "origin".
+const luaWindow = `
 local function window(l, al, t)
-  local a, allow = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1)
+  local a, allow, per = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1), l.per
   if a == 0 then
-    a, allow = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1)
+    a, allow, per = l.origin, math.max(math.min(C.hold, math.floor(l.per / 2)), 1), l.per + C.windowSettle
     if a == 0 then a = t end
   end
-  local start = a + math.floor((t - a) / l.per) * l.per
+  local start = a + math.floor((t - a) / per) * per
   return start, start + allow
 end
 local function used(l, start)
@@ -230,6 +299,29 @@ local function used(l, start)
   end
   return c
 end
+local function used_aligned(l, al, start)
+  if l.learned then return used(l, start) end
+  local c, head, tail = 0, math.max(math.min(C.hold, math.floor(l.per / 2)), 1), 0
+  if al.at ~= 0 then
+    local _, stop = window(l, al, start)
+    tail = start + l.per - stop
+  end
+  for s, n in pairs(l.counts) do
+    if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % (l.per + C.windowSettle) == 0 then
+      local st = window(l, al, s)
+      if s + head <= st + math.floor(l.per / 2) then s = st end
+    end
+    if s > start - l.per + tail and s < start + l.per then c = c + n end
+  end
+  return c
+end
+`
+
+// luaLimit is the limits' transaction. A limit is a table {key, fixed,
+// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
+// and counts (fixed: luaWindow), log (sliding: luaSliding) or leases
+// (concurrent: luaConcurrency).
+const luaLimit = `
 local function limit_earliest(l, al, t, cost, kept)
   local n = l.n - kept
   if l.sliding then return sliding_earliest(l, t, cost, n) end
@@ -237,8 +329,8 @@ local function limit_earliest(l, al, t, cost, kept)
   if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
-    if t < stop and used(l, start) + cost <= n then return t end
-    t = math.max(t, start + l.per)
+    if t < stop and used_aligned(l, al, start) + cost <= n then return t end
+    t = math.max(t, start + l.per + (al.at == 0 and C.windowSettle or 0))
   end
   return t
 end

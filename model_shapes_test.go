@@ -64,8 +64,8 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		heap.Push(ev, simEvent{at: t0 + start + int64(i)*2_000, worker: i})
 	}
 	type flight struct {
-		seq, opens int64
-		lease      string // the admission's lease on the concurrency limits
+		seq, opens, at int64  // at: the admission's instant (µs)
+		lease          string // the admission's lease on the concurrency limits
 	}
 	inflight := map[int]flight{}
 	pending := map[int]*http.Response{}
@@ -76,6 +76,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	// refused (the task is retried), and is done with it when it is
 	// accepted. A deferred task stays its worker's.
 	taken, has := 0, make([]bool, workers)
+	sends := 0 // requests sent, for their send delays
 	trace := func(format string, args ...any) {
 		if shapeTrace != nil {
 			shapeTrace(format, args...)
@@ -91,7 +92,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			break
 		}
 		if plain {
-			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
 		}
 		at := time.UnixMicro(e.at)
 		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
@@ -120,7 +121,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				}
 				if b, ok := hint.BudgetFrom(resp, at); ok {
 					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, refused: refused})
+						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, refused: refused, rtt: e.at - fl.at})
 					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
@@ -134,7 +135,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				wait, _ := hint.FromAt(resp, body, at)
 				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
 				if wait <= 0 {
-					rf.pause = time.Minute.Milliseconds()
+					// Config.FallbackPause: the cap of a hintless episode's
+					// pause, or the plain pause's whole pause (pause.go's
+					// pauseFallback), which learns nothing
+					rf.pause, rf.hinted = time.Minute.Milliseconds(), plain
 				}
 				if wait%time.Second == 0 {
 					rf.prec = 1_000_000
@@ -157,8 +161,16 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		if !sent {
 			continue
 		}
-		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, lease: id}
-		heap.Push(ev, simEvent{at: e.at + dec.wait + sendDelay, worker: e.worker, ok: true}) // sent then
+		sends++
+		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, at: e.at + dec.wait, lease: id}
+		// sent then: 1–3 ms after the admission, the first request of a run
+		// the slowest (a connection dialled), as measured by the example's
+		// traces (sim.Arrival's Entered and At)
+		delay := int64(sendDelay/2 + sends*389%sendDelay)
+		if sends == 1 {
+			delay = sendDelay * 3 / 2
+		}
+		heap.Push(ev, simEvent{at: e.at + dec.wait + delay, worker: e.worker, ok: true})
 	}
 	return r
 }
@@ -252,7 +264,7 @@ func TestModelShapes(t *testing.T) {
 		}
 		f := func(r shapeRun) string {
 			if r.accepted < 200 {
-				return "incomplete " + itoa(r.accepted)
+				return "incomplete " + itoa(r.accepted) + " " + strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x"
 			}
 			return strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x " + ftoa(float64(r.end)/1e6) + "s"
 		}

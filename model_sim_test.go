@@ -17,7 +17,8 @@ import (
 // learning does over many windows in milliseconds of CPU, deterministically.
 
 // simQuota is a provider's limiter: take answers a request arriving at t
-// (µs) and, when it refuses, the exact wait until it would accept one.
+// (µs) and, when it refuses, the exact wait until it would accept one (a
+// negative wait: the refusal says nothing of when).
 type simQuota interface {
 	take(t int64) (ok bool, wait int64)
 }
@@ -123,7 +124,7 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			continue
 		}
 		if plain {
-			m.learn, m.budget, m.lwin = learnState{}, budgetState{}, windowState{}
+			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
 		}
 		if e.resp {
 			if e.ok {
@@ -135,8 +136,12 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			} else {
 				started--
 				hint := (e.hint + 999_999) / 1_000_000 * 1000
+				rf := refusal{pause: max(hint, 1000), hinted: true, prec: 1_000_000}
+				if e.hint < 0 { // no hint: Config.FallbackPause caps the episode's pause
+					rf = refusal{pause: 60_000, hinted: plain, prec: 1_000_000} // the plain pause's is all of it
+				}
 				before := m.pause.untilMs
-				d, _ := m.refuse(p, e.at, refusal{pause: max(hint, 1000), hinted: true, prec: 1_000_000})
+				d, _ := m.refuse(p, e.at, rf)
 				r.deadlineEarlier = r.deadlineEarlier || d < before && m.pause.inForce(p, e.at)
 				if simTrace != nil {
 					simTrace("%.3f refused hint %dms deadline %.3f learn n=%d w=%.1f best=%d since=%.3f admits=%d absorb=%.3f", float64(e.at-t0)/1e6, hint, float64(d*1000-t0)/1e6,
@@ -364,3 +369,44 @@ func TestModelSimTrace(t *testing.T) {
 
 // simTraceCase selects the run TestModelSimTrace traces ("" : none).
 var simTraceCase = ""
+
+// simOutage refuses every request without a hint until until (µs), then
+// accepts every one; refused counts its refusals.
+type simOutage struct{ until, refused int64 }
+
+func (o *simOutage) take(t int64) (bool, int64) {
+	if t < o.until {
+		o.refused++
+		return false, -1
+	}
+	return true, 0
+}
+
+// TestModelHintlessOutage: a provider that refuses without a hint for ten
+// minutes, then accepts everything. With nothing configured the scope
+// sends one request per pause while it refuses (the pauses doubling from a
+// second to FallbackPause's minute), not its whole fleet, and every poll
+// completes within a pause of the outage's end. The plain shared pause
+// sends its fleet once a minute.
+func TestModelHintlessOutage(t *testing.T) {
+	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
+	const outage = 600_000_000
+	const t0 = 1_000_000_000_000 // simulate's
+	for _, plain := range []bool{false, true} {
+		q := &simOutage{until: t0 + outage}
+		r := simulate(p, q, 20, 200, 12_500, plain)
+		t.Logf("plain %v: %d requests refused during the outage, done %.1fs after it", plain, q.refused, float64(r.end-outage)/1e6)
+		if r.accepted < 200 {
+			t.Fatalf("plain %v: %d of 200 polls done", plain, r.accepted)
+		}
+		// The first burst of the fleet, then one probe per pause: 1, 2, 4,
+		// … 32 s, then a minute's pauses to the outage's end.
+		probes := int64(6 + (outage-63_000_000)/60_000_000 + 1)
+		if !plain && q.refused > 20+probes {
+			t.Errorf("%d requests refused during the outage, want at most the fleet's 20 and %d probes", q.refused, probes)
+		}
+		if !plain && r.end > outage+61_000_000 {
+			t.Errorf("done %.1fs after the outage, want within a pause (a minute)", float64(r.end-outage)/1e6)
+		}
+	}
+}

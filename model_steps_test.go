@@ -294,3 +294,65 @@ func TestSecondarySteps(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackSteps walks a hintless episode through its rules on the
+// whole scope: the pause starts at a second, refusals of requests on their
+// way move nothing, the pause's end admits one probe while the others wait
+// for its answer, a refused probe doubles the pause up to its cap, an
+// answered one ends the episode, and an unanswered one lets the others go
+// after its timeout.
+func TestFallbackSteps(t *testing.T) {
+	p := params{hold: 1500 * ms, maxPause: 3_600_000, answer: 2500 * ms}
+	const capMs = 5000 // Config.FallbackPause, as the refusal carries it
+	var s scopeState
+	s.normalize(p, T0)
+	type step struct {
+		name   string
+		at     int64
+		refuse bool  // a hintless refusal; else admit (or answer, with answer set)
+		answer int64 // answer the probe admitted at this instant (observe)
+		want   int64 // refuse: the deadline in force (ms); admit: 0 admitted, else the instant asked again (µs)
+		probe  bool  // admitted as the probe
+	}
+	for _, st := range []step{
+		{name: "open: admitted", at: T0, want: 0},
+		{name: "the first hintless refusal: a second", at: T0 + 50*ms, refuse: true, want: (T0 + 1050*ms) / ms},
+		{name: "a request on its way: moves nothing", at: T0 + 70*ms, refuse: true, want: (T0 + 1050*ms) / ms},
+		{name: "paused", at: T0 + 500*ms, want: T0 + 1050*ms},
+		{name: "the pause's end: one probe", at: T0 + 1050*ms, want: 0, probe: true},
+		{name: "the others wait for its answer", at: T0 + 1060*ms, want: T0 + 1060*ms + probePoll},
+		{name: "the probe refused: two seconds", at: T0 + 1100*ms, refuse: true, want: (T0 + 3100*ms) / ms},
+		{name: "the next probe", at: T0 + 3100*ms, want: 0, probe: true},
+		{name: "refused: four", at: T0 + 3150*ms, refuse: true, want: (T0 + 7150*ms) / ms},
+		{name: "the next probe", at: T0 + 7150*ms, want: 0, probe: true},
+		{name: "refused: the cap", at: T0 + 7200*ms, refuse: true, want: (T0 + 12200*ms) / ms},
+		{name: "the next probe", at: T0 + 12200*ms, want: 0, probe: true},
+		{name: "refused: the cap again", at: T0 + 12250*ms, refuse: true, want: (T0 + 17250*ms) / ms},
+		{name: "the next probe", at: T0 + 17250*ms, want: 0, probe: true},
+		{name: "answered: the episode is over", at: T0 + 17300*ms, answer: T0 + 17250*ms},
+		{name: "open: admitted, no probe", at: T0 + 17310*ms, want: 0},
+		{name: "a hintless refusal: a second again", at: T0 + 17400*ms, refuse: true, want: (T0 + 18400*ms) / ms},
+		{name: "its probe", at: T0 + 18400*ms, want: 0, probe: true},
+		{name: "no answer: the others wait out its timeout", at: T0 + 20800*ms, want: T0 + 20850*ms},
+		{name: "past the timeout: admitted, no second probe", at: T0 + 20900*ms, want: 0},
+		{name: "refused after all: the episode goes on, two seconds", at: T0 + 21000*ms, refuse: true, want: (T0 + 23000*ms) / ms},
+	} {
+		switch {
+		case st.refuse:
+			if d, _ := s.refuse(p, st.at, refusal{pause: capMs}); d != st.want {
+				t.Fatalf("%s: deadline %d, want %d (state %+v)", st.name, d, st.want, s.fall)
+			}
+		case st.answer > 0:
+			s.observe(p, st.at, observation{remaining: -2, opened: st.answer})
+		default:
+			d := s.admit(p, st.at, 1, Background)
+			got := int64(0)
+			if d.code != admitted {
+				got = st.at + d.wait
+			}
+			if got != st.want || (d.opens > 0) != st.probe || st.probe && (d.opens != st.at || d.cache) {
+				t.Fatalf("%s: %+v, want asked again at %d (0: admitted), probe %v (state %+v)", st.name, d, st.want, st.probe, s.fall)
+			}
+		}
+	}
+}

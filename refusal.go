@@ -12,13 +12,14 @@ import (
 // provider's retry hint (see package hint); 0 means none could be read.
 //
 // A refusal becomes shared state: the Middleware records it as a pause of the
-// task's scope (Hint, or Config.FallbackPause when there is none), once per
+// task's scope (Hint, or when there is none the scope's hintless pause, 1
+// second growing to Config.FallbackPause while the provider refuses), once per
 // refusal (a refusal the Transport already recorded during the task is not
 // recorded again), and returns the handler's error wrapped with the deadline
 // now in force; the Refusal itself is never modified. RetryDelay then retries
 // the refused task no sooner than that deadline, and no sooner than its own
-// hint or, without a hint, the fallback schedule. A refusal counts as a
-// failure: it spends one of the task's retries.
+// hint (without one, and without a recorded pause, the fallback schedule). A
+// refusal counts as a failure: it spends one of the task's retries.
 type Refusal struct {
 	Hint time.Duration
 	Err  error // the provider's error, optional
@@ -61,7 +62,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 	d := hint
 	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
 	if d <= 0 {
-		d = g.cfg.FallbackPause
+		d = g.cfg.FallbackPause // the cap of the scope's hintless pause (model_fallback.go)
 	}
 	if hint%time.Second == 0 {
 		facts.precision = time.Second // "try again in 5 seconds": read to the second

@@ -13,9 +13,12 @@ import (
 //
 // For a *Deferral it is the deferral's Delay. For a *Refusal it is the
 // longer of the task's own delay and the shared pause that was in force after
-// recording it; the own delay is the hint clamped to [MinPause, MaxPause], or,
-// without a hint, the fallback schedule by attempt (n is asynq's retry count,
-// so attempt = n+1):
+// recording it; the own delay is the hint clamped to [MinPause, MaxPause].
+// A refusal without a hint follows the shared pause alone (the scope's
+// hintless episode, Config.FallbackPause, knows when it asks the provider
+// again); only when the pause could not be recorded (the store failed) does
+// it wait the fallback schedule by attempt (n is asynq's retry count, so
+// attempt = n+1):
 //
 //	attempt  1     2     3    4    5    6     7
 //	delay   15m   30m   1h   2h   4h   8h   12h (cap)
@@ -36,13 +39,18 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		}
 		var r *Refusal
 		if errors.As(err, &r) {
-			own := backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, max(n+1, n)) // n+1 overflows at MaxInt
-			if r.Hint > 0 {
-				own = g.clamp(r.Hint)
-			}
 			var shared time.Duration // the pause in force after recording it
-			if rec := (*recorded)(nil); errors.As(err, &rec) {
+			rec := (*recorded)(nil)
+			known := errors.As(err, &rec)
+			if known {
 				shared = rec.pause.Remaining
+			}
+			var own time.Duration
+			switch {
+			case r.Hint > 0:
+				own = g.clamp(r.Hint)
+			case !known: // the scope's pause is not known: back off alone
+				own = backoff(g.cfg.FallbackBase, g.cfg.FallbackCap, max(n+1, n)) // n+1 overflows at MaxInt
 			}
 			return g.align(max(own, shared))
 		}

@@ -61,7 +61,8 @@ func TestRetryDelay(t *testing.T) {
 		{"no hint, attempt 1001", 0, 1000, &Refusal{}, 12 * h},
 		{"no hint, attempt 1e9", 0, 1_000_000_000, &Refusal{}, 12 * h},
 		{"no hint, shared pause longer", 0, 0, rec(&Refusal{}, 2*h), 2 * h},
-		{"no hint, shared fallback pause shorter", 0, 0, rec(&Refusal{}, m), 15 * m},
+		{"no hint, the shared pause is the delay", 0, 0, rec(&Refusal{}, m), m},
+		{"no hint, a hintless episode's first pause", quarter, 4, rec(&Refusal{}, s), s + 750*time.Millisecond},
 		{"no hint off the second", quarter, 0, &Refusal{}, 15*m + 750*time.Millisecond},
 	} {
 		now := t0.Add(tc.off)

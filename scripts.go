@@ -58,17 +58,18 @@ var luaConstants = func() string {
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
-		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter,
+		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
 	b.WriteString("local budgetFields = " + luaList(budgetFields) + "\n")
 	b.WriteString("local learnFields = " + luaList(learnFields) + "\n")
 	b.WriteString("local classFields = " + luaList(classFields) + "\n")
+	b.WriteString("local fallbackFields = " + luaList(fallbackFields) + "\n")
 	return b.String()
 }()
 
@@ -88,7 +89,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaConcurrency + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRecord + luaBudget +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -103,7 +104,7 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 //
 // KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
-// KEYS[7+i] the state of the i-th configured limit
+// KEYS[8] fallback  KEYS[8+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
@@ -122,11 +123,11 @@ C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), to
 C.reserve, C.lend, C.lease = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local interactive = ARGV[8] == '1'
 local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
-  nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
+  FB = fallback_load(KEYS[8]), nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
-S.act = limits_args(7, 12, nlim)
+S.act = limits_args(8, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
-if S.learned then S.act[1] = {key = KEYS[5], fixed = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
+if S.learned then S.act[1] = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
 local r = admit(S, cost)
 if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(S.K) end
@@ -141,9 +142,10 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // deadline in force and the Redis TIME (ms), so that open caches forget the
 // scope and gates remember the pause (reassert.go).
 //
-// KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby
-// KEYS[4+i] the state of the i-th configured limit
-// ARGV[1] pause ms (clamped)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
+// KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
+// KEYS[5+i] the state of the i-th configured limit
+// ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
+// episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
 // script counted (scopeState.report)  ARGV[7] n, then the limits as for
@@ -155,9 +157,14 @@ const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
-local deadline = pause_refuse(KEYS[1], KEYS[4], P, tonumber(ARGV[1]), ARGV[3] == '2')
+local ms = tonumber(ARGV[1])
+if ARGV[3] == '0' then
+  local FB = fallback_load(KEYS[5])
+  ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
+end
+local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(4, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(5, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
@@ -177,14 +184,16 @@ var observeReply = []string{"remaining", "reset", "now"}
 // did not have.
 //
 // KEYS[1] budget  KEYS[2] learn  KEYS[3] pause (the name announced)
+// KEYS[4] fallback
 // ARGV[1] remaining (-1: none advertised)  ARGV[2] reset µs (0 unknown)
 // ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
 // ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
 // ARGV[7] the learned window the answered request opened (its instant µs,
-// 0 none: see learnState.answer)  ARGV[8] the longest configured fixed
+// 0 none: see learnState.answer; a hintless episode's probe, too)  ARGV[8] the longest configured fixed
 // window µs (0: none; a reset beyond it aligns nothing: params.longestWindow)
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
+// ARGV[10] the answered request's round trip µs (0 unknown: observation.rtt)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
@@ -195,10 +204,12 @@ local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumbe
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
-if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, prec) end
+if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, tonumber(ARGV[10]))) end
 if ARGV[9] == '1' and tonumber(ARGV[1]) > 0 then learn_contradicted(L) end
 learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
+local FB = fallback_load(KEYS[4])
+fallback_answer(FB, tonumber(ARGV[7])); fallback_save(FB)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `

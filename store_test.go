@@ -46,7 +46,7 @@ func TestStorePauseRecord(t *testing.T) {
 			st := testStore(e.rdb, e.prefix)
 			k := scopeKeys(e.prefix, Scope{Provider: "ups", Account: "acct-1"})
 
-			until, rem, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{})
+			until, rem, _, err := st.pause(ctx, k, 30*time.Second, exactPause)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, prefix)
 	k := scopeKeys(prefix, Scope{Provider: "ups"})
-	_, rem, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
+	_, rem, _, err := st.pause(ctx, k, MinPause, exactPause)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	var off []string
 	for i := range 3000 {
 		k := scopeKeys(prefix, Scope{Provider: "expiry", Account: strconv.Itoa(i)})
-		until, _, _, err := st.pause(ctx, k, MinPause, refusalFacts{})
+		until, _, _, err := st.pause(ctx, k, MinPause, exactPause)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, "qgtest")
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	if _, _, _, err := st.pause(ctx, k, 5*time.Second, refusalFacts{}); err != nil {
+	if _, _, _, err := st.pause(ctx, k, 5*time.Second, exactPause); err != nil {
 		t.Fatal(err)
 	}
 	c.mr.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
@@ -197,7 +197,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if err != nil || a.code != admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
-	until, rem, _, err := st.pause(ctx, k, 2*time.Second, refusalFacts{})
+	until, rem, _, err := st.pause(ctx, k, 2*time.Second, exactPause)
 	if err != nil || rem != 2*time.Second || !until.Equal(t0.Add(8*time.Second)) {
 		t.Errorf("pause over an expired record = %v, %v, %v; want %v, 2s", until, rem, err, t0.Add(8*time.Second))
 	}
@@ -231,7 +231,7 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if err != nil || a.code != admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
-				until, rem, _, err := st.pause(ctx, k, 10*time.Second, refusalFacts{})
+				until, rem, _, err := st.pause(ctx, k, 10*time.Second, exactPause)
 				if err != nil {
 					t.Errorf("record %q: pause: %v", v, err)
 					continue
@@ -275,7 +275,7 @@ func TestStoreWrongType(t *testing.T) {
 				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.pause, a, err)
 				}
-				if _, rem, _, err := st.pause(ctx, k, 10*time.Second, refusalFacts{}); err != nil || rem != 10*time.Second {
+				if _, rem, _, err := st.pause(ctx, k, 10*time.Second, exactPause); err != nil || rem != 10*time.Second {
 					t.Errorf("%s: pause %v, %v; want 10s", k.pause, rem, err)
 				}
 				if typ := e.rdb.Type(ctx, k.pause).Val(); typ != "string" {
@@ -394,7 +394,7 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}); err != nil {
+		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, exactPause); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, Limit{}, time.Second, []admitStep{
@@ -413,7 +413,7 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
-		st.pause(context.Background(), k, 5*time.Second, refusalFacts{})
+		st.pause(context.Background(), k, 5*time.Second, exactPause)
 		c.advance(time.Second)
 		for _, l := range []Limit{{}, PerSecond(10, 3)} {
 			a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: 1, hold: 0})
@@ -427,7 +427,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		l := PerSecond(10, 3)
-		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, refusalFacts{}, l); err != nil {
+		if _, _, _, err := st.pause(context.Background(), k, 5*time.Second, exactPause, l); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -456,7 +456,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		l := PerSecond(10, 3)
-		st.pause(context.Background(), k, 5*time.Second, refusalFacts{}, l)
+		st.pause(context.Background(), k, 5*time.Second, exactPause, l)
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
 			{0, 1, paused, 5 * time.Second},
 			{0, 1, paused, 5100 * ms},
@@ -529,7 +529,7 @@ func TestAdmitBothBackends(t *testing.T) {
 				}
 			}
 			// A pause on top: paused, nothing admitted, wait to a slot after it.
-			if _, _, _, err := st.pause(ctx, k, 30*time.Second, refusalFacts{}); err != nil {
+			if _, _, _, err := st.pause(ctx, k, 30*time.Second, exactPause); err != nil {
 				t.Fatal(err)
 			}
 			a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
@@ -708,7 +708,7 @@ func TestStoreTimeout(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 30*time.Second {
 		t.Errorf("run took %v with a 100ms store timeout", elapsed) // the client alone would block forever
 	}
-	if _, _, _, err := st.pause(ctx, k, time.Minute, refusalFacts{}); !errors.Is(err, ErrStoreTimeout) {
+	if _, _, _, err := st.pause(ctx, k, time.Minute, exactPause); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("pause on a silent store: %v, want ErrStoreTimeout", err)
 	}
 	if err := st.resume(ctx, k, nil); !errors.Is(err, ErrStoreTimeout) {
@@ -827,3 +827,8 @@ func TestScopeKeys(t *testing.T) {
 		t.Error("the prefix does not separate gates")
 	}
 }
+
+// exactPause records a pause of exactly the length asked: an operator's
+// (Gate.Pause), which teaches nothing. A hintless refusal's pause is its
+// episode's (model_fallback.go), a second the first time.
+var exactPause = refusalFacts{operator: true}

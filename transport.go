@@ -86,6 +86,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	sent := t.g.now() // the round trip (observation.rtt), on the monotonic clock by default
 	resp, err := t.base.RoundTrip(req)
 	if !taskGrant || sc.task.released.CompareAndSwap(false, true) {
 		t.g.release(ctx, sc.scope, k, gr) // the request is over: its slot in flight is free
@@ -93,12 +94,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
+	rtt := t.g.now().Sub(sent)
 	refused := isRefusal(resp)
 	opened := int64(0) // the response answers the request that opened a learned window
 	if !refused && gr.opens > 0 && (!taskGrant || sc.task.answered.CompareAndSwap(false, true)) {
 		opened = gr.opens
 	}
-	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe || opened > 0, opened)
+	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe || opened > 0, opened, rtt)
 	if !refused {
 		return resp, nil
 	}
@@ -148,7 +150,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
-	if err := g.observe(ctx, s, k, resp, gr, report, 0); err != nil {
+	if err := g.observe(ctx, s, k, resp, gr, report, 0, 0); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -194,12 +196,12 @@ const silentFor = 10 * time.Minute
 // observe records the budget resp advertises. A response that advertises
 // nothing is recorded only when report is set: it answers a first contact's
 // probe (the scope's peers wait for it), or Observe has not told Redis in a
-// while.
-func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool, opened int64) error {
+// while. rtt is the request's round trip (0 unknown: observation.rtt).
+func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool, opened int64, rtt time.Duration) error {
 	o := observation{remaining: -1, seq: gr.seq, opened: opened}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
 		o = observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened, refused: isRefusal(resp)}
+			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened, refused: isRefusal(resp), rtt: rtt.Microseconds()}
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil

@@ -133,7 +133,7 @@ func TestTransportRefusalStatuses(t *testing.T) {
 		paused time.Duration // 0: no pause recorded
 	}{
 		{"429 with prose hint", 429, nil, `{"message":"try again in 3 seconds"}`, 3 * time.Second},
-		{"429 without hint pauses FallbackPause", 429, nil, `{"message":"slow down"}`, time.Minute},
+		{"429 without hint pauses for a hintless episode's first pause", 429, nil, `{"message":"slow down"}`, time.Second},
 		{"503 with Retry-After", 503, http.Header{"Retry-After": {"4"}}, "", 4 * time.Second},
 		{"503 without Retry-After is an outage, not a refusal", 503, nil, "", 0},
 		{"200 is not a refusal", 200, http.Header{"Retry-After": {"4"}}, "", 0},

@@ -22,7 +22,7 @@ import (
 
 // scopeKinds are the kinds of key of one scope that have fixed names; the
 // second and further limits add numbered ones (tat2, win3, slog2, conc2, ...).
-var scopeKinds = []string{"pause", "tat", "win", "slog", "conc", "line", "budget", "learn", "lwin"}
+var scopeKinds = []string{"pause", "tat", "win", "slog", "conc", "line", "budget", "learn", "lwin", "fallback"}
 
 var (
 	keyEscaper  = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
@@ -49,8 +49,8 @@ func (e errNoSuchScope) Error() string {
 }
 
 // hasRecord reports whether Redis holds any key of s under prefix: its
-// pause, a limit's state, its reopening line, its budget or what it
-// learned. The keys with fixed names are checked with one EXISTS (they
+// pause, a limit's state, its reopening line, its budget, what it
+// learned or its hintless episode. The keys with fixed names are checked with one EXISTS (they
 // share a hash tag: one slot); only when none exists, a SCAN for the
 // scope's keys, on the node that holds its slot, finds numbered limits.
 func hasRecord(ctx context.Context, rdb redis.UniversalClient, prefix string, s quotagate.Scope) (bool, error) {

@@ -1,0 +1,116 @@
+package quotagate
+
+// The hintless pause: how long a refusal that says nothing of when pauses
+// the scope, and how the scope finds out that its provider takes requests
+// again.
+//
+// A provider that refuses with no readable hint (a reverse proxy's
+// limit_req: 429 and nothing else) may take requests again within a second
+// (a bucket's next tokens) or within an hour (an outage). The scope finds
+// out as a client with capped exponential backoff does, once for the whole
+// fleet: a hintless refusal while the scope is open starts an episode whose
+// pause is fallbackFirst the first time, and twice the episode before's
+// each time the scope is refused again before its provider accepted a
+// request, at most the cap (Config.FallbackPause). A hintless refusal while
+// the scope is paused (a request already on its way when it paused) moves
+// nothing: the pause in force answers it.
+//
+// After the pause, the first admission is the episode's probe: it goes
+// alone, the others wait for its answer (at most the answer timeout,
+// params.answer: MaxHold and a second), looking every probePoll. An answer
+// without a refusal ends the episode: the scope is open, and its next
+// hintless refusal starts at fallbackFirst again. A refusal of the probe is
+// the next episode, twice as long. So while the provider refuses, the scope
+// sends one request per pause, and the pauses double up to the cap.
+//
+// Invariants: an episode's pause is within [fallbackFirst, cap] and at most
+// twice its predecessor's; at most one probe per episode, after its pause;
+// an episode is forgotten learnTTL after the refusal that started it (a
+// scope with no news is open). Hinted refusals and Gate.Pause leave it.
+
+// fallbackFirst is the pause of a hintless episode's first refusal, ms:
+// MinPause, the shortest pause the gate records. A bucket refills some
+// tokens in a second (gcra/none of the matrix: 8 of its 10), and a longer
+// outage is found by the doubling within log2(cap/fallbackFirst) probes
+// (six for a minute).
+const fallbackFirst = 1000
+
+// fallbackState is the scope's hintless episode.
+type fallbackState struct {
+	level   int64 // ms: the episode's pause (0: none: the provider accepted the last probe)
+	probeAt int64 // µs: the episode's probe went at (0: not yet)
+	expires int64 // µs: forgotten at (0: empty)
+}
+
+// refuse returns the pause (ms) of a hintless refusal at now whose cap is
+// capMs: when the scope is open, the next episode's, which it starts; 0
+// (nothing beyond the pause in force) when it is paused.
+func (s *fallbackState) refuse(now, capMs int64, open bool) int64 {
+	if !open {
+		return 0
+	}
+	level := int64(fallbackFirst)
+	if s.level > 0 {
+		level = 2 * s.level
+	}
+	s.level, s.probeAt, s.expires = min(level, capMs), 0, now+learnTTL
+	return s.level
+}
+
+// probes reports whether the next admission is the episode's probe.
+func (s fallbackState) probes() bool { return s.level > 0 && s.probeAt == 0 }
+
+// earliest is when the episode lets an admission at now ask: after its
+// probe's answer, or its timeout (0: now).
+func (s fallbackState) earliest(p params, now int64) int64 {
+	if s.level > 0 && s.probeAt > 0 && now < s.probeAt+p.answer {
+		return min(s.probeAt+p.answer, now+probePoll)
+	}
+	return 0
+}
+
+// answer records that the request admitted at at was answered without a
+// refusal: if it was the episode's probe, the episode is over.
+func (s *fallbackState) answer(at int64) {
+	if at > 0 && s.probeAt == at {
+		*s = fallbackState{}
+	}
+}
+
+// luaFallback is the episode's transaction, on a hash with the fields of
+// fallbackFields; FB is the loaded state (fallback_load), saved when a
+// transition changed it.
+const luaFallback = `
+local function fallback_load(key)
+  local v = hload(key, fallbackFields)
+  local FB = {key = key}
+  for _, f in ipairs(fallbackFields) do FB[f] = int(v[f]) or 0 end
+  if FB.expires <= now_us then FB.level, FB.probeAt, FB.expires = 0, 0, 0 end
+  return FB
+end
+local function fallback_save(FB)
+  if not FB.dirty then return end
+  redis.call('DEL', FB.key)
+  if FB.expires == 0 then return end
+  redis.call('HSET', FB.key, 'level', num(FB.level), 'probeAt', num(FB.probeAt), 'expires', num(FB.expires))
+  redis.call('PEXPIREAT', FB.key, math.ceil(FB.expires / 1000) + C.margin)
+  FB.dirty = false
+end
+local function fallback_refuse(FB, cap, open)
+  if not open then return 0 end
+  local level = C.fallbackFirst
+  if FB.level > 0 then level = 2 * FB.level end
+  FB.level, FB.probeAt, FB.expires, FB.dirty = math.min(level, cap), 0, now_us + C.learnTTL, true
+  return FB.level
+end
+local function fallback_probes(FB) return FB.level > 0 and FB.probeAt == 0 end
+local function fallback_earliest(FB)
+  if FB.level > 0 and FB.probeAt > 0 and now_us < FB.probeAt + C.answer then
+    return math.min(FB.probeAt + C.answer, now_us + C.probePoll)
+  end
+  return 0
+end
+local function fallback_answer(FB, at)
+  if at > 0 and FB.probeAt == at then FB.level, FB.probeAt, FB.expires, FB.dirty = 0, 0, 0, true end
+end
+`
