@@ -100,6 +100,12 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if r.IntN(2) == 0 {
 				o.opened = -1 // the learned window's probe in force, if any (see diffRun)
 			}
+			if !silent && r.IntN(3) == 0 {
+				// the last admission's answer, its reset farther than the
+				// last reading's (see diffRun): a bucket telling when it is
+				// full, read in order
+				o.seq, o.reset = -1, -1
+			}
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
 			}
@@ -168,6 +174,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if d.probe {
 				seen["probe"]++
 			}
+			if m.budget.per > 0 && d.code == admitted && len(ls) == 0 {
+				seen["budget refilled: admitted"]++
+			}
 			if slidingIn(ls) {
 				seen[fmt.Sprintf("sliding: code %d", d.code)]++
 			}
@@ -199,6 +208,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.obs.opened == -1 {
 				e.obs.opened = m.learn.probeAt
 			}
+			if e.obs.seq == -1 {
+				e.obs.seq, e.obs.reset = m.budget.seq, m.budget.dist+e.obs.prec
+			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause},
 				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls))
 			if err != nil {
@@ -209,6 +221,12 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["reset beyond the windows"]++
 			}
 			m.observe(p, now, e.obs)
+			if m.budget.per > 0 {
+				seen["budget refills"]++
+				if len(ls) == 0 {
+					seen["budget refills, enforced"]++
+				}
+			}
 		case 'l':
 			held := diffLeases(m)
 			x := lease{id: "never", cost: 1}
@@ -338,7 +356,8 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	b := hash(k.budget)
 	_, known := b["remaining"]
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
-		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"])}
+		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
+		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"])}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
@@ -421,7 +440,7 @@ func TestDifferential(t *testing.T) {
 					"code 2 reason 4", "code 2 reason 5", "probe", "opens", "learned limit 1", "learned limit 3", "reset beyond the windows",
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0", "lent: code 2",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
-					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released"} {
+					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released", "budget refills", "budget refilled: admitted"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}
