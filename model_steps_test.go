@@ -132,6 +132,25 @@ func TestLearnSteps(t *testing.T) {
 	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+8*sec+500*ms {
 		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 8.5 s", l)
 	}
+	// A window's probe refused, the refusal saying the whole window (a
+	// sliding log's Retry-After, sliding-log/window of the matrix): the
+	// window has not begun where the learned one did, whatever it got
+	// accepted (nothing): realign, keep n and w.
+	pl := learnState{limit: 40, window: 5 * sec, best: 40, alignAt: T0, alignPrec: sec, since: T0, expires: T0 + learnTTL}
+	var pw windowState
+	ps, _ := pl.spec()
+	for range 40 {
+		pw.spend(ps, p, pl.alignment(), T0+10*ms, 1)
+	}
+	if !pl.opens(ps, p, &pw, pl.alignment(), T0+5*sec) {
+		t.Fatal("the window after one spent whole does not open with a probe")
+	}
+	pl.probeAt = T0 + 5*sec
+	pw.spend(ps, p, pl.alignment(), T0+5*sec, 1)
+	pl.refuse(T0+5*sec+30*ms, T0+10*sec+30*ms, hinted, true, false, &pw)
+	if pl.limit != 40 || pl.window != 5*sec || pl.alignAt != T0+10*sec+30*ms || pl.absorb != 0 {
+		t.Errorf("a refused probe: %+v, want 40 per 5 s aligned at 10.03 s", pl)
+	}
 	// Forgotten learnTTL after the refusal that taught it.
 	var m scopeState
 	m.learn = l
