@@ -36,15 +36,18 @@ import "math"
 // by one unit every per = (reset − now)/(limit − remaining) from the
 // reading on: a lower bound of a bucket that is full at the reset, however
 // its reset is rounded up (the tokens it refills are a straight line from
-// remaining now to limit at its true fill time, no later than the reset),
-// and each reading's remaining anchors it again (a bucket refilling
-// faster than that shows it in the next reading's remaining, and keeps
-// it: a bucket loses no token until it is full). Past the reset a probe
-// asks, as for every budget.
+// remaining now to limit at its true fill time, no later than the reset).
+// Each later reading's remaining anchors it again at the same pace (a
+// bucket refilling faster shows it in the next reading's remaining, and
+// keeps it: a bucket loses no token until it is full); only a reading
+// whose reset grew again sets the pace anew (a reset that stays where it
+// was, as a window counter's end does, would make the pace faster with
+// every unit spent). Past the reset a probe asks, as for every budget.
 //
 // Invariants: never admit into a budget known to be spent before its
-// reset (or, refilling, its next unit); never hold a scope past the reset and the probe's timeout (after
-// them a request goes); a budget is forgotten learnTTL after its reset.
+// reset (or, refilling, its next unit); never hold a scope past the reset
+// and the probe's timeout (after them a request goes); a budget is
+// forgotten learnTTL after its reset.
 // A scope with configured limits is paced by them: its budget is
 // observed and shown, not enforced.
 
@@ -227,9 +230,13 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if !refills && u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
 		u = min(u, s.reset)
 	}
+	per := s.per
 	s.per, s.at = 0, 0
 	if refills {
-		s.per, s.at = (u-now+lim-r-1)/(lim-r), now
+		if grew || per == 0 {
+			per = (u - now + lim - r - 1) / (lim - r)
+		}
+		s.per, s.at = per, now
 	}
 	if o.seq > s.distSeq {
 		s.dist, s.distSeq = o.reset, o.seq
@@ -324,8 +331,12 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   local grew = B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
   local refills = (B.per > 0 or grew) and u > 0 and lim > r
   if not refills and u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
+  local per = B.per
   B.per, B.at = 0, 0
-  if refills then B.per, B.at = math.floor((u - now_us + lim - r - 1) / (lim - r)), now_us end
+  if refills then
+    if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
+    B.per, B.at = per, now_us
+  end
   if seq > B.distSeq then B.dist, B.distSeq = reset, seq end
   B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
   B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true

@@ -278,11 +278,11 @@ func TestBudgetRefillSteps(t *testing.T) {
 	if v := b.earliest(p, T0+450*ms, 1, keeper{}); v.at != T0+630*ms {
 		t.Fatalf("spent again: %+v, want the next unit at 0.63 s (the part of a unit refilled kept)", v)
 	}
-	// A reading with more left than the refill says anchors it again: the
-	// bucket refilled faster.
+	// A reading with more left than the refill says anchors it again (the
+	// bucket refilled faster), at the same pace: its reset did not grow.
 	b.observe(T0+460*ms, observation{remaining: 3, reset: 2 * sec, limit: 11, prec: sec, seq: 13})
-	if b.avail(T0+460*ms) != 3 || b.per != 250*ms {
-		t.Fatalf("a fuller reading: %+v, want 3 left, one every 250 ms", b)
+	if b.avail(T0+460*ms) != 3 || b.per != 200*ms || b.at != T0+460*ms {
+		t.Fatalf("a fuller reading: %+v, want 3 left at 0.46 s, one more every 200 ms", b)
 	}
 	// Past the reset a probe asks, as for every budget.
 	if v := b.earliest(p, T0+2460*ms, 1, keeper{}); !v.probe {
