@@ -253,10 +253,10 @@ func abs(v int64) int64 {
 	return v
 }
 
-// luaBudget is the budget's transaction as admissions meet it, on a hash
-// with the fields of budgetFields; B is the loaded budget (see
-// budgetState).
-const luaBudget = `
+// luaBudgetRefill is a refilling budget's arithmetic (budgetState.avail,
+// refillAt, settle): what it has to spend now, when it has n, and what it
+// refilled counted into remaining.
+const luaBudgetRefill = `
 local function budget_avail(B)
   if B.per <= 0 or now_us <= B.at then return B.remaining end
   return math.min(B.remaining + math.floor((now_us - B.at) / B.per), math.max(B.limit, B.remaining))
@@ -265,6 +265,18 @@ local function budget_refill_at(B, n)
   if B.per <= 0 or n > B.limit then return math.huge end
   return B.at + math.max(n - B.remaining, 0) * B.per
 end
+local function budget_settle(B)
+  if B.per <= 0 or now_us <= B.at then return end
+  local n = math.floor((now_us - B.at) / B.per)
+  if B.remaining + n >= B.limit then B.remaining, B.at = math.max(B.limit, B.remaining), now_us
+  else B.remaining, B.at = B.remaining + n, B.at + n * B.per end
+end
+`
+
+// luaBudget is the budget's transaction as admissions meet it, on a hash
+// with the fields of budgetFields; B is the loaded budget (see
+// budgetState).
+const luaBudget = `
 local function budget_earliest(B, cost, k)
   local kept, rem = keep_of(k, B.limit), budget_avail(B)
   if B.silent then return {at = 0} end
@@ -297,11 +309,7 @@ local function budget_spend(B, v, cost)
     B.per, B.at = 0, 0
     return false, B.seq
   elseif v.spend then
-    if B.per > 0 and now_us > B.at then
-      local n = math.floor((now_us - B.at) / B.per)
-      if B.remaining + n >= B.limit then B.remaining, B.at = math.max(B.limit, B.remaining), now_us
-      else B.remaining, B.at = B.remaining + n, B.at + n * B.per end
-    end
+    budget_settle(B)
     B.remaining, B.seq, B.dirty = B.remaining - cost, B.seq + cost, true
     return false, B.seq
   end

@@ -88,7 +88,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaConcurrency + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudget + luaBudgetObserve +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaSliding + luaConcurrency + luaLimitRecord + luaLimit + luaBudgetRecord + luaBudgetRefill + luaBudget + luaBudgetObserve +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
