@@ -225,7 +225,8 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if o.limit > 0 {
 		lim = o.limit
 	}
-	grew := s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now)
+	grew := s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now) &&
+		lim > r && paced(u-s.reset, o.seq-s.distSeq, o.reset/(lim-r)+o.prec)
 	refills := (s.per > 0 || grew) && u > 0 && lim > r
 	if !refills && u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
 		u = min(u, s.reset)
@@ -245,6 +246,15 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	s.expires = max(u, now) + learnTTL
 	return u, o.prec, fresh
 }
+
+// paced reports whether a reset that moved later by move while k units
+// were spent is a bucket's fill time at a pace of per µs a unit: it moved
+// by no more than one unit's time for each unit spent and the one it
+// answered. A bucket telling its next token moves it a whole token's time
+// for the one token that came and went (Discord's Reset-After read by a
+// request that took that token), where its pace, read as a fill time, is
+// the token's time over the limit.
+func paced(move, k, per int64) bool { return move <= 0 || move/(k+1) <= per }
 
 func abs(v int64) int64 {
 	if v < 0 {
@@ -337,6 +347,7 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   local lim = B.limit
   if limit > 0 then lim = limit end
   local grew = B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
+    and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
   local refills = (B.per > 0 or grew) and u > 0 and lim > r
   if not refills and u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
   local per = B.per

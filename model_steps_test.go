@@ -303,6 +303,9 @@ func TestBudgetRefillSteps(t *testing.T) {
 		{"a bucket's next token", []observation{
 			{remaining: 0, reset: 100 * ms, limit: 10, prec: ms, seq: 1},
 			{remaining: 1, reset: 120 * ms, limit: 10, prec: ms, seq: 2}}},
+		{"a bucket's next token, taken by the request that reads it", []observation{
+			{remaining: 0, reset: 80 * ms, limit: 10, prec: ms, seq: 1},
+			{remaining: 0, reset: 110 * ms, limit: 10, prec: ms, seq: 2}}},
 	} {
 		var w budgetState
 		for i, o := range c.obs {
