@@ -100,7 +100,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if r.IntN(2) == 0 {
 				o.opened = -1 // the learned window's probe in force, if any (see diffRun)
 			}
-			if !silent && r.IntN(3) == 0 {
+			if !silent && o.seq == 7 {
 				// the last admission's answer, its reset farther than the
 				// last reading's (see diffRun): a bucket telling when it is
 				// full, read in order
@@ -432,7 +432,15 @@ func TestDifferential(t *testing.T) {
 				silent := ls == nil && i/len(diffConfigs)%2 == 0
 				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%s%d", e.prefix, i), ls, probe, diffEvents(r, events, e.real(), silent), seen)
 			}
-			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs, seen)
+			// More of the budget's own case (nothing configured, a provider
+			// that advertises it), on a stream of their own: the budget that
+			// refills is read there.
+			for i := range seqs / 8 {
+				e := b.open(t)
+				r := rand.New(rand.NewPCG(uint64(i), 13))
+				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%sb%d", e.prefix, i), nil, 2500*time.Millisecond, diffEvents(r, events, e.real(), false), seen)
+			}
+			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs+seqs/8, seen)
 			if b.name == "miniredis" {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
