@@ -1,5 +1,7 @@
 package quotagate
 
+import "math"
+
 // The advertised budget: what the provider said is left of its quota
 // (remaining, until reset), spent by the admissions since, counting the
 // requests still on their way.
@@ -22,9 +24,30 @@ package quotagate
 // the same window (within the reading's precision) the earlier is kept,
 // as resets are read rounded up.
 //
+// A budget refills before its reset when the reset is a bucket's "until
+// full" (throttled's GCRA, a sliding window counter's window rolled over
+// with the budget still spent) rather than a window's end: the evidence is
+// a reset whose distance, as the provider wrote it, grew between two
+// readings (the later one answering a later request) while the stored
+// reset was still ahead and the budget did not rise. No window's end moves
+// later before it passes, and a bucket telling its next token moves it
+// later only as the budget rises (a token came); a bucket telling when it
+// is full moves it later with every request spent. Such a budget refills
+// by one unit every per = (reset − now)/(limit − remaining) from the
+// reading on: a lower bound of a bucket that is full at the reset, however
+// its reset is rounded up (the tokens it refills are a straight line from
+// remaining now to limit at its true fill time, no later than the reset).
+// Each later reading's remaining anchors it again at the same pace (a
+// bucket refilling faster shows it in the next reading's remaining, and
+// keeps it: a bucket loses no token until it is full); only a reading
+// whose reset grew again sets the pace anew (a reset that stays where it
+// was, as a window counter's end does, would make the pace faster with
+// every unit spent). Past the reset a probe asks, as for every budget.
+//
 // Invariants: never admit into a budget known to be spent before its
-// reset; never hold a scope past the reset and the probe's timeout (after
-// them a request goes); a budget is forgotten learnTTL after its reset.
+// reset (or, refilling, its next unit); never hold a scope past the reset
+// and the probe's timeout (after them a request goes); a budget is
+// forgotten learnTTL after its reset.
 // A scope with configured limits is paced by them: its budget is
 // observed and shown, not enforced.
 
@@ -50,6 +73,43 @@ type budgetState struct {
 	probeAt   int64 // µs: a probe went at, 0 none out
 	silent    bool  // the provider advertises nothing
 	expires   int64 // µs: the record is forgotten at, 0 when empty
+	per       int64 // µs: the budget refills a unit every per until its reset (0: it does not, a window's)
+	at        int64 // µs: remaining was counted at (while per > 0)
+	dist      int64 // µs: the last reading's reset, as the provider wrote it (from its response; 0 none)
+	distSeq   int64 // the sequence number of the request that reading answered
+}
+
+// avail is what the budget has to spend at now: remaining, and what it
+// refilled since it was counted (up to its limit).
+func (s budgetState) avail(now int64) int64 {
+	if s.per <= 0 || now <= s.at {
+		return s.remaining
+	}
+	return min(s.remaining+(now-s.at)/s.per, max(s.limit, s.remaining))
+}
+
+// refillAt is the instant a refilling budget has n to spend (math.MaxInt64
+// when it never does before its reset: it does not refill, or n is beyond
+// its limit).
+func (s budgetState) refillAt(n int64) int64 {
+	if s.per <= 0 || n > s.limit {
+		return math.MaxInt64
+	}
+	return s.at + max(n-s.remaining, 0)*s.per
+}
+
+// settle counts what the budget refilled until now into remaining, keeping
+// the part of a unit already refilled.
+func (s *budgetState) settle(now int64) {
+	if s.per <= 0 || now <= s.at {
+		return
+	}
+	k := (now - s.at) / s.per
+	if s.remaining+k >= s.limit {
+		s.remaining, s.at = max(s.limit, s.remaining), now
+		return
+	}
+	s.remaining, s.at = s.remaining+k, s.at+k*s.per
 }
 
 // budgetVerdict is what the budget says of an admission at now.
@@ -67,18 +127,18 @@ type budgetVerdict struct {
 // its claims stay, and while claims wait no such admission is the probe;
 // what k alone holds back is asked for again at k's lapse.
 func (s budgetState) earliest(p params, now, cost int64, k keeper) budgetVerdict {
-	kept := k.of(s.limit)
+	kept, rem := k.of(s.limit), s.avail(now)
 	switch {
 	case s.silent:
 		return budgetVerdict{}
-	case s.known && (s.reset > now || s.reset == 0) && s.remaining-kept >= cost:
+	case s.known && (s.reset > now || s.reset == 0) && rem-kept >= cost:
 		return budgetVerdict{spend: true}
-	case s.known && s.reset > now && s.remaining >= cost:
-		return budgetVerdict{at: min(k.lapse, s.reset), why: reasonBudget}
-	case s.known && s.reset == 0 && s.remaining >= cost:
+	case s.known && s.reset > now && rem >= cost:
+		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: reasonBudget}
+	case s.known && s.reset == 0 && rem >= cost:
 		return budgetVerdict{at: k.lapse, why: reasonBudget}
 	case s.known && s.reset > now:
-		return budgetVerdict{at: s.reset, why: reasonBudget}
+		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: reasonBudget}
 	case s.probeAt > 0 && now < s.probeAt+p.probe:
 		return budgetVerdict{at: min(s.probeAt+p.probe, now+probePoll), why: reasonProbe}
 	case !s.known && s.probeAt > 0:
@@ -109,10 +169,11 @@ func (s *budgetState) spend(p params, now, cost int64, v budgetVerdict) (probe b
 		s.expires = max(s.expires, now+learnTTL)
 		return true, s.seq
 	case v.refill:
-		s.remaining, s.reset, s.refilled = s.limit-cost, 0, s.seq
+		s.remaining, s.reset, s.refilled, s.per, s.at = s.limit-cost, 0, s.seq, 0, 0
 		s.seq += cost
 		return false, s.seq
 	case v.spend:
+		s.settle(now)
 		s.remaining -= cost
 		s.seq += cost
 		return false, s.seq
@@ -166,16 +227,40 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if o.reset > 0 {
 		u = now + o.reset
 	}
-	if u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
+	lim := s.limit
+	if o.limit > 0 {
+		lim = o.limit
+	}
+	grew := s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now) &&
+		lim > r && paced(u-s.reset, o.seq-s.distSeq, o.reset/(lim-r)+o.prec)
+	refills := (s.per > 0 || grew) && u > 0 && lim > r
+	if !refills && u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
 		u = min(u, s.reset)
 	}
-	s.known, s.remaining, s.reset, s.probeAt, s.silent = true, r, u, 0, false
-	if o.limit > 0 {
-		s.limit = o.limit
+	per := s.per
+	s.per, s.at = 0, 0
+	if refills {
+		if grew || per == 0 {
+			per = (u - now + lim - r - 1) / (lim - r)
+		}
+		s.per, s.at = per, now
 	}
+	if o.seq > s.distSeq {
+		s.dist, s.distSeq = o.reset, o.seq
+	}
+	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
 	s.expires = max(u, now) + learnTTL
 	return u, o.prec, fresh
 }
+
+// paced reports whether a reset that moved later by move while k units
+// were spent is a bucket's fill time at a pace of per µs a unit: it moved
+// by no more than one unit's time for each unit spent and the one it
+// answered. A bucket telling its next token moves it a whole token's time
+// for the one token that came and went (Discord's Reset-After read by a
+// request that took that token), where its pace, read as a fill time, is
+// the token's time over the limit.
+func paced(move, k, per int64) bool { return move <= 0 || move/(k+1) <= per }
 
 func abs(v int64) int64 {
 	if v < 0 {
@@ -184,19 +269,40 @@ func abs(v int64) int64 {
 	return v
 }
 
-// luaBudget is the budget's transaction, on a hash with the fields of
-// budgetFields; B is the loaded budget (see budgetState).
+// luaBudgetRefill is a refilling budget's arithmetic (budgetState.avail,
+// refillAt, settle): what it has to spend now, when it has n, and what it
+// refilled counted into remaining.
+const luaBudgetRefill = `
+local function budget_avail(B)
+  if B.per <= 0 or now_us <= B.at then return B.remaining end
+  return math.min(B.remaining + math.floor((now_us - B.at) / B.per), math.max(B.limit, B.remaining))
+end
+local function budget_refill_at(B, n)
+  if B.per <= 0 or n > B.limit then return math.huge end
+  return B.at + math.max(n - B.remaining, 0) * B.per
+end
+local function budget_settle(B)
+  if B.per <= 0 or now_us <= B.at then return end
+  local n = math.floor((now_us - B.at) / B.per)
+  if B.remaining + n >= B.limit then B.remaining, B.at = math.max(B.limit, B.remaining), now_us
+  else B.remaining, B.at = B.remaining + n, B.at + n * B.per end
+end
+`
+
+// luaBudget is the budget's transaction as admissions meet it, on a hash
+// with the fields of budgetFields; B is the loaded budget (see
+// budgetState).
 const luaBudget = `
 local function budget_earliest(B, cost, k)
-  local kept = keep_of(k, B.limit)
+  local kept, rem = keep_of(k, B.limit), budget_avail(B)
   if B.silent then return {at = 0} end
   local open = B.known and (B.reset > now_us or B.reset == 0)
-  if open and B.remaining - kept >= cost then return {at = 0, spend = true} end
-  if open and B.remaining >= cost then
-    if B.reset > now_us then return {at = math.min(k.lapse, B.reset), why = 'budget'} end
+  if open and rem - kept >= cost then return {at = 0, spend = true} end
+  if open and rem >= cost then
+    if B.reset > now_us then return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'} end
     return {at = k.lapse, why = 'budget'}
   end
-  if B.known and B.reset > now_us then return {at = B.reset, why = 'budget'} end
+  if B.known and B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
   if B.probeAt > 0 and now_us < B.probeAt + C.probe then
     return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
   end
@@ -216,13 +322,21 @@ local function budget_spend(B, v, cost)
     return true, B.seq
   elseif v.refill then
     B.remaining, B.reset, B.refilled, B.seq, B.dirty = B.limit - cost, 0, B.seq, B.seq + cost, true
+    B.per, B.at = 0, 0
     return false, B.seq
   elseif v.spend then
+    budget_settle(B)
     B.remaining, B.seq, B.dirty = B.remaining - cost, B.seq + cost, true
     return false, B.seq
   end
   return false, 0
 end
+`
+
+// luaBudgetObserve is the budget's transaction as a response advertises it
+// (budgetState.observe): the reading, lowered by the admissions after the
+// request it answers, and whether the budget refills before its reset.
+const luaBudgetObserve = `
 local function budget_observe(B, rem, reset, limit, prec, seq)
   if rem < 0 then
     if rem == -1 and B.probeAt > 0 and not B.known then
@@ -236,9 +350,20 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   if seq > 0 then r = math.max(r - math.max(B.seq - seq, 0), 0) end
   local u = 0
   if reset > 0 then u = now_us + reset end
-  if u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
-  B.known, B.remaining, B.reset, B.probeAt, B.silent = true, r, u, 0, false
-  if limit > 0 then B.limit = limit end
+  local lim = B.limit
+  if limit > 0 then lim = limit end
+  local grew = B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
+    and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
+  local refills = (B.per > 0 or grew) and u > 0 and lim > r
+  if not refills and u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
+  local per = B.per
+  B.per, B.at = 0, 0
+  if refills then
+    if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
+    B.per, B.at = per, now_us
+  end
+  if seq > B.distSeq then B.dist, B.distSeq = reset, seq end
+  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
   B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
   return u, fresh
 end
@@ -252,7 +377,11 @@ local function budget_load(key)
   local B = {key = key}
   for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
   B.known, B.silent = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1
-  if B.expires <= now_us then B = {key = key, remaining = 0, reset = 0, limit = 0, seq = 0, refilled = 0, probeAt = 0, expires = 0, known = false, silent = false} end
+  if B.expires <= now_us then
+    B = {key = key}
+    for _, f in ipairs(budgetFields) do B[f] = 0 end
+    B.known, B.silent = false, false
+  end
   return B
 end
 local function budget_save(B)

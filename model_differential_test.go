@@ -100,6 +100,12 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if r.IntN(2) == 0 {
 				o.opened = -1 // the learned window's probe in force, if any (see diffRun)
 			}
+			if !silent && o.seq == 7 {
+				// the last admission's answer, its reset farther than the
+				// last reading's (see diffRun): a bucket telling when it is
+				// full, read in order
+				o.seq, o.reset = -1, -1
+			}
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
 			}
@@ -170,6 +176,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if d.probe {
 				seen["probe"]++
 			}
+			if m.budget.per > 0 && d.code == admitted && len(ls) == 0 {
+				seen["budget refilled: admitted"]++
+			}
 			if slidingIn(ls) {
 				seen[fmt.Sprintf("sliding: code %d", d.code)]++
 			}
@@ -219,6 +228,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 					e.obs.opened = m.fall.probeAt
 				}
 			}
+			if e.obs.seq == -1 {
+				e.obs.seq, e.obs.reset = m.budget.seq, m.budget.dist+e.obs.prec
+			}
 			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
@@ -232,6 +244,12 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["reset beyond the windows"]++
 			}
 			m.observe(p, now, e.obs)
+			if m.budget.per > 0 {
+				seen["budget refills"]++
+				if len(ls) == 0 {
+					seen["budget refills, enforced"]++
+				}
+			}
 		case 'l':
 			held := diffLeases(m)
 			x := lease{id: "never", cost: 1}
@@ -361,7 +379,8 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	b := hash(k.budget)
 	_, known := b["remaining"]
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
-		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"])}
+		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
+		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"])}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
@@ -439,7 +458,15 @@ func TestDifferential(t *testing.T) {
 				silent := ls == nil && i/len(diffConfigs)%2 == 0
 				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%s%d", e.prefix, i), ls, probe, diffEvents(r, events, e.real(), silent), seen)
 			}
-			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs, seen)
+			// More of the budget's own case (nothing configured, a provider
+			// that advertises it), on a stream of their own: the budget that
+			// refills is read there.
+			for i := range seqs / 8 {
+				e := b.open(t)
+				r := rand.New(rand.NewPCG(uint64(i), 13))
+				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%sb%d", e.prefix, i), nil, 2500*time.Millisecond, diffEvents(r, events, e.real(), false), seen)
+			}
+			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs+seqs/8, seen)
 			if b.name == "miniredis" {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
@@ -448,7 +475,7 @@ func TestDifferential(t *testing.T) {
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
-					"hintless probe", "hintless probe answered", "hintless pause grown"} {
+					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "budget refilled: admitted"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

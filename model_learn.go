@@ -193,13 +193,18 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 		}
 		return false
 	}
+	probed := s.probeAt > 0 // the window's probe was refused: its window has not begun
 	s.probeAt = 0
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
 		return false
 	}
 	s.expires = now + learnTTL
-	if !configured {
+	switch {
+	case configured:
+	case probed:
+		s.absorb = 0
+	default:
 		s.learnFrom(now, D, r.prec, lwin)
 	}
 	s.since, s.admits, s.refused = D, 0, now
@@ -337,10 +342,11 @@ local function learn_refuse(L, D, hinted, prec, open, configured, lw)
     if hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
     return false
   end
+  local probed = L.probeAt > 0
   L.probeAt = 0
   if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
   L.expires = now_us + C.learnTTL
-  if not configured then learn_from(L, D, prec, lw) end
+  if probed and not configured then L.absorb = 0 elseif not configured then learn_from(L, D, prec, lw) end
   L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
   return true
 end

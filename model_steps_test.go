@@ -169,6 +169,25 @@ func TestLearnSteps(t *testing.T) {
 	if l.limit != 5 || l.window != 4*sec || l.frozen != T0+9*sec+raiseAfter {
 		t.Errorf("learned again from a cycle that began at a deadline: %+v, want 5 per 4 s, raises frozen", l)
 	}
+	// A window's probe refused, the refusal saying the whole window (a
+	// sliding log's Retry-After, sliding-log/window of the matrix): the
+	// window has not begun where the learned one did, whatever it got
+	// accepted (nothing): realign, keep n and w.
+	pl := learnState{limit: 40, window: 5 * sec, best: 40, alignAt: T0, alignPrec: sec, since: T0, expires: T0 + learnTTL}
+	var pw windowState
+	ps, _ := pl.spec()
+	for range 40 {
+		pw.spend(ps, p, pl.alignment(), T0+10*ms, 1)
+	}
+	if !pl.opens(ps, p, &pw, pl.alignment(), T0+5*sec) {
+		t.Fatal("the window after one spent whole does not open with a probe")
+	}
+	pl.probeAt = T0 + 5*sec
+	pw.spend(ps, p, pl.alignment(), T0+5*sec, 1)
+	pl.refuse(T0+5*sec+30*ms, T0+10*sec+30*ms, hinted, true, false, &pw)
+	if pl.limit != 40 || pl.window != 5*sec || pl.alignAt != T0+10*sec+30*ms || pl.absorb != 0 {
+		t.Errorf("a refused probe: %+v, want 40 per 5 s aligned at 10.03 s", pl)
+	}
 	// Forgotten learnTTL after the refusal that taught it.
 	var m scopeState
 	m.learn = l
@@ -352,6 +371,85 @@ func TestFallbackSteps(t *testing.T) {
 			}
 			if got != st.want || (d.opens > 0) != st.probe || st.probe && (d.opens != st.at || d.cache) {
 				t.Fatalf("%s: %+v, want asked again at %d (0: admitted), probe %v (state %+v)", st.name, d, st.want, st.probe, s.fall)
+			}
+		}
+	}
+}
+
+// TestBudgetRefillSteps: a bucket of 11 refilling one every 125 ms, whose
+// reset is the time until it is full (throttled's GCRA, gcra/until-full of
+// the matrix), read in whole seconds rounded up; and the readings that do
+// not refill: a window's end, and a bucket's next token.
+func TestBudgetRefillSteps(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	sec := 1000 * ms
+	var b budgetState
+	spend := func(at int64, n int) {
+		for range n {
+			v := b.earliest(p, at, 1, keeper{})
+			if !v.spend {
+				t.Fatalf("at %d: %+v, want spent (state %+v)", at-T0, v, b)
+			}
+			b.spend(p, at, 1, v)
+		}
+	}
+	b.observe(T0, observation{remaining: 10, reset: sec, limit: 11, prec: sec, seq: 1})
+	spend(T0+ms, 9) // seq 1..9
+	b.observe(T0+20*ms, observation{remaining: 3, reset: sec, limit: 11, prec: sec, seq: 8})
+	if b.per != 0 {
+		t.Fatalf("a reset that has not moved: refills every %d µs, want a window's budget", b.per)
+	}
+	b.observe(T0+30*ms, observation{remaining: 1, reset: 2 * sec, limit: 11, prec: sec, seq: 10})
+	// 1 left; the reset 2 s ahead moved 1 s later as 2 more were spent:
+	// the budget refills 10 by 2.03 s, one every 200 ms.
+	if b.per != 200*ms || b.remaining != 1 || b.reset != T0+2030*ms {
+		t.Fatalf("after the reset moved later: %+v, want 1 left, one more every 200 ms until 2.03 s", b)
+	}
+	spend(T0+31*ms, 1)
+	if v := b.earliest(p, T0+32*ms, 1, keeper{}); v != (budgetVerdict{at: T0 + 230*ms, why: reasonBudget}) {
+		t.Fatalf("spent: %+v, want the next unit at 0.23 s", v)
+	}
+	spend(T0+450*ms, 2) // refilled 2 by 0.43 s
+	if v := b.earliest(p, T0+450*ms, 1, keeper{}); v.at != T0+630*ms {
+		t.Fatalf("spent again: %+v, want the next unit at 0.63 s (the part of a unit refilled kept)", v)
+	}
+	// A reading with more left than the refill says anchors it again (the
+	// bucket refilled faster), at the same pace: its reset did not grow.
+	b.observe(T0+460*ms, observation{remaining: 3, reset: 2 * sec, limit: 11, prec: sec, seq: 13})
+	if b.avail(T0+460*ms) != 3 || b.per != 200*ms || b.at != T0+460*ms {
+		t.Fatalf("a fuller reading: %+v, want 3 left at 0.46 s, one more every 200 ms", b)
+	}
+	// Past the reset a probe asks, as for every budget.
+	if v := b.earliest(p, T0+2460*ms, 1, keeper{}); !v.probe {
+		t.Fatalf("past the reset: %+v, want a probe", v)
+	}
+
+	// A window's end never moves later before it passes (read against the
+	// Date header, its distance only shrinks), and a bucket telling its
+	// next token moves it later only as the budget rises: neither refills.
+	for _, c := range []struct {
+		name string
+		obs  []observation
+	}{
+		{"a window's end, epoch seconds against Date", []observation{
+			{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: 1},
+			{remaining: 20, reset: 5 * sec, limit: 40, prec: sec, seq: 20},
+			{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: 40}}},
+		{"a bucket's next token", []observation{
+			{remaining: 0, reset: 100 * ms, limit: 10, prec: ms, seq: 1},
+			{remaining: 1, reset: 120 * ms, limit: 10, prec: ms, seq: 2}}},
+		{"a bucket's next token, taken by the request that reads it", []observation{
+			{remaining: 0, reset: 80 * ms, limit: 10, prec: ms, seq: 1},
+			{remaining: 0, reset: 110 * ms, limit: 10, prec: ms, seq: 2}}},
+	} {
+		var w budgetState
+		for i, o := range c.obs {
+			for w.seq < o.seq {
+				w.spend(p, T0+int64(i)*10*ms, 1, budgetVerdict{spend: true})
+			}
+			w.observe(T0+int64(i)*10*ms+ms, o)
+			if w.per != 0 {
+				t.Errorf("%s: reading %d refills every %d µs, want none", c.name, i, w.per)
 			}
 		}
 	}
