@@ -148,40 +148,125 @@ func jitter(window time.Duration, u float64) time.Duration {
 	return time.Duration(float64(window) * u)
 }
 
-// holders counts the workers of this process waiting in-process for a
-// pause to end (or a window to open), per scope and in all, so that
-// neither one paused provider nor many brief pauses at once can take every
-// worker from the scopes that are open: Tuning.MaxHolders per scope, and a
-// worker holds only while fewer than half the tasks inside the middleware
-// hold, or all of them hold for its scope. Interactive work has
-// Tuning.MaxHolders places of its own per scope: background holders never
-// take them.
+// holders counts the workers of this process that wait in-process, per
+// scope and in all, so that neither one paced or paused provider nor many
+// brief pauses at once can take every worker from the other scopes' tasks
+// (the reference article's "do not let one provider freeze every
+// integration": tasks of other providers wait in asynq's queue, where no
+// worker is left to take them).
+//
+// A waiter is a worker waiting for its scope in any way: until a slot of a
+// limit reserved ahead, for a pause or a window to open (a holder), for a
+// slot of a concurrency limit in flight, or on a last attempt. The rule
+// (join): a worker may wait only while fewer than one in holdShare of the
+// tasks inside the middleware wait, unless every waiter is of its own
+// scope and no task of another scope (or without one) entered the
+// middleware within fairFor: a process that serves one scope alone gives
+// its reopening every worker. A worker that may not wait asks the
+// admission for no slot ahead (params.nowOnly) and is deferred to its
+// instant; its worker takes the next task of the queue. Last attempts
+// without NewTask's reserve wait whatever the count (they join it).
+//
+// The holders among the waiters also have places per scope (acquire):
+// Tuning.MaxHolders, or as many as the reopening can use; Interactive work
+// has Tuning.MaxHolders places of its own per scope, which background
+// holders never take.
 type holders struct {
 	mu    sync.Mutex
-	n     map[string]int // per scope, every class
-	ni    map[string]int // per scope, interactive
-	total int
+	n     map[string]int // holders per scope, every class
+	ni    map[string]int // holders per scope, interactive
+	w     map[string]int // waiters per scope, every kind
+	total int            // waiters in all
+	// the most recent scope a task entered with and when, and the most
+	// recent other scope and when (so the last entry of a scope other
+	// than any k is known)
+	last, other     string
+	lastAt, otherAt time.Time
 }
 
-// holdShare bounds what the holders of other scopes may take of the tasks
-// inside a process's middleware before a worker may no longer hold for
-// this one: one in two. With 1,000 scopes pausing briefly a hundred times
-// a second every worker held (admissions fell to 164/s, p99 3.5 s); one
-// scope's own reopening is not capped by it (the example's 8 workers on one
-// carrier took 19 s for a 3-second quota when it was: TestModesEndToEnd).
+// holdShare bounds what the waiters may take of the tasks inside a
+// process's middleware while more than one scope is served: one in two.
+// With 1,000 scopes pausing briefly a hundred times a second every worker
+// held (admissions fell to 164/s, p99 3.5 s); one scope's waiters took
+// every worker of the example (20 waiters of acme, a fixed window of 10
+// per second configured, 10 sleeping until a reserved slot and 10 holding
+// for the window after; swift, with no quota, done after 14.1 s of a 16 s
+// run, behind acme's backlog in the queue).
 const holdShare = 2
 
-// acquire takes a place for work of class c of scope k if fewer than
-// limit of its workers of that class hold, and fewer than inside/holdShare
-// workers hold in all or all of them hold for k (its own reopening).
-func (h *holders) acquire(k string, c Class, limit int, inside int64) bool {
+// fairFor is how long after a task of another scope (or without one)
+// entered the middleware a scope's waiters are still held to holdShare:
+// MaxHold's default and one asynq tick, the longest a worker waits before
+// it asks again: the workers the share leaves free take task after task of
+// the queue (deferring the paced scope's) and meet the other scopes' tasks
+// again well within it; short, so a process left with one scope soon
+// gives its reopening every worker again (the example's 8 workers on one
+// carrier took 19 s for a 3-second quota when one scope's own holders were
+// capped: TestModesEndToEnd). Measured in the example's gate+limit column
+// (swift's last poll; acme's last): 10 s gave 0.7 s; 20.1 s, 2.5 s gave
+// 0.4–0.6 s; 17.0 s, 1 s 0.5–0.6 s; 17.0 s (before the share: 14.1 s;
+// 16.0–16.1 s).
+const fairFor = 2500 * time.Millisecond
+
+// enter notes that a task of scope k ("" none) entered the middleware at
+// now.
+func (h *holders) enter(k string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if k != h.last {
+		h.other, h.otherAt = h.last, h.lastAt
+	}
+	h.last, h.lastAt = k, now
+}
+
+// join takes a waiter's place for a worker of scope k at now, with inside
+// tasks inside the middleware (this one among them), if the rule allows
+// it (see holders); force takes it whatever the count.
+func (h *holders) join(k string, inside int64, now time.Time, force bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !force && int64(h.total) >= max(inside/holdShare, 1) && (h.total > h.w[k] || !h.alone(k, now)) {
+		return false
+	}
+	if h.w == nil {
+		h.w = make(map[string]int)
+	}
+	h.w[k]++
+	h.total++
+	return true
+}
+
+// alone reports whether no task of a scope other than k entered within
+// fairFor before now.
+func (h *holders) alone(k string, now time.Time) bool {
+	at, seen := h.lastAt, h.last != k && !h.lastAt.IsZero()
+	if !seen {
+		at, seen = h.otherAt, !h.otherAt.IsZero()
+	}
+	return !seen || now.Sub(at) >= fairFor
+}
+
+// leave gives back a place join took.
+func (h *holders) leave(k string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if h.w[k]--; h.w[k] <= 0 {
+		delete(h.w, k)
+	}
+}
+
+// acquire takes a holder's place for work of class c of scope k if fewer
+// than limit of its holders of that class hold. The worker has joined the
+// waiters already.
+func (h *holders) acquire(k string, c Class, limit int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	mine := h.n[k] - h.ni[k]
 	if c == Interactive {
 		mine = h.ni[k]
 	}
-	if mine >= limit || int64(h.total) >= max(inside/holdShare, 1) && h.total > h.n[k] {
+	if mine >= limit {
 		return false
 	}
 	if h.n == nil {
@@ -191,14 +276,12 @@ func (h *holders) acquire(k string, c Class, limit int, inside int64) bool {
 	if c == Interactive {
 		h.ni[k]++
 	}
-	h.total++
 	return true
 }
 
 func (h *holders) release(k string, c Class) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.total--
 	if h.n[k]--; h.n[k] <= 0 {
 		delete(h.n, k)
 	}

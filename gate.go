@@ -147,6 +147,18 @@ type Tuning struct {
 	// for a pause. A wait for a slot of a Concurrent limit is not bounded
 	// by it (each release wakes one waiting worker, not a herd; bounded by
 	// MaxHold in all), unless it is negative.
+	//
+	// Beside these places, one rule keeps one scope's waiting from taking
+	// every worker from other scopes' tasks (not a knob): a worker waits
+	// in-process in any way (until a slot reserved ahead, for a pause or a
+	// window, for a slot in flight) only while fewer than half the tasks
+	// inside the Middleware wait, unless every waiter is of its own scope
+	// and no task of another scope (or without one) entered the Middleware
+	// in the last 2.5 seconds. A worker that may not wait reserves no slot
+	// ahead and is deferred to its instant; the freed worker takes the next
+	// task of the queue. A process that serves one scope alone gives its
+	// reopening every worker, as before. A task on a last attempt without
+	// NewTask's reserve waits whatever the count.
 	MaxHolders int
 
 	// ReopenJitter caps the spread of the tasks deferred through asynq by a

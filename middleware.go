@@ -42,6 +42,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			s, ok := ScopeOf(t)
 			if !ok {
+				g.holders.enter("", g.now()) // another scope's task, for the waiters' share
 				return next.ProcessTask(ctx, t)
 			}
 			if err := s.Validate(); err != nil {
@@ -56,8 +57,9 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			}
 			at := attemptOf(ctx, t)
 			k := scopeKeys(g.cfg.Prefix, s)
+			g.holders.enter(k.pause, g.now())
 			c := g.classOf(ctx, t)
-			gr, err := g.admission(ctx, s, k, g.cost(t), at.last, c)
+			gr, err := g.admission(ctx, s, k, g.cost(t), at.last, c, true)
 			if err != nil {
 				return err
 			}
@@ -144,7 +146,7 @@ func (g *Gate) cost(t *asynq.Task) int {
 // waiting in-process for short waits (or any wait when mustHold), or a
 // *Deferral for longer waits.
 func (g *Gate) admit(ctx context.Context, s Scope, cost int, mustHold bool) error {
-	_, err := g.admission(ctx, s, scopeKeys(g.cfg.Prefix, s), cost, mustHold, Background)
+	_, err := g.admission(ctx, s, scopeKeys(g.cfg.Prefix, s), cost, mustHold, Background, false)
 	return err
 }
 
@@ -169,7 +171,12 @@ type grant struct {
 // holders never take the place of an interactive task. A wait for a slot
 // of a concurrency limit holds at most Tuning.MaxHold in all, woken by the
 // releases of this process (slotWakers), before it defers.
-func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool, c Class) (gr grant, err error) {
+//
+// On an asynq worker (worker: inside the Middleware) every wait takes a
+// waiter's place first (holders.join): without one, the admission reserves
+// no slot ahead (admitRequest.nowOnly) and any wait is a deferral, so one
+// scope's waiting never takes every worker from the other scopes' tasks.
+func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.fresh(k.pause) {
 		g.uncounted.add(k.pause, int64(cost))
@@ -184,9 +191,21 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	for {
 		gen := g.open.begin()
 		counts := g.uncounted.take(k.pause)
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: lease})
+		// A waiter's place, taken before asking: an admission may reserve
+		// a slot ahead only for a worker that may wait for it. Every path
+		// of this round gives it back (leave), after its wait if any.
+		joined := worker && g.holders.join(k.pause, g.inside.Load(), g.now(), mustHold)
+		leave := func() {
+			if joined {
+				joined = false
+				g.holders.leave(k.pause)
+			}
+		}
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: lease,
+			nowOnly: worker && !joined})
 		switch {
 		case err != nil:
+			leave() // nothing reserved to wait for: a deferral, or fail open or closed
 			g.uncounted.add(k.pause, counts)
 			if lease != "" {
 				// The script may have taken the lease before the call failed:
@@ -209,6 +228,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			again, known := g.recheck(ctx, k, a, recv)
 			if again {
 				rechecked = true // the lost pause is in force again: ask again
+				leave()
 				continue
 			}
 			if known != nil {
@@ -229,14 +249,17 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			g.metrics.wait(s.Provider, c, v.wait)
 			gr = grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: cost}
 			gr.lease = lease
-			if err := sleep(ctx, v.wait); err != nil {
+			err := sleep(ctx, v.wait) // a slot reserved ahead: only with a place (nowOnly otherwise)
+			leave()
+			if err != nil {
 				g.release(ctx, s, k, gr)
 				return grant{}, err
 			}
 			return gr, nil
 		case holdPause:
 			slot := a.reason == reasonInFlight
-			if slot && inFlight >= p.maxHold || !g.holders.acquire(k.pause, c, v.holders, g.inside.Load()) {
+			if slot && inFlight >= p.maxHold || worker && !joined || !g.holders.acquire(k.pause, c, v.holders) {
+				leave()
 				return gr, g.deferred(s, c, v.deferral)
 			}
 			g.metrics.admission(s.Provider, c, outcomeHeld)
@@ -249,11 +272,14 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 				err = sleep(ctx, v.wait)
 			}
 			g.holders.release(k.pause, c)
+			leave()
 		case hold:
 			g.metrics.admission(s.Provider, c, outcomeHeld)
 			g.metrics.wait(s.Provider, c, v.wait)
-			err = sleep(ctx, v.wait)
+			err = sleep(ctx, v.wait) // a last attempt: joined whatever the count
+			leave()
 		case deferTask:
+			leave()
 			return gr, g.deferred(s, c, v.deferral)
 		}
 		if err != nil {

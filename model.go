@@ -46,13 +46,17 @@ type scopeState struct {
 
 // params is what the transitions need from the configuration.
 type params struct {
-	limits   []limitSpec // configured, zero ones left out
-	hold     int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
-	maxPause int64       // ms: a deadline farther ahead is malformed (Config.MaxPause)
-	probe    int64       // µs: a budget probe's timeout; 0: responses are not observed
-	answer   int64       // µs: a learned window's probe's timeout (its task reports it)
-	reserve  int64       // per mille of every capacity background work leaves to interactive work (Config.Reserve)
-	lend     int64       // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
+	limits []limitSpec // configured, zero ones left out
+	hold   int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
+	// nowOnly: reserve no slot ahead; admitted only at now, otherwise
+	// limited with the instant unreserved (the gate has no worker to spare
+	// for a wait in this process: see holders, admission.go)
+	nowOnly  bool
+	maxPause int64 // ms: a deadline farther ahead is malformed (Config.MaxPause)
+	probe    int64 // µs: a budget probe's timeout; 0: responses are not observed
+	answer   int64 // µs: a learned window's probe's timeout (its task reports it)
+	reserve  int64 // per mille of every capacity background work leaves to interactive work (Config.Reserve)
+	lend     int64 // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
 }
 
 // reason names what holds a scope back: what a deferral says, what State
@@ -220,7 +224,7 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	// other limits admit, at least concurrentPoll from now, at most that
 	// expiry.
 	full := lim.full(p, al, k, now, cost)
-	d.unreserved = fixed || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
+	d.unreserved = p.nowOnly || fixed || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
 	if !ok || at-now > p.hold || d.unreserved && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
@@ -609,7 +613,7 @@ local function admit(S, cost)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
   local full = conc_full(act, cost, k)
-  local unreserved = fixed or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
+  local unreserved = S.nowOnly or fixed or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
   if not ok or at - now_us > C.hold or unreserved and at > now_us then
     r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
     if full then

@@ -193,13 +193,13 @@ func TestConcurrentState(t *testing.T) {
 	k := scopeKeys("qgtest", s)
 	var grants []grant
 	for i := range 2 {
-		gr, err := g.admission(ctx, s, k, 1, false, Background)
+		gr, err := g.admission(ctx, s, k, 1, false, Background, false)
 		if err != nil || gr.lease == "" {
 			t.Fatalf("admission %d: %+v, %v; want admitted with a lease", i, gr, err)
 		}
 		grants = append(grants, gr)
 	}
-	_, err := g.admission(ctx, s, k, 1, false, Background)
+	_, err := g.admission(ctx, s, k, 1, false, Background, false)
 	var d *Deferral
 	if !errors.As(err, &d) || d.Reason != ReasonInFlight {
 		t.Fatalf("a third with both slots taken: %v, want a deferral in flight", err)
@@ -213,7 +213,7 @@ func TestConcurrentState(t *testing.T) {
 		t.Fatalf("Pauses = %+v, %v; want the scope, in flight", ps, err)
 	}
 	g.release(ctx, s, k, grants[0])
-	gr, err := g.admission(ctx, s, k, 1, false, Background)
+	gr, err := g.admission(ctx, s, k, 1, false, Background, false)
 	if err != nil || gr.lease == "" {
 		t.Fatalf("after a release: %+v, %v; want admitted", gr, err)
 	}
@@ -227,13 +227,13 @@ func TestConcurrentState(t *testing.T) {
 		t.Fatal("Resume left the leases")
 	}
 	for i := range 2 {
-		if _, err := g.admission(ctx, s, k, 1, false, Background); err != nil {
+		if _, err := g.admission(ctx, s, k, 1, false, Background, false); err != nil {
 			t.Fatalf("after Resume, admission %d: %v", i, err)
 		}
 	}
 	// A lease never released comes back a lease's life later.
 	c.advance(DefaultLease)
-	if _, err := g.admission(ctx, s, k, 1, false, Background); err != nil {
+	if _, err := g.admission(ctx, s, k, 1, false, Background, false); err != nil {
 		t.Fatalf("a lease's life later: %v, want admitted", err)
 	}
 }

@@ -43,6 +43,7 @@ type diffEvent struct {
 	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time, 'l' release
 	lease    int  // release: which lease held (by its order), or one never held when beyond them
 	cost     int64
+	nowOnly  bool // admit: reserve no slot ahead (params.nowOnly)
 	class    Class
 	counts   int64 // admissions no script counted, reported first
 	pause    int64 // ms
@@ -56,7 +57,7 @@ type diffEvent struct {
 func (e diffEvent) String() string {
 	switch e.kind {
 	case 'a':
-		return fmt.Sprintf("admit(cost %d %s)", e.cost, e.class)
+		return fmt.Sprintf("admit(cost %d %s now-only %v)", e.cost, e.class, e.nowOnly)
 	case 'r':
 		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs)", e.pause, e.hinted, e.prec)
 	case 'o':
@@ -153,14 +154,17 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if concurrentIn(ls) {
 				id = "L" + strconv.Itoa(i)
 			}
-			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class, lease: id})
+			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
+			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class, lease: id, nowOnly: e.nowOnly})
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
 			now = a.nowMicros
 			m.report(p, now, e.counts)
 			kp := m.class.keeper(p, now, e.class == Interactive)
-			d := m.admitLease(p, now, e.cost, e.class, id)
+			pe := p
+			pe.nowOnly = e.nowOnly
+			d := m.admitLease(pe, now, e.cost, e.class, id)
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, unreserved: a.unreserved, limited: a.limited, cache: a.cacheable}
 			if got != d {

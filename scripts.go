@@ -106,7 +106,7 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
 // KEYS[8] fallback  KEYS[8+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
-// ARGV[5] dry (1: commit nothing)  ARGV[6] a learned window's probe's
+// ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, params.nowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
 // ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
 // ARGV[11] the admission's lease id (its concurrency limits' lease)
@@ -123,7 +123,7 @@ C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), to
 C.reserve, C.lend, C.lease = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local interactive = ARGV[8] == '1'
 local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
-  FB = fallback_load(KEYS[8]), nlim = nlim, dry = dry, line = KEYS[2], pauseby = KEYS[6]}
+  FB = fallback_load(KEYS[8]), nlim = nlim, dry = dry, nowOnly = ARGV[5] == '2', line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
 S.act = limits_args(8, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)

@@ -19,9 +19,11 @@ type admitRequest struct {
 	hold   time.Duration
 	probe  time.Duration // a probe's timeout (0: responses are not observed)
 	dry    bool          // commit nothing: what would an admission say (State)
-	counts int64         // admissions no script counted (the open cache's), reported first
-	class  Class
-	lease  string // the admission's lease id on the concurrency limits ("" when there are none)
+	// nowOnly: reserve no slot ahead (params.nowOnly): admitted now or not
+	nowOnly bool
+	counts  int64 // admissions no script counted (the open cache's), reported first
+	class   Class
+	lease   string // the admission's lease id on the concurrency limits ("" when there are none)
 }
 
 // admission is the decision of admitScript, with Redis TIME.
@@ -78,6 +80,8 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	dry := 0
 	if r.dry {
 		dry = 1
+	} else if r.nowOnly {
+		dry = 2
 	}
 	line := k.line
 	if r.class == Interactive {

@@ -77,7 +77,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if sc.task != nil {
 				c = sc.task.class
 			}
-			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold, c)
+			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold, c, sc.task != nil)
 		}
 		if err != nil {
 			if req.Body != nil {
