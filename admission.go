@@ -335,18 +335,7 @@ func (w *slotWakers) wake(k string, n int) {
 
 // wait waits d, until a slot of k is released here, or until ctx ends.
 func (w *slotWakers) wait(ctx context.Context, k string, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.of(k):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return sleepOr(ctx, d, w.of(k))
 }
 
 // uncounted counts, per scope, the admissions this process made from its

@@ -323,7 +323,10 @@ func (g *Gate) storeFailed(s Scope, c Class, op string, err error) error {
 }
 
 // sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+func sleep(ctx context.Context, d time.Duration) error { return sleepOr(ctx, d, nil) }
+
+// sleepOr waits d, until wake fires (nil: never), or until ctx ends.
+func sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -331,8 +334,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+	case <-wake:
 	case <-ctx.Done():
 		return fmt.Errorf("quotagate: waiting for the gate: %w", ctx.Err())
 	}
+	return nil
 }
