@@ -1,6 +1,9 @@
 package quotagate
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
@@ -338,12 +341,7 @@ func (a active) interval(cost int64) int64 {
 
 // concurrent reports whether a concurrency limit is among the limits.
 func (a active) concurrent() bool {
-	for _, l := range a.specs {
-		if l.concurrent {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.specs, func(l limitSpec) bool { return l.concurrent })
 }
 
 // full reports whether a concurrency limit has no room at now for cost of
@@ -370,12 +368,7 @@ func (a active) others() active {
 
 // sliding reports whether a sliding log is among the limits.
 func (a active) sliding() bool {
-	for _, l := range a.specs {
-		if l.sliding {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.specs, func(l limitSpec) bool { return l.sliding })
 }
 
 // refusal is what a refusal tells the scope.
