@@ -205,7 +205,8 @@ const holdShare = 2
 // capped: TestModesEndToEnd). Measured in the example's gate+limit column
 // (swift's last poll; acme's last): 10 s gave 0.7 s; 20.1 s, 2.5 s gave
 // 0.4–0.6 s; 17.0 s, 1 s 0.5–0.6 s; 17.0 s (before the share: 14.1 s;
-// 16.0–16.1 s).
+// 16.0–16.1 s), on the branch that built it; on main, with 2.5 s, 0.4–0.5 s;
+// 17.9 s (the README's figure).
 const fairFor = 2500 * time.Millisecond
 
 // enter notes that a task of scope k ("" none) entered the middleware at
