@@ -178,6 +178,10 @@ type simWorkers struct {
 	holding []bool
 	held    int
 	wake    func(at, delay int64, worker int) int64 // when asynq brings a deferred task back
+	// deferred, when set, takes a deferred task instead of its worker
+	// waiting for it: the task goes back to asynq (its retry set) and the
+	// worker is free (simulateShape's asynq queue)
+	deferred func(now, delay int64, worker int)
 	// The waits for a slot of a concurrency limit: the workers waiting
 	// (in order), since when each waits (0: not), each worker's
 	// generation (an ask of an older one is stale: the worker was woken),
@@ -229,7 +233,7 @@ func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, strin
 	case hold, holdPause:
 		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.hold) {
 			w.setHolding(e.worker, false)
-			heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker, gen: w.gen[e.worker]})
+			w.deferTo(e, v.deferral.Delay.Microseconds())
 			return d, "", false
 		}
 		w.setHolding(e.worker, true)
@@ -241,11 +245,21 @@ func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, strin
 		return d, "", false
 	case deferTask:
 		w.setHolding(e.worker, false)
-		heap.Push(w.ev, simEvent{at: w.wake(e.at, v.deferral.Delay.Microseconds(), e.worker), worker: e.worker, gen: w.gen[e.worker]})
+		w.deferTo(e, v.deferral.Delay.Microseconds())
 		return d, "", false
 	}
 	w.setHolding(e.worker, false)
 	return d, id, true
+}
+
+// deferTo defers worker e's task for delay µs: to deferred, or the worker
+// waits for it until wake.
+func (w *simWorkers) deferTo(e simEvent, delay int64) {
+	if w.deferred != nil {
+		w.deferred(e.at, delay, e.worker)
+		return
+	}
+	heap.Push(w.ev, simEvent{at: w.wake(e.at, delay, e.worker), worker: e.worker, gen: w.gen[e.worker]})
 }
 
 func (w *simWorkers) setHolding(worker int, on bool) {
@@ -312,10 +326,16 @@ func TestModelLearningOnlyHelpsShapes(t *testing.T) {
 		cell     string
 		maxWaste float64 // the bound for the cell (0: the plain pause's)
 	}{
-		{"fixed/prose", 1.10},
-		{"fixed/retry-after", 1.10},
-		{"fixed/github-secondary", 1.10},
-		{"fixed-first/retry-after", 1.10},
+		// 221 requests since the fleet defers through asynq's queue
+		// (simAsynq): the first contact's 20 refused, which the plain
+		// pause pays too, and one raise (n+1 in the window after one spent
+		// whole), which now arrives within the provider's window: the
+		// window's last 28 come back at asynq's whole second, no longer
+		// at its start. 1.10 is 220 (measured 1.06–1.09).
+		{"fixed/prose", 1.105},
+		{"fixed/retry-after", 1.105},
+		{"fixed/github-secondary", 1.105},
+		{"fixed-first/retry-after", 1.105},
 		// 21 refused: the first contact's 19, which the plain pause pays
 		// too, and 2 of the first window after it: the first cycle took
 		// the bucket's burst (10) for a window's quota, where a second
