@@ -330,9 +330,11 @@ type Pause struct {
 	// Budget is what the provider advertised on its responses (see
 	// Observe); nil when it advertises nothing or nothing was observed.
 	Budget *Budget
-	// Learned is the limit the scope learned from refusals (a fixed window:
-	// what the provider accepted between a reopening and the next refusal);
-	// zero when none, or once ten minutes passed without a refusal.
+	// Learned is the limit the scope learned from refusals (what the
+	// provider accepted between a reopening and the next refusal): a
+	// SlidingWindow when its window is longer than Tuning.MaxHold, as it is
+	// applied, a FixedWindow otherwise; zero when none, or once ten minutes
+	// passed without a refusal.
 	Learned Limit
 	// LimitBacklog is how far ahead of Redis TIME the scope's first Limit
 	// is spent (its GCRA theoretical arrival time minus now); 0 when the

@@ -16,7 +16,7 @@ import (
 //	model_sliding.go ... and sliding logs
 //	model_concurrency.go ... and concurrency limits: leases in flight
 //	model_budget.go  the budget the provider advertises, and its probe
-//	model_learn.go   the quota learned from refusals (a fixed window)
+//	model_learn.go   the quota learned from refusals (a fixed window, or a log)
 //	model_line.go    the reopening line: where deferred tasks come back
 //	model_class.go   the classes of work: the reserve interactive work finds
 //	model_fallback.go the hintless pause: its episodes and their probes
@@ -44,6 +44,7 @@ type scopeState struct {
 	budget budgetState
 	learn  learnState
 	lwin   windowState // the learned limit's window counts
+	llog   limitState  // the learned limit's log (learnState.logSpec)
 	fall   fallbackState
 }
 
@@ -131,6 +132,9 @@ func (s *scopeState) active(p params) active {
 		return a
 	}
 	if l, ok := s.learn.spec(); ok && (!s.budget.known || s.learn.secondary > 0) {
+		if ll, ok := s.learn.logSpec(p); ok {
+			return active{specs: []limitSpec{ll}, states: []*limitState{&s.llog}, learned: true}
+		}
 		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, win: &s.lwin}}, learned: true}
 	}
 	return active{}
@@ -213,9 +217,10 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	if k.lapse > 0 && at > k.lapse {
 		at, ok = k.lapse, false
 	}
-	// The learned limit reserves no slot ahead: its next window is asked
-	// for when it opens, by one request first (see learnState.opens); a
-	// refusal may realign it meanwhile. Nor does work that leaves a reserve
+	// The learned limit reserves no slot ahead, unless it is a log (see
+	// learnState.logSpec): its next window is asked for when it opens, by
+	// one request first (see learnState.opens); a refusal may realign it
+	// meanwhile. Nor does work that leaves a reserve
 	// or claims in force behind a bucket: a bucket's slot ahead of now
 	// spends tokens the reserve needs now (its TAT would run ahead of now
 	// by more than the burst less the reserve), so it asks again at the
@@ -227,7 +232,7 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	// other limits admit, at least concurrentPoll from now, at most that
 	// expiry.
 	full := lim.full(p, al, k, now, cost)
-	d.unreserved = p.nowOnly || fixed || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
+	d.unreserved = p.nowOnly || fixed && !lim.sliding() || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
 	if !ok || at-now > p.hold || d.unreserved && at > now {
 		d.code, d.reason = limited, reasonLimit
 		if lim.learned {
@@ -247,14 +252,17 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 
 	// Admitted at at: commit.
 	d.wait = at - now
-	for i, l := range lim.specs {
-		if lim.learned && s.learn.opens(l, p, lim.states[i].win, al, at) {
+	if l, _ := s.learn.spec(); lim.learned {
+		if s.learn.opens(l, p, &s.lwin, al, at) {
 			s.learn.probeAt, d.opens = at, at
 			s.learn.expires = max(s.learn.expires, at+learnTTL)
 		}
-		if lim.learned {
-			s.learn.grow(l, p, &s.lwin, al, at)
+		s.learn.grow(l, p, &s.lwin, al, at)
+		if lim.sliding() { // the learned log's windows count it too
+			s.lwin.spend(l, p, al, at, cost)
 		}
+	}
+	for i, l := range lim.specs {
 		lim.states[i].spend(l, p, al, now, at, cost, id)
 	}
 	if len(p.limits) == 0 {
@@ -398,8 +406,12 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)
 	}
+	w := s.learn.window
 	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
 		s.lwin = windowState{}
+	}
+	if s.learn.window != w { // the learned log's entries are of another window
+		s.llog = limitState{sliding: true}
 	}
 	return deadline, open || deadline > before
 }
@@ -452,7 +464,7 @@ func (s *scopeState) resume(p params) {
 	s.class = classState{}
 	s.limits = nil // normalize makes them whole
 	s.budget = budgetState{}
-	s.lwin = windowState{}
+	s.lwin, s.llog = windowState{}, limitState{sliding: true}
 	s.fall = fallbackState{}
 }
 
@@ -484,6 +496,11 @@ func (s *scopeState) normalize(p params, now int64) {
 		s.lwin.live(l, now)
 	} else {
 		s.lwin = windowState{}
+	}
+	if ll, ok := s.learn.logSpec(p); ok {
+		s.llog = limitState{sliding: true, log: slidingLive(s.llog.log, ll, now)}
+	} else {
+		s.llog = limitState{sliding: true}
 	}
 	for len(s.limits) < len(p.limits) {
 		s.limits = append(s.limits, limitState{})
@@ -606,7 +623,7 @@ local function admit(S, cost)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
   local full = conc_full(act, cost, k)
-  local unreserved = S.nowOnly or fixed or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
+  local unreserved = S.nowOnly or fixed and not act[1].sliding or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
   if not ok or at - now_us > C.hold or unreserved and at > now_us then
     r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
     if full then
@@ -624,18 +641,20 @@ end
 
 // luaAdmitCommit is the commit of an admission at at (scopeState.admit
 // after its decision): every limit spent (the learned one grown, its
-// window's probe marked), the budget spent, the learned cycle counted, a
+// window's probe marked, and its windows S.lw counted when it is a log),
+// the budget spent, the learned cycle counted, a
 // hintless episode's probe marked.
 const luaAdmitCommit = `
 local function admit_commit(S, r, at, bv, cost)
   local B, L = S.B, S.L
-  for _, l in ipairs(S.act) do
-    if S.learned and learn_opens(L, l, at) then
+  if S.learned then
+    if learn_opens(L, S.lw, at) then
       L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
     end
-    if S.learned then learn_grow(L, l, at) end
-    limit_spend(l, S.al, at, cost); limit_save(l)
+    learn_grow(L, S.lw, at)
+    if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
   end
+  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
   if S.nlim == 0 then
     r.probe, r.seq = budget_spend(B, bv, cost)
     learn_count(L, at, cost)

@@ -300,7 +300,7 @@ const (
 )
 
 func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback}, nil)
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog}, nil)
 	return ks
 }
 
@@ -341,6 +341,19 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 		}
 		return w
 	}
+	zlog := func(key string) []int64 { // a sliding log's instants, in order
+		members, err := rdb.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatalf("ZRANGE %s: %v", key, err)
+		}
+		var log []int64
+		for _, m := range members {
+			at, _, _ := strings.Cut(m, ":")
+			log = append(log, num(at))
+		}
+		slices.Sort(log)
+		return log
+	}
 	var s scopeState
 	s.pause.untilMs = get(k.pause)
 	by, _ := rdb.Get(ctx, k.pauseBy).Result()
@@ -353,17 +366,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 		if l.Fixed {
 			s.limits = append(s.limits, limitState{fixed: true, win: windows(k.limit(i, l))})
 		} else if l.Sliding {
-			members, err := rdb.ZRange(ctx, k.limit(i, l), 0, -1).Result()
-			if err != nil {
-				t.Fatalf("ZRANGE %s: %v", k.limit(i, l), err)
-			}
-			var log []int64
-			for _, m := range members {
-				at, _, _ := strings.Cut(m, ":")
-				log = append(log, num(at))
-			}
-			slices.Sort(log)
-			s.limits = append(s.limits, limitState{sliding: true, log: log, win: &windowState{}})
+			s.limits = append(s.limits, limitState{sliding: true, log: zlog(k.limit(i, l)), win: &windowState{}})
 		} else if l.Concurrent {
 			zs, err := rdb.ZRangeWithScores(ctx, k.limit(i, l), 0, -1).Result()
 			if err != nil {
@@ -390,6 +393,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
 		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
+	s.llog = limitState{sliding: true, log: zlog(k.learnLog)}
 	f := hash(k.fallback)
 	s.fall = fallbackState{level: num(f["level"]), probeAt: num(f["probeAt"]), expires: num(f["expires"])}
 	s.normalize(p, now)
@@ -406,6 +410,7 @@ type canonState struct {
 	Budget             budgetState
 	Learn              learnState
 	Lwin               canonWindows
+	Llog               []int64
 	Fallback           fallbackState
 }
 
@@ -434,7 +439,7 @@ func canonical(s scopeState) canonState {
 		return c
 	}
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
-		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Fallback: s.fall}
+		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Llog: canonLog(s.llog.log), Fallback: s.fall}
 	for _, l := range s.limits {
 		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Concurrent: l.concurrent, Tat: l.tat, Win: win(l.win),
 			Log: canonLog(l.log), Leases: canonLeases(l.leases)})

@@ -91,16 +91,24 @@ func TestLearnSteps(t *testing.T) {
 	for range 4 {
 		l.count(T0+10*ms, 1)
 	}
-	// The 4th request was refused at 50 ms, the window ends at 2 s; the 5th
+	// A first contact refused at once (50 ms into it: the whole window,
+	// within the hint's precision, is ahead) freezes the raises: a raise
+	// refused with the same hint would pause the scope for a window.
+	burst := l
+	burst.refuse(T0+50*ms, T0+2*sec, hinted, true, false, &windowState{})
+	if burst.limit != 4 || burst.frozen != T0+50*ms+raiseAfter {
+		t.Errorf("a first contact refused at once: %+v, want n 4 and the raises frozen for raiseAfter", burst)
+	}
+	// The 4th request was refused at 1.2 s, the window ends at 2 s; the 5th
 	// was already on its way.
-	l.refuse(T0+50*ms, T0+2*sec, hinted, true, false, &w)
+	l.refuse(T0+1200*ms, T0+2*sec, hinted, true, false, &w)
 	if l.limit != 4 || l.window != 2*sec || l.alignAt != T0+2*sec {
 		t.Fatalf("after the first refusal: %+v, want 4 per 2 s from 2 s", l)
 	}
 	if l.frozen != 0 {
 		t.Errorf("the first contact's cycle froze the raises (%+v): its window may have been partly spent", l)
 	}
-	l.refuse(T0+60*ms, T0+2*sec, hinted, false, false, &w)
+	l.refuse(T0+1210*ms, T0+2*sec, hinted, false, false, &w)
 	if l.limit != 3 {
 		t.Fatalf("after a refusal of a request on its way: n %d, want 3", l.limit)
 	}

@@ -22,6 +22,7 @@ import (
 //	<prefix>:{<provider>:<account>}:budget   the advertised budget (hash, budgetFields)
 //	<prefix>:{<provider>:<account>}:learn    what refusals taught (hash, learnFields)
 //	<prefix>:{<provider>:<account>}:lwin     the learned limit's counts (hash)
+//	<prefix>:{<provider>:<account>}:llog     the learned limit's log, when it is one (sorted set, as slog)
 //	<prefix>:{<provider>:<account>}:fallback the hintless pause's episode (hash, fallbackFields)
 //	<prefix>:{<provider>:<account>}:resumed  the Redis TIME (Unix ms) of the last Resume (expires MaxPause after it)
 //
@@ -66,7 +67,7 @@ const fieldOrigin = "origin"
 type keys struct {
 	base                                               string
 	pause, pauseBy, tat, line, budget, learn, learnWin string
-	iline, class, resumed, fallback                    string
+	iline, class, resumed, fallback, learnLog          string
 }
 
 var (
@@ -78,7 +79,7 @@ func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
 		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", iline: base + "iline", class: base + "class",
-		resumed: base + "resumed", fallback: base + "fallback"}
+		resumed: base + "resumed", fallback: base + "fallback", learnLog: base + "llog"}
 }
 
 // limit returns the state key of the i-th limit l of the scope.
@@ -121,10 +122,10 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 }
 
 // waitKind matches the kinds of key whose presence may hold a scope back: a
-// pause, a spent budget, a limit's state, the learned limit's windows, a
+// pause, a spent budget, a limit's state, the learned limit's windows or log, a
 // hintless episode's probe (the learned hash itself does not: every scope
 // that was used has one).
-var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|fallback|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
+var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|llog|fallback|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
 
 // scopeOfWaitKey returns the scope of a key of one of waitKinds under
 // prefix, as scopeOfPauseKey does for pause keys.

@@ -59,10 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
+		"slidingSettle": slidingSettle,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -104,7 +105,8 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 //
 // KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
-// KEYS[8] fallback  KEYS[8+i] the state of the i-th configured limit
+// KEYS[8] fallback  KEYS[9] llog  KEYS[9+i] the state of the i-th
+// configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, params.nowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
@@ -125,9 +127,16 @@ local interactive = ARGV[8] == '1'
 local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
   FB = fallback_load(KEYS[8]), nlim = nlim, dry = dry, nowOnly = ARGV[5] == '2', line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
-S.act = limits_args(8, 12, nlim)
+S.act = limits_args(9, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
-if S.learned then S.act[1] = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.act[1]) end
+if S.learned then
+  S.lw = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
+  S.act[1] = S.lw
+  if S.L.window > C.hold then
+    S.act[1] = {key = KEYS[9], sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
+    limit_load(S.act[1])
+  end
+end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
 local r = admit(S, cost)
 if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(S.K) end
@@ -143,7 +152,7 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // scope and gates remember the pause (reassert.go).
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
-// KEYS[5+i] the state of the i-th configured limit
+// KEYS[6] llog  KEYS[6+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
@@ -164,14 +173,16 @@ if ARGV[3] == '0' then
 end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(5, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(6, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
+local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
 if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then
   redis.call('DEL', KEYS[3])
 end
+if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
 learn_save(L)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
 `

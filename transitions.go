@@ -87,7 +87,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	if r.class == Interactive {
 		line = k.iline
 	}
-	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class, k.fallback},
+	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class, k.fallback, k.learnLog},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts,
 			int(r.class), s.reserve, s.lend.Microseconds(), r.lease})
 	var v map[string]int64
@@ -113,8 +113,10 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 			a.budget.Reset = time.UnixMicro(u)
 		}
 	}
-	if v["learnedLimit"] > 0 && v["learnedWindow"] > 0 {
-		a.learned = FixedWindow(int(v["learnedLimit"]), time.Duration(v["learnedWindow"])*time.Microsecond)
+	if n, w := int(v["learnedLimit"]), time.Duration(v["learnedWindow"])*time.Microsecond; n > 0 && w > r.hold {
+		a.learned = SlidingWindow(n, w) // applied as a log (learnState.logSpec)
+	} else if n > 0 && w > 0 {
+		a.learned = FixedWindow(n, w)
 	}
 	a.limitBacklog = time.Duration(v["backlog"]) * time.Microsecond
 	return a, nil
@@ -145,7 +147,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.operator {
 		hinted = 2
 	}
-	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback},
+	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
 	var v map[string]int64
 	if s.durable > 0 {
@@ -254,7 +256,7 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 // its pause, line, budget, learned windows, hintless episode and the state
 // of its limits.
 func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
-	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin, k.fallback}
+	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin, k.learnLog, k.fallback}
 	for i, l := range ls {
 		del = append(del, k.limit(i, l))
 	}
