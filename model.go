@@ -486,6 +486,7 @@ func (s *scopeState) normalize(p params, now int64) {
 	if s.budget.expires <= now {
 		s.budget = budgetState{}
 	}
+	s.budget.roll(now)
 	if s.learn.expires <= now {
 		s.learn = learnState{}
 	}

@@ -77,6 +77,9 @@ type budgetState struct {
 	at        int64 // µs: remaining was counted at (while per > 0)
 	dist      int64 // µs: the last reading's reset, as the provider wrote it (from its response; 0 none)
 	distSeq   int64 // the sequence number of the request that reading answered
+	window    int64 // µs: a sliding window counter's window (at its reset the budget rolls on); 0 not one
+	first     int64 // the remaining the first reading of the reset in force wrote
+	held      bool  // a later reading of the same reset wrote another remaining: the reset held while the budget moved
 }
 
 // avail is what the budget has to spend at now: remaining, and what it
@@ -96,6 +99,30 @@ func (s budgetState) refillAt(n int64) int64 {
 		return math.MaxInt64
 	}
 	return s.at + max(n-s.remaining, 0)*s.per
+}
+
+// roll moves a sliding window counter's budget past its resets up to now.
+// At a window's end the counter forgets nothing: what the window counted
+// becomes the previous window's weight, which decays over the next window
+// (prev·(w − e)/w), so what was not back by the reset comes back one unit
+// every window/count over the next one, and the budget rolls into a new
+// window of the same length. A window that ends with the budget whole
+// leaves nothing to decay.
+func (s *budgetState) roll(now int64) {
+	if s.window <= 0 || !s.known || s.reset <= 0 || now < s.reset {
+		return
+	}
+	rem := s.avail(s.reset)
+	c := s.limit - rem
+	s.refilled, s.at = s.seq, s.reset
+	if c <= 0 {
+		s.remaining, s.per = max(s.limit, rem), 0
+		s.reset += ((now-s.reset)/s.window + 1) * s.window
+		return
+	}
+	s.remaining, s.per = rem, (s.window+c-1)/c
+	s.reset += s.window
+	s.roll(now)
 }
 
 // settle counts what the budget refilled until now into remaining, keeping
@@ -231,15 +258,27 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if o.limit > 0 {
 		lim = o.limit
 	}
-	grew := s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now) &&
+	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= o.prec {
+		s.reset = now // the provider's window ended before the reset read: roll now
+		s.roll(now)
+	}
+	same := u > 0 && s.reset > now && abs(u-s.reset) < o.prec
+	counter := s.window == 0 && counts(s, now, o, u, lim)
+	grew := s.window == 0 && s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now) &&
 		lim > r && paced(u-s.reset, o.seq-s.distSeq, o.reset/(lim-r)+o.prec)
-	refills := (s.per > 0 || grew) && u > 0 && lim > r
-	if !refills && u > 0 && s.reset > now && abs(u-s.reset) < o.prec {
+	refills := (s.per > 0 || grew) && u > 0 && lim > r && s.window == 0
+	if !refills && same {
 		u = min(u, s.reset)
 	}
 	per := s.per
 	s.per, s.at = 0, 0
-	if refills {
+	switch {
+	case counter:
+		d := lim - o.remaining - (o.seq - s.refilled)
+		s.window, s.per, s.at = u-s.reset, (u-now+d-1)/d, now
+	case s.window > 0:
+		s.per, s.at = per, now
+	case refills:
 		if grew || per == 0 {
 			per = (u - now + lim - r - 1) / (lim - r)
 		}
@@ -248,9 +287,33 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if o.seq > s.distSeq {
 		s.dist, s.distSeq = o.reset, o.seq
 	}
+	switch {
+	case same && o.remaining != s.first:
+		s.held = true
+	case !same:
+		s.first, s.held = o.remaining, false
+	}
 	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
 	s.expires = max(u, now) + learnTTL
 	return u, o.prec, fresh
+}
+
+// counts reports whether o, the answer to the first request after the
+// reset in force passed, reads a sliding window counter (go-chi/httprate's,
+// Cloudflare's): a budget that is not whole after its window's end, because
+// the window before still weighs in (prev·(w − e)/w), and that comes back
+// as that weight decays to nothing at the next window's end. The evidence:
+// the reset held while readings of the window before advertised different
+// remaining counts (a window's end, not a bucket's next token, which moves
+// as tokens come); the new reset lies more than twice its precision after
+// the old one (a new window, not a reset rounded up to the second); and
+// the answer advertises less than the limit beyond what this window's own
+// requests spent. A fixed window is whole after its reset, and so is a
+// bucket at its "until full"; a bucket telling its next token does not
+// hold its reset while the budget moves.
+func counts(s *budgetState, now int64, o observation, u, lim int64) bool {
+	return s.known && s.held && s.reset > 0 && s.reset <= now && o.seq > s.refilled && s.refilled > 0 &&
+		u-s.reset >= 2*o.prec && lim-o.remaining-(o.seq-s.refilled) > 0
 }
 
 // paced reports whether a reset that moved later by move while k units
@@ -273,10 +336,11 @@ func abs(v int64) int64 {
 // refillAt, settle): what it has to spend now, when it has n, and what it
 // refilled counted into remaining.
 const luaBudgetRefill = `
-local function budget_avail(B)
-  if B.per <= 0 or now_us <= B.at then return B.remaining end
-  return math.min(B.remaining + math.floor((now_us - B.at) / B.per), math.max(B.limit, B.remaining))
+local function budget_avail_at(B, t)
+  if B.per <= 0 or t <= B.at then return B.remaining end
+  return math.min(B.remaining + math.floor((t - B.at) / B.per), math.max(B.limit, B.remaining))
 end
+local function budget_avail(B) return budget_avail_at(B, now_us) end
 local function budget_refill_at(B, n)
   if B.per <= 0 or n > B.limit then return math.huge end
   return B.at + math.max(n - B.remaining, 0) * B.per
@@ -286,6 +350,28 @@ local function budget_settle(B)
   local n = math.floor((now_us - B.at) / B.per)
   if B.remaining + n >= B.limit then B.remaining, B.at = math.max(B.limit, B.remaining), now_us
   else B.remaining, B.at = B.remaining + n, B.at + n * B.per end
+end
+`
+
+// luaBudgetCounter is a sliding window counter's budget (budgetState.roll,
+// counts): its roll past its resets, and the evidence that a budget is one.
+const luaBudgetCounter = `
+local function budget_roll(B)
+  while B.window > 0 and B.known and B.reset > 0 and now_us >= B.reset do
+    local rem = budget_avail_at(B, B.reset)
+    local c = B.limit - rem
+    B.refilled, B.at, B.dirty = B.seq, B.reset, true
+    if c <= 0 then
+      B.remaining, B.per = math.max(B.limit, rem), 0
+      B.reset = B.reset + (math.floor((now_us - B.reset) / B.window) + 1) * B.window
+    else
+      B.remaining, B.per, B.reset = rem, math.floor((B.window + c - 1) / c), B.reset + B.window
+    end
+  end
+end
+local function budget_counts(B, rem, u, lim, prec, seq)
+  return B.known and B.held and B.reset > 0 and B.reset <= now_us and seq > B.refilled and B.refilled > 0
+    and u - B.reset >= 2 * prec and lim - rem - (seq - B.refilled) > 0
 end
 `
 
@@ -352,17 +438,25 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   if reset > 0 then u = now_us + reset end
   local lim = B.limit
   if limit > 0 then lim = limit end
-  local grew = B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
+  if B.window > 0 and u > 0 and B.reset > now_us and u - B.reset >= prec then B.reset = now_us; budget_roll(B) end
+  local same = u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec
+  local counter = B.window == 0 and budget_counts(B, rem, u, lim, prec, seq)
+  local grew = B.window == 0 and B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
     and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
-  local refills = (B.per > 0 or grew) and u > 0 and lim > r
-  if not refills and u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec then u = math.min(u, B.reset) end
+  local refills = (B.per > 0 or grew) and u > 0 and lim > r and B.window == 0
+  if not refills and same then u = math.min(u, B.reset) end
   local per = B.per
   B.per, B.at = 0, 0
-  if refills then
+  if counter then
+    local d = lim - rem - (seq - B.refilled)
+    B.window, B.per, B.at = u - B.reset, math.floor((u - now_us + d - 1) / d), now_us
+  elseif B.window > 0 then B.per, B.at = per, now_us
+  elseif refills then
     if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
     B.per, B.at = per, now_us
   end
   if seq > B.distSeq then B.dist, B.distSeq = reset, seq end
+  if same and rem ~= B.first then B.held = true elseif not same then B.first, B.held = rem, false end
   B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
   B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
   return u, fresh
@@ -376,12 +470,13 @@ local function budget_load(key)
   local v = hload(key, budgetFields)
   local B = {key = key}
   for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1
+  B.known, B.silent, B.held = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1
   if B.expires <= now_us then
     B = {key = key}
     for _, f in ipairs(budgetFields) do B[f] = 0 end
-    B.known, B.silent = false, false
+    B.known, B.silent, B.held = false, false, false
   end
+  budget_roll(B)
   return B
 end
 local function budget_save(B)
@@ -391,7 +486,7 @@ local function budget_save(B)
   local args = {}
   for _, f in ipairs(budgetFields) do
     local v = B[f]
-    if f == 'silent' then v = B.silent and 1 or 0 end
+    if f == 'silent' or f == 'held' then v = B[f] and 1 or 0 end
     if f ~= 'remaining' or B.known then args[#args + 1] = f; args[#args + 1] = num(v) end
   end
   redis.call('HSET', B.key, unpack(args))

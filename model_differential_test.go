@@ -183,6 +183,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if m.budget.per > 0 && d.code == admitted && len(ls) == 0 {
 				seen["budget refilled: admitted"]++
 			}
+			if m.budget.window > 0 && m.budget.refilled == m.budget.seq-e.cost && d.code == admitted && !d.probe {
+				seen["counter rolled: admitted"]++
+			}
 			if slidingIn(ls) {
 				seen[fmt.Sprintf("sliding: code %d", d.code)]++
 			}
@@ -248,6 +251,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["reset beyond the windows"]++
 			}
 			m.observe(p, now, e.obs)
+			if m.budget.window > 0 {
+				seen["budget counts"]++
+			}
 			if m.budget.per > 0 {
 				seen["budget refills"]++
 				if len(ls) == 0 {
@@ -387,7 +393,8 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	_, known := b["remaining"]
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
 		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
-		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"])}
+		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"]),
+		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1"}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
@@ -552,6 +559,36 @@ func TestDifferentialRefill(t *testing.T) {
 	diffRun(t, rdb, c, "qgrefill", nil, 0, evs, seen)
 	if seen["budget refills, enforced"] == 0 || seen["budget refilled: admitted"] == 0 {
 		t.Errorf("the sequence did not refill the budget and admit on it: paths %v", seen)
+	}
+}
+
+// TestDifferentialCounter runs through model and scripts a sequence in
+// which a budget is read as a sliding window counter's (go-chi/httprate,
+// sliding-counter/httprate of the matrix): a window of 10 spent whole
+// under a reset that held, the probe after it answered with the previous
+// window still weighing in, admissions as that weight decays, and the
+// budget rolled on at its resets, once by the reset read and once by a
+// reading of the next window arriving first.
+func TestDifferentialCounter(t *testing.T) {
+	c, rdb := newMini(t)
+	a := diffEvent{kind: 'a', cost: 1, class: Background}
+	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
+	obs := func(rem, seq, reset int64) diffEvent {
+		return diffEvent{kind: 'o', obs: observation{remaining: rem, limit: 10, prec: 1_000_000, seq: seq, reset: reset}}
+	}
+	evs := []diffEvent{a, obs(9, 1, 5_000_000)}
+	for i := range int64(9) {
+		evs = append(evs, a, obs(8-i, 2+i, 5_000_000))
+	}
+	evs = append(evs, tick(5100), a, obs(0, 11, 5_000_000))
+	for range 8 { // the weight decays: a unit every half second
+		evs = append(evs, tick(300), a, a)
+	}
+	evs = append(evs, tick(2800), a, a, tick(4000), a, obs(3, 30, 6_000_000), a, a, tick(11000), a, a)
+	seen := map[string]int{}
+	diffRun(t, rdb, c, "qgcounter", nil, 2500*time.Millisecond, evs, seen)
+	if seen["budget counts"] == 0 || seen["counter rolled: admitted"] == 0 || seen["budget refilled: admitted"] == 0 {
+		t.Errorf("the sequence did not read a counter, admit on its decay and roll it: paths %v", seen)
 	}
 }
 

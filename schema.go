@@ -43,8 +43,10 @@ import (
 // budgetFields are the fields of the budget hash, as budgetState names
 // them: remaining (absent: nothing advertised), reset, limit, seq,
 // refilled, probeAt, silent (1: the provider advertises nothing), expires,
-// per, at, dist, distSeq (a budget that refills before its reset).
-var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq"}
+// per, at, dist, distSeq (a budget that refills before its reset),
+// window, first, held (1; a sliding window counter's budget).
+var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq",
+	"window", "first", "held"}
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.
