@@ -402,6 +402,9 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	if !r.hinted && !r.operator {
 		ms = s.fall.refuse(now, r.pause, open)
 	}
+	if r.hinted && !r.operator && len(p.limits) == 0 {
+		ms = s.budget.counterPause(now, ms, r.prec)
+	}
 	deadline = s.pause.refuse(now, ms, r.operator)
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)

@@ -270,6 +270,17 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if !refills && same {
 		u = min(u, s.reset)
 	}
+	// An answer that overtook requests admitted before it counts fewer of
+	// them than its sequence number says (the lowering above misses them):
+	// within its window a counter's reading lowers the budget, never raises
+	// it above what its pace refilled, and keeps the pace's phase.
+	at := now
+	if s.window > 0 && same {
+		s.settle(now)
+		if r >= s.remaining {
+			r, at = s.remaining, s.at
+		}
+	}
 	per := s.per
 	s.per, s.at = 0, 0
 	switch {
@@ -277,7 +288,7 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		d := lim - o.remaining - (o.seq - s.refilled)
 		s.window, s.per, s.at = u-s.reset, (u-now+d-1)/d, now
 	case s.window > 0:
-		s.per, s.at = per, now
+		s.per, s.at = per, at
 	case refills:
 		if grew || per == 0 {
 			per = (u - now + lim - r - 1) / (lim - r)
@@ -296,6 +307,23 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
 	s.expires = max(u, now) + learnTTL
 	return u, o.prec, fresh
+}
+
+// counterPause is the pause (ms) of a refusal hinted ms by a sliding
+// window counter's provider. A hint no longer than the counter's window (and
+// its precision) is the window's length, not the wait: go-chi/httprate
+// writes Retry-After as the whole window whatever the wait (go-chi/httprate#47),
+// while its budget, read from the same response, comes back one unit at a
+// time as the previous window's weight decays. Such a refusal pauses the
+// scope until the budget's next unit (or its reset), at least MinPause, and
+// never longer than the hint. A longer hint is the provider's own word, and
+// so is every hint of a budget that is not a counter's.
+func (s budgetState) counterPause(now, ms, prec int64) int64 {
+	if s.window <= 0 || !s.known || s.reset <= now || ms*1000 > s.window+prec {
+		return ms
+	}
+	next := min(s.reset, s.refillAt(1))
+	return min(ms, max(MinPause.Milliseconds(), ceilMs(next-now)))
 }
 
 // counts reports whether o, the answer to the first request after the
@@ -375,6 +403,16 @@ local function budget_counts(B, rem, u, lim, prec, seq)
 end
 `
 
+// luaBudgetPause is budgetState.counterPause: a counter's whole-window
+// hint shortened to its budget's next unit.
+const luaBudgetPause = `
+local function budget_counter_pause(B, ms, prec)
+  if B.window <= 0 or not B.known or B.reset <= now_us or ms * 1000 > B.window + prec then return ms end
+  local next = math.min(B.reset, budget_refill_at(B, 1))
+  return math.min(ms, math.max(C.minPause, math.ceil((next - now_us) / 1000)))
+end
+`
+
 // luaBudget is the budget's transaction as admissions meet it, on a hash
 // with the fields of budgetFields; B is the loaded budget (see
 // budgetState).
@@ -445,12 +483,17 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
     and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
   local refills = (B.per > 0 or grew) and u > 0 and lim > r and B.window == 0
   if not refills and same then u = math.min(u, B.reset) end
+  local at = now_us
+  if B.window > 0 and same then
+    budget_settle(B)
+    if r >= B.remaining then r, at = B.remaining, B.at end
+  end
   local per = B.per
   B.per, B.at = 0, 0
   if counter then
     local d = lim - rem - (seq - B.refilled)
     B.window, B.per, B.at = u - B.reset, math.floor((u - now_us + d - 1) / d), now_us
-  elseif B.window > 0 then B.per, B.at = per, now_us
+  elseif B.window > 0 then B.per, B.at = per, at
   elseif refills then
     if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
     B.per, B.at = per, now_us

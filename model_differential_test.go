@@ -225,6 +225,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if m.fall.level > fallbackFirst {
 				seen["hintless pause grown"]++
 			}
+			if e.hinted && deadline < floorDiv(now, 1000)+e.pause {
+				seen["counter's hint shortened"]++
+			}
 			if v["deadline"] != deadline || (v["moved"] == 1) != moved {
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
 			}
@@ -306,7 +309,7 @@ const (
 )
 
 func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog}, nil)
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget}, nil)
 	return ks
 }
 
@@ -584,10 +587,12 @@ func TestDifferentialCounter(t *testing.T) {
 	for range 8 { // the weight decays: a unit every half second
 		evs = append(evs, tick(300), a, a)
 	}
-	evs = append(evs, tick(2800), a, a, tick(4000), a, obs(3, 30, 6_000_000), a, a, tick(11000), a, a)
+	refused := diffEvent{kind: 'r', pause: 5000, hinted: true, prec: 1_000_000} // Retry-After: the whole window
+	evs = append(evs, tick(2800), a, a, tick(4000), a, obs(3, 30, 6_000_000), a, a, refused, tick(1000), a, tick(11000), a, a)
 	seen := map[string]int{}
 	diffRun(t, rdb, c, "qgcounter", nil, 2500*time.Millisecond, evs, seen)
-	if seen["budget counts"] == 0 || seen["counter rolled: admitted"] == 0 || seen["budget refilled: admitted"] == 0 {
+	if seen["budget counts"] == 0 || seen["counter rolled: admitted"] == 0 || seen["budget refilled: admitted"] == 0 ||
+		seen["counter's hint shortened"] == 0 {
 		t.Errorf("the sequence did not read a counter, admit on its decay and roll it: paths %v", seen)
 	}
 }

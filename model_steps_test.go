@@ -462,3 +462,113 @@ func TestBudgetRefillSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetCounterSteps: a sliding window counter of 10 per 5 s
+// (go-chi/httprate, sliding-counter/httprate of the matrix), its reset the
+// window's end in epoch seconds read against Date: the first window spent
+// whole under a reset that held, the probe after it answered with the
+// previous window still weighing in, the budget paced as that weight
+// decays and rolled on at its reset without a probe; and the budgets that
+// are not whole after their reset but are no counter.
+func TestBudgetCounterSteps(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	sec := 1000 * ms
+	var b budgetState
+	spend := func(at int64) budgetVerdict {
+		v := b.earliest(p, at, 1, keeper{})
+		if v.spend || v.probe {
+			b.spend(p, at, 1, v)
+		}
+		return v
+	}
+	if v := spend(T0); !v.probe {
+		t.Fatalf("first contact: %+v, want a probe", v)
+	}
+	b.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
+	for i := range int64(9) { // seq 2..10, each read under the same reset
+		if v := spend(T0 + 30*ms); !v.spend {
+			t.Fatalf("the first window: %+v, want spent", v)
+		}
+		b.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
+	}
+	if b.window != 0 || !b.held || b.reset != T0+5025*ms {
+		t.Fatalf("the first window spent: %+v, want a window's budget (its reset held) until 5.025 s", b)
+	}
+	if v := spend(T0 + 5100*ms); !v.probe {
+		t.Fatalf("past the reset: %+v, want a probe", v)
+	}
+	// The probe's answer: 0 left, the next window's end 5 s on. Beyond the
+	// probe, 9 are the previous window's weight: back by 10.125 s.
+	b.observe(T0+5125*ms, observation{remaining: 0, reset: 5 * sec, limit: 10, prec: sec, seq: 11})
+	per := (5*sec + 8) / 9
+	if b.window != 5100*ms || b.per != per || b.remaining != 0 || b.reset != T0+10125*ms {
+		t.Fatalf("the probe answered: %+v, want a counter of a 5.1 s window, one unit every %d µs until 10.125 s", b, per)
+	}
+	if v := spend(T0 + 5200*ms); v != (budgetVerdict{at: T0 + 5125*ms + per, why: reasonBudget}) {
+		t.Fatalf("spent: %+v, want the next unit of the decay", v)
+	}
+	for k := int64(1); k <= 8; k++ { // the decay spent as it comes
+		if v := spend(T0 + 5125*ms + k*per); !v.spend {
+			t.Fatalf("unit %d of the decay: %+v, want spent", k, v)
+		}
+	}
+	// At the reset what had not come back (the probe, 8 of the decay, and
+	// its ninth unit, due a few µs after the reset: per is rounded up)
+	// becomes the previous window's weight: no probe, one back every
+	// 5.1 s / 10 until the next reset.
+	var s scopeState
+	s.budget = b
+	s.normalize(p, T0+10200*ms)
+	b = s.budget
+	if per = (5100*ms + 9) / 10; b.reset != T0+15225*ms || b.per != per || b.remaining != 0 || b.at != T0+10125*ms {
+		t.Fatalf("rolled: %+v, want 0 left at 10.125 s, one more every %d µs until 15.225 s", b, per)
+	}
+	if v := spend(T0 + 10125*ms + per); !v.spend || v.probe {
+		t.Fatalf("after the roll: %+v, want spent, no probe", v)
+	}
+	// A refusal hinted the whole window (httprate's Retry-After) pauses
+	// until the next unit, at least MinPause; a longer hint is kept, and a
+	// budget that is not a counter's keeps every hint.
+	now := T0 + 10125*ms + per + ms
+	if got := b.counterPause(now, 5000, sec); got != MinPause.Milliseconds() {
+		t.Errorf("a whole-window hint: pause %d ms, want MinPause", got)
+	}
+	if got := b.counterPause(now, 60_000, sec); got != 60_000 {
+		t.Errorf("a hint longer than the window: pause %d ms, want the hint", got)
+	}
+	if w := (budgetState{known: true, reset: now + 5*sec, limit: 10}); w.counterPause(now, 5000, sec) != 5000 {
+		t.Errorf("a window's budget: the hint shortened, want it kept")
+	}
+
+	// Not whole after the reset, but no counter: a bucket telling its next
+	// token (the reset read only while the budget stayed spent: it did not
+	// hold while the budget moved), and a bucket's next token rounded up to
+	// the second (the new reset less than two precisions after the old).
+	for _, c := range []struct {
+		name      string
+		prec      int64
+		reads     []int64 // remaining of the readings of the first window, under one reset
+		reset     int64
+		afterRem  int64
+		afterDist int64
+	}{
+		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms},
+		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec},
+	} {
+		var w budgetState
+		w.spend(p, T0, 1, budgetVerdict{probe: true})
+		w.observe(T0+25*ms, observation{remaining: 9, limit: 10, prec: c.prec, seq: 1})
+		for i, r := range c.reads {
+			for w.seq < int64(2+i) {
+				w.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
+			}
+			w.observe(T0+50*ms, observation{remaining: r, reset: c.reset, limit: 10, prec: c.prec, seq: w.seq})
+		}
+		at := w.reset + 10*ms
+		w.spend(p, at, 1, budgetVerdict{probe: true})
+		w.observe(at+25*ms, observation{remaining: c.afterRem, reset: c.afterDist, limit: 10, prec: c.prec, seq: w.seq})
+		if w.window != 0 {
+			t.Errorf("%s: read as a counter: %+v", c.name, w)
+		}
+	}
+}

@@ -59,11 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle,
+		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(),
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -90,7 +90,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudget + luaBudgetObserve +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
 		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -152,7 +152,8 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // scope and gates remember the pause (reassert.go).
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
-// KEYS[6] llog  KEYS[6+i] the state of the i-th configured limit
+// KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
+// KEYS[7+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
@@ -171,9 +172,10 @@ if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
+if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, tonumber(ARGV[4])) end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(6, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(7, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
 local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end

@@ -147,7 +147,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.operator {
 		hinted = 2
 	}
-	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog},
+	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
 	var v map[string]int64
 	if s.durable > 0 {
