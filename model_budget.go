@@ -25,8 +25,7 @@ import "math"
 // as resets are read rounded up.
 //
 // A budget refills before its reset when the reset is a bucket's "until
-// full" (throttled's GCRA, a sliding window counter's window rolled over
-// with the budget still spent) rather than a window's end: the evidence is
+// full" (throttled's GCRA) rather than a window's end: the evidence is
 // a reset whose distance, as the provider wrote it, grew between two
 // readings (the later one answering a later request) while the stored
 // reset was still ahead and the budget did not rise. No window's end moves
@@ -43,6 +42,25 @@ import "math"
 // whose reset grew again sets the pace anew (a reset that stays where it
 // was, as a window counter's end does, would make the pace faster with
 // every unit spent). Past the reset a probe asks, as for every budget.
+//
+// A sliding window counter (go-chi/httprate, Cloudflare: a request at e
+// into window k is accepted while prev·(w − e)/w + cur + 1 ≤ n) advertises
+// a window's end as its reset, and its budget is not whole after it: the
+// previous window still weighs in, and decays to nothing at the next
+// window's end. Nothing in a first window tells it from a fixed window;
+// the probe after the reset does (see counts): its answer (refused, or
+// accepted with little left) advertises less than the limit beyond what
+// the new window's own requests spent. The deficit d beyond them is the
+// previous window's weight: the budget refills one unit every
+// (reset − now)/d, and the counter's window is the distance between the two
+// resets. At each reset after that the budget rolls on without a probe
+// (see roll): what the window had not got back by its end is the weight
+// that decays over the next window. Readings anchor it as they come, lower
+// only (see observe), and the provider's own next window, read before the
+// reset the gate has, rolls it at once. A refusal whose hint is no longer
+// than the counter's window pauses the scope until the budget's next unit,
+// at least MinPause (see counterPause): httprate's Retry-After is the
+// whole window whatever the wait.
 //
 // Invariants: never admit into a budget known to be spent before its
 // reset (or, refilling, its next unit); never hold a scope past the reset
