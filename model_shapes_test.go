@@ -136,8 +136,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 					opened = fl.opens
 				}
 				if b, ok := hint.BudgetFrom(resp, at); ok {
+					counter := m.budget.window > 0
 					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
 						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, refused: refused, rtt: e.at - fl.at})
+					if !counter && m.budget.window > 0 {
+						trace("%.3f counter: a window of %.3f s, a unit every %d µs", float64(e.at-t0)/1e6, float64(m.budget.window)/1e6, m.budget.per)
+					}
 					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
@@ -352,4 +356,32 @@ func asynqRetry(now, delay int64, plain bool) int64 {
 // asynqPoll is when an idle worker asks for a task again after now.
 func asynqPoll(now int64, worker int) int64 {
 	return (now/asynqIdlePoll+1)*asynqIdlePoll + int64(worker)*asynqPollNext
+}
+
+// TestModelCounterShape: behind a sliding window counter that advertises
+// its budget (sliding-counter/httprate), nothing configured, every poll
+// completes at no more than the 1.05 requests per accepted poll
+// where the provider tells enough: after the first window the budget is
+// read as a counter's and paced as it decays, not refused window after
+// window (1.05× before, its refusals the probes at each reset). Times are
+// the benchmark's to measure.
+func TestModelCounterShape(t *testing.T) {
+	i := slices.IndexFunc(shapeCells, func(c shapeCell) bool { return c.name == "sliding-counter/httprate" })
+	c := shapeCells[i]
+	d, _ := sim.DialectNamed("httprate")
+	read := false
+	shapeTrace = func(format string, args ...any) {
+		read = read || strings.HasPrefix(format, "%.3f counter")
+	}
+	defer func() { shapeTrace = nil }()
+	gate := simulateShape(c.quota, d, nil, 20, 200, 25_000, false, 90_000_000)
+	if gate.accepted < 200 {
+		t.Fatalf("accepted %d of 200", gate.accepted)
+	}
+	if w := gate.waste(); w > 1.05 {
+		t.Errorf("the gate wastes %.3fx, more than 1.05x", w)
+	}
+	if !read {
+		t.Error("the budget was never read as a sliding window counter's")
+	}
 }
