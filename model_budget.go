@@ -53,7 +53,7 @@ import "math"
 // the new window's own requests spent. The deficit d beyond them is the
 // previous window's weight: the budget refills one unit every
 // (reset − now)/d, and the counter's window is the distance between the two
-// resets. At each reset after that the budget rolls on without a probe
+// resets, to their precision. At each reset after that the budget rolls on without a probe
 // (see roll): what the window had not got back by its end is the weight
 // that decays over the next window. Readings anchor it as they come, lower
 // only (see observe), and the provider's own next window, read before the
@@ -303,8 +303,13 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	s.per, s.at = 0, 0
 	switch {
 	case counter:
+		// The window is the distance between the two resets, to their
+		// precision: window ends written in whole seconds are whole
+		// seconds apart, each read late by less than a second (the
+		// reading's distance to its Date), the old one the earliest of
+		// its window's readings.
 		d := lim - o.remaining - (o.seq - s.refilled)
-		s.window, s.per, s.at = u-s.reset, (u-now+d-1)/d, now
+		s.window, s.per, s.at = max((2*(u-s.reset)+o.prec)/(2*o.prec)*o.prec, o.prec), (u-now+d-1)/d, now
 	case s.window > 0:
 		s.per, s.at = per, at
 	case refills:
@@ -510,7 +515,8 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   B.per, B.at = 0, 0
   if counter then
     local d = lim - rem - (seq - B.refilled)
-    B.window, B.per, B.at = u - B.reset, math.floor((u - now_us + d - 1) / d), now_us
+    B.window = math.max(math.floor((2 * (u - B.reset) + prec) / (2 * prec)) * prec, prec)
+    B.per, B.at = math.floor((u - now_us + d - 1) / d), now_us
   elseif B.window > 0 then B.per, B.at = per, at
   elseif refills then
     if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end

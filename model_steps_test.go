@@ -501,8 +501,8 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// probe, 9 are the previous window's weight: back by 10.125 s.
 	b.observe(T0+5125*ms, observation{remaining: 0, reset: 5 * sec, limit: 10, prec: sec, seq: 11})
 	per := (5*sec + 8) / 9
-	if b.window != 5100*ms || b.per != per || b.remaining != 0 || b.reset != T0+10125*ms {
-		t.Fatalf("the probe answered: %+v, want a counter of a 5.1 s window, one unit every %d µs until 10.125 s", b, per)
+	if b.window != 5*sec || b.per != per || b.remaining != 0 || b.reset != T0+10125*ms {
+		t.Fatalf("the probe answered: %+v, want a counter of a 5 s window (5.1 s between the resets read, to the second), one unit every %d µs until 10.125 s", b, per)
 	}
 	if v := spend(T0 + 5200*ms); v != (budgetVerdict{at: T0 + 5125*ms + per, why: reasonBudget}) {
 		t.Fatalf("spent: %+v, want the next unit of the decay", v)
@@ -515,13 +515,13 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// At the reset what had not come back (the probe, 8 of the decay, and
 	// its ninth unit, due a few µs after the reset: per is rounded up)
 	// becomes the previous window's weight: no probe, one back every
-	// 5.1 s / 10 until the next reset.
+	// 5 s / 10 until the next reset.
 	var s scopeState
 	s.budget = b
 	s.normalize(p, T0+10200*ms)
 	b = s.budget
-	if per = (5100*ms + 9) / 10; b.reset != T0+15225*ms || b.per != per || b.remaining != 0 || b.at != T0+10125*ms {
-		t.Fatalf("rolled: %+v, want 0 left at 10.125 s, one more every %d µs until 15.225 s", b, per)
+	if per = (5*sec + 9) / 10; b.reset != T0+15125*ms || b.per != per || b.remaining != 0 || b.at != T0+10125*ms {
+		t.Fatalf("rolled: %+v, want 0 left at 10.125 s, one more every %d µs until 15.125 s", b, per)
 	}
 	if v := spend(T0 + 10125*ms + per); !v.spend || v.probe {
 		t.Fatalf("after the roll: %+v, want spent, no probe", v)
