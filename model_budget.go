@@ -52,10 +52,10 @@ import "math"
 // accepted with little left) advertises less than the limit beyond what
 // the new window's own requests spent. The deficit d beyond them is the
 // previous window's weight: the budget refills one unit every
-// (reset − now)/d, and the counter's window is the distance between the two
-// resets, to their precision. At each reset after that the budget rolls on without a probe
-// (see roll): what the window had not got back by its end is the weight
-// that decays over the next window. Readings anchor it as they come, lower
+// (reset − now)/d, and the counter's window is the distance between the
+// two resets, to their precision. At each reset after that the budget
+// rolls on without a probe (see roll): what the window had not got back by
+// its end is the weight that decays over the next window. Readings anchor it as they come, lower
 // only (see observe), and the provider's own next window, read before the
 // reset the gate has, rolls it at once. A refusal whose hint is no longer
 // than the counter's window pauses the scope until the budget's next unit,
@@ -333,10 +333,10 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 }
 
 // counterPause is the pause (ms) of a refusal hinted ms by a sliding
-// window counter's provider. A hint no longer than the counter's window (and
-// its precision) is the window's length, not the wait: go-chi/httprate
-// writes Retry-After as the whole window whatever the wait (go-chi/httprate#47),
-// while its budget, read from the same response, comes back one unit at a
+// window counter's provider. A hint no longer than the counter's window
+// (and its precision) is the window's length, not the wait: go-chi/httprate
+// writes Retry-After as the whole window whatever the wait
+// (go-chi/httprate#47), while its budget, read from the same response, comes back one unit at a
 // time as the previous window's weight decays. Such a refusal pauses the
 // scope until the budget's next unit (or its reset), at least MinPause, and
 // never longer than the hint. A longer hint is the provider's own word, and
