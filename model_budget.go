@@ -359,12 +359,15 @@ func (s budgetState) counterPause(now, ms, prec int64) int64 {
 // as tokens come); the new reset lies more than twice its precision after
 // the old one (a new window, not a reset rounded up to the second); and
 // the answer advertises less than the limit beyond what this window's own
-// requests spent. A fixed window is whole after its reset, and so is a
-// bucket at its "until full"; a bucket telling its next token does not
-// hold its reset while the budget moves.
+// requests spent, by more than the requests of the window before still
+// unanswered (those admitted after its last answered one: a request sent
+// before the reset may arrive after the window's end and count in the
+// next). A fixed window is whole after its reset, and so is a bucket at its
+// "until full"; a bucket telling its next token does not hold its reset
+// while the budget moves.
 func counts(s *budgetState, now int64, o observation, u, lim int64) bool {
 	return s.known && s.held && s.reset > 0 && s.reset <= now && o.seq > s.refilled && s.refilled > 0 &&
-		u-s.reset >= 2*o.prec && lim-o.remaining-(o.seq-s.refilled) > 0
+		u-s.reset >= 2*o.prec && lim-o.remaining-(o.seq-s.refilled) > s.refilled-s.distSeq
 }
 
 // paced reports whether a reset that moved later by move while k units
@@ -422,7 +425,7 @@ local function budget_roll(B)
 end
 local function budget_counts(B, rem, u, lim, prec, seq)
   return B.known and B.held and B.reset > 0 and B.reset <= now_us and seq > B.refilled and B.refilled > 0
-    and u - B.reset >= 2 * prec and lim - rem - (seq - B.refilled) > 0
+    and u - B.reset >= 2 * prec and lim - rem - (seq - B.refilled) > B.refilled - B.distSeq
 end
 `
 

@@ -571,4 +571,22 @@ func TestBudgetCounterSteps(t *testing.T) {
 			t.Errorf("%s: read as a counter: %+v", c.name, w)
 		}
 	}
+	// A fixed window whose last request, sent before the reset, arrives
+	// after the window's end and counts in the next: the probe finds one
+	// short of whole beyond itself, and one of the window before is still
+	// unanswered. No counter.
+	var f budgetState
+	f.spend(p, T0, 1, budgetVerdict{probe: true})
+	f.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
+	for i := range int64(9) { // seq 2..10; seq 10's answer comes after the probe's
+		f.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
+		if i < 8 {
+			f.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
+		}
+	}
+	f.spend(p, T0+5100*ms, 1, budgetVerdict{probe: true})
+	f.observe(T0+5125*ms, observation{remaining: 8, reset: 5 * sec, limit: 10, prec: sec, seq: 11})
+	if f.window != 0 {
+		t.Errorf("a fixed window with a request counted in the next: read as a counter: %+v", f)
+	}
 }
