@@ -43,8 +43,9 @@ import (
 // budgetFields are the fields of the budget hash, as budgetState names
 // them: remaining (absent: nothing advertised), reset, limit, seq,
 // refilled, probeAt, silent (1: the provider advertises nothing), expires,
-// per, at, dist, distSeq (a budget that refills before its reset).
-var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq"}
+// per, at, dist, distSeq (a budget that refills before its reset), down
+// (1: the provider writes its resets rounded down).
+var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq", "down"}
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.

@@ -211,7 +211,7 @@ var observeScript = script(observeReply, luaObserveBody)
 const luaObserveBody = `
 local B = budget_load(KEYS[1])
 local prec = tonumber(ARGV[4])
-local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]))
+local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]), ARGV[9] == '1')
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
