@@ -541,3 +541,28 @@ func TestBudgetRoundedDownSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedWindowAlignsOnItsOwnResets: with nothing configured, a reset
+// farther ahead than the learned window (GitHub's hour-long primary budget
+// beside the secondary limit learned from its refusals,
+// fixed/github-secondary of the matrix) does not move the learned windows'
+// alignment; one within it does, as before anything is learned.
+func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	sec := 1000 * ms
+	var s scopeState
+	s.normalize(p, T0)
+	s.observe(p, T0, observation{remaining: 4999, reset: 3600 * sec, limit: 5000, prec: sec, seq: 1})
+	if s.learn.alignAt != T0+3600*sec {
+		t.Fatalf("nothing learned: aligned at %d, want the reset, an hour ahead", s.learn.alignAt-T0)
+	}
+	s.learn = learnState{limit: 40, window: 5 * sec, alignAt: T0 + 5*sec, alignPrec: sec, secondary: T0, expires: T0 + learnTTL}
+	s.observe(p, T0+1300*ms, observation{remaining: 4990, reset: 3600 * sec, limit: 5000, prec: sec, seq: 2, refused: false})
+	if s.learn.alignAt != T0+5*sec {
+		t.Fatalf("a 5 s window learned: an hour-long reset aligned it at %d, want 5 s kept", s.learn.alignAt-T0)
+	}
+	s.observe(p, T0+1400*ms, observation{remaining: 3, reset: 4 * sec, limit: 40, prec: sec, seq: 3})
+	if s.learn.alignAt != T0+5400*ms {
+		t.Fatalf("a reset within the learned window: aligned at %d, want 5.4 s", s.learn.alignAt-T0)
+	}
+}
