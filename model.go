@@ -426,7 +426,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	if o.refused && o.remaining > 0 {
 		s.learn.contradicted(now)
 	}
-	if u > 0 && u-now <= p.longestWindow()+prec {
+	if u > 0 && u-now <= s.alignsWithin(p)+prec {
 		// Read late by up to the request's round trip: one reading
 		// after the other the alignment moves by as much (several ms on
 		// the matrix's fixed/reset-ms, configured), which a reset's
@@ -436,6 +436,21 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	s.learn.answer(now, o.opened, u)
 	s.fall.answer(o.opened)
 	return announce
+}
+
+// alignsWithin is how far ahead a reset may be and still end one of the
+// scope's fixed windows (µs): the longest configured one, or, with none
+// configured, the learned window, or, with neither, any distance. A reset
+// farther ahead than the learned window is another quota's: GitHub's
+// hour-long primary budget beside the secondary limit the scope learned,
+// which, read on every response, moved the learned windows' alignment to
+// the instant of the last response (fixed/github-secondary of the matrix).
+func (s *scopeState) alignsWithin(p params) int64 {
+	w := p.longestWindow()
+	if l, ok := s.learn.spec(); ok && w == math.MaxInt64/2 {
+		w = l.per
+	}
+	return w
 }
 
 // longestWindow is the longest configured fixed window (µs), or, with

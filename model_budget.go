@@ -24,6 +24,23 @@ import "math"
 // the same window (within the reading's precision) the earlier is kept,
 // as resets are read rounded up.
 //
+// Except where the provider writes its resets rounded down (down): a
+// reset in epoch seconds read against the whole-second Date header is the
+// reading's instant plus the whole seconds between them, an instant the
+// window's end may follow by up to a second, and the earliest of a
+// window's readings (one just after Date turned a second) is the
+// earliest instant the end may be, not the latest. The evidence is a
+// probe sent once the reset it waited for had passed, refused with the
+// budget spent and its reset within the reading's precision (the end is
+// within the second the reset was written in). Such a scope keeps the
+// first reading of each window instead: the answer of the window's first
+// request, which is the end or after it whenever that request opened the
+// window (a window counted from its first request ends its length after
+// it; one on the clock began before it), so the next probe is not refused
+// (fixed-first/epoch-floor of the matrix: a probe up to a second early,
+// refused, and the next window opened a second late, window after window,
+// 24.1–25.1 s where the ideal is 20 s).
+//
 // A budget refills before its reset when the reset is a bucket's "until
 // full" (throttled's GCRA) rather than a window's end: the evidence is
 // a reset whose distance, as the provider wrote it, grew between two
@@ -98,6 +115,10 @@ type budgetState struct {
 	window    int64 // µs: a sliding window counter's window (at its reset the budget rolls on); 0 not one
 	first     int64 // the remaining the first reading of the reset in force wrote
 	held      bool  // a later reading of the same reset wrote another remaining: the reset held while the budget moved
+	// down: the provider writes its resets rounded down (a probe sent at
+	// its reset was refused, the reset just passed): a window's first
+	// reading is kept, not the earliest (see above)
+	down bool
 }
 
 // avail is what the budget has to spend at now: remaining, and what it
@@ -264,6 +285,9 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		return 0, 0, false
 	}
 	fresh := !s.known && s.probeAt == 0
+	if o.refused && o.remaining == 0 && s.known && s.probeAt > 0 && o.reset > 0 && o.reset <= o.prec {
+		s.down = true // the probe went at the reset, which had passed: rounded down
+	}
 	r := o.remaining
 	if o.seq > 0 {
 		r = max(r-max(s.seq-o.seq, 0), 0)
@@ -286,7 +310,11 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		lim > r && paced(u-s.reset, o.seq-s.distSeq, o.reset/(lim-r)+o.prec)
 	refills := (s.per > 0 || grew) && u > 0 && lim > r && s.window == 0
 	if !refills && same {
-		u = min(u, s.reset)
+		if s.down {
+			u = s.reset // the window's first reading (see above)
+		} else {
+			u = min(u, s.reset)
+		}
 	}
 	// An answer that overtook requests admitted before it counts fewer of
 	// them than its sequence number says (the lowering above misses them):
@@ -487,7 +515,7 @@ end
 // (budgetState.observe): the reading, lowered by the admissions after the
 // request it answers, and whether the budget refills before its reset.
 const luaBudgetObserve = `
-local function budget_observe(B, rem, reset, limit, prec, seq)
+local function budget_observe(B, rem, reset, limit, prec, seq, refused)
   if rem < 0 then
     if rem == -1 and B.probeAt > 0 and not B.known then
       B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
@@ -496,6 +524,7 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   end
   if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false end
   local fresh = not B.known and B.probeAt == 0
+  if refused and rem == 0 and B.known and B.probeAt > 0 and reset > 0 and reset <= prec then B.down = true end
   local r = rem
   if seq > 0 then r = math.max(r - math.max(B.seq - seq, 0), 0) end
   local u = 0
@@ -508,7 +537,9 @@ local function budget_observe(B, rem, reset, limit, prec, seq)
   local grew = B.window == 0 and B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
     and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
   local refills = (B.per > 0 or grew) and u > 0 and lim > r and B.window == 0
-  if not refills and same then u = math.min(u, B.reset) end
+  if not refills and same then
+    if B.down then u = B.reset else u = math.min(u, B.reset) end
+  end
   local at = now_us
   if B.window > 0 and same then
     budget_settle(B)
@@ -540,11 +571,11 @@ local function budget_load(key)
   local v = hload(key, budgetFields)
   local B = {key = key}
   for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent, B.held = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1
+  B.known, B.silent, B.held, B.down = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1, B.down == 1
   if B.expires <= now_us then
     B = {key = key}
     for _, f in ipairs(budgetFields) do B[f] = 0 end
-    B.known, B.silent, B.held = false, false, false
+    B.known, B.silent, B.held, B.down = false, false, false, false
   end
   budget_roll(B)
   return B
@@ -556,7 +587,7 @@ local function budget_save(B)
   local args = {}
   for _, f in ipairs(budgetFields) do
     local v = B[f]
-    if f == 'silent' or f == 'held' then v = B[f] and 1 or 0 end
+    if f == 'silent' or f == 'held' or f == 'down' then v = B[f] and 1 or 0 end
     if f ~= 'remaining' or B.known then args[#args + 1] = f; args[#args + 1] = num(v) end
   end
   redis.call('HSET', B.key, unpack(args))

@@ -253,9 +253,13 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if w := longestFixed(ls); w > 0 && e.obs.remaining >= 0 && e.obs.reset > w+e.obs.prec {
 				seen["reset beyond the windows"]++
 			}
+			down := m.budget.down
 			m.observe(p, now, e.obs)
 			if m.budget.window > 0 {
 				seen["budget counts"]++
+			}
+			if m.budget.down && !down {
+				seen["resets rounded down"]++
 			}
 			if m.budget.per > 0 {
 				seen["budget refills"]++
@@ -397,7 +401,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
 		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
 		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"]),
-		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1"}
+		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1"}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
@@ -494,7 +498,7 @@ func TestDifferential(t *testing.T) {
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
-					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills"} {
+					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

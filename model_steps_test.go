@@ -590,3 +590,107 @@ func TestBudgetCounterSteps(t *testing.T) {
 		t.Errorf("a fixed window with a request counted in the next: read as a counter: %+v", f)
 	}
 }
+
+// TestBudgetRoundedDownSteps: a window of 40 counted from its first
+// request whose reset is its end in epoch seconds rounded down, read
+// against the whole-second Date header (fixed-first/epoch-floor of the
+// matrix). Until a probe at the reset is refused, the earliest reading of
+// a window is kept, as for resets rounded up; after it, the window's first
+// reading, which its first request took.
+func TestBudgetRoundedDownSteps(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	sec := 1000 * ms
+	var b budgetState
+	spend := func(at int64, n int) {
+		for range n {
+			v := b.earliest(p, at, 1, keeper{})
+			if !v.spend {
+				t.Fatalf("at %d: %+v, want spent (state %+v)", at-T0, v, b)
+			}
+			b.spend(p, at, 1, v)
+		}
+	}
+	probe := func(at int64) {
+		v := b.earliest(p, at, 1, keeper{})
+		if !v.probe {
+			t.Fatalf("at %d: %+v, want a probe (state %+v)", at-T0, v, b)
+		}
+		b.spend(p, at, 1, v)
+	}
+	// The window opened by the probe at 0.28 ends at 5.28; its answer at
+	// 0.31 (Date 0, reset 5) reads 5.31, one at 1.09 (Date 1, reset 5)
+	// reads 5.09: the earlier is kept, as for every scope so far.
+	probe(T0 + 280*ms)
+	b.observe(T0+310*ms, observation{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: b.seq})
+	spend(T0+320*ms, 39)
+	b.observe(T0+1090*ms, observation{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: b.seq})
+	if b.reset != T0+5090*ms || b.down {
+		t.Fatalf("two readings of a window: %+v, want the earlier, 5.09 s", b)
+	}
+	// The probe at 5.09 is refused: the window has not ended though its
+	// reset has passed (Date 5, reset 5: a second at most).
+	probe(T0 + 5090*ms)
+	b.observe(T0+5120*ms, observation{remaining: 0, reset: sec, limit: 40, prec: sec, seq: b.seq, refused: true})
+	if !b.down || b.reset != T0+6120*ms {
+		t.Fatalf("the probe at the reset refused: %+v, want resets rounded down, the budget spent until 6.12 s", b)
+	}
+	// The next window opens with the probe at 6.12 and ends at 11.12; its
+	// first reading, 11.15, is kept over the later 11.05.
+	probe(T0 + 6120*ms)
+	b.observe(T0+6150*ms, observation{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: b.seq})
+	spend(T0+6160*ms, 39)
+	b.observe(T0+7050*ms, observation{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: b.seq})
+	if b.reset != T0+11150*ms {
+		t.Fatalf("rounded down, two readings of a window: %+v, want its first, 11.15 s", b)
+	}
+	if v := b.earliest(p, T0+11140*ms, 1, keeper{}); v.at != T0+11150*ms || v.why != reasonBudget {
+		t.Fatalf("before the first reading: %+v, want spent until 11.15 s", v)
+	}
+	// A refusal of a window spent whole that is not a probe, or whose
+	// reset is farther than its precision, says nothing of the rounding.
+	for _, c := range []struct {
+		name string
+		o    observation
+	}{
+		{"not a probe", observation{remaining: 0, reset: sec, limit: 40, prec: sec, refused: true}},
+		{"a reset seconds ahead", observation{remaining: 0, reset: 3 * sec, limit: 40, prec: sec, refused: true}},
+		{"an acceptance", observation{remaining: 0, reset: sec, limit: 40, prec: sec}},
+	} {
+		var w budgetState
+		w.observe(T0, observation{remaining: 0, reset: sec, limit: 40, prec: sec})
+		if c.name != "not a probe" {
+			v := w.earliest(p, T0+sec, 1, keeper{})
+			w.spend(p, T0+sec, 1, v)
+		}
+		c.o.seq = w.seq
+		w.observe(T0+sec+30*ms, c.o)
+		if w.down {
+			t.Errorf("%s: resets rounded down, want not", c.name)
+		}
+	}
+}
+
+// TestLearnedWindowAlignsOnItsOwnResets: with nothing configured, a reset
+// farther ahead than the learned window (GitHub's hour-long primary budget
+// beside the secondary limit learned from its refusals,
+// fixed/github-secondary of the matrix) does not move the learned windows'
+// alignment; one within it does, as before anything is learned.
+func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	sec := 1000 * ms
+	var s scopeState
+	s.normalize(p, T0)
+	s.observe(p, T0, observation{remaining: 4999, reset: 3600 * sec, limit: 5000, prec: sec, seq: 1})
+	if s.learn.alignAt != T0+3600*sec {
+		t.Fatalf("nothing learned: aligned at %d, want the reset, an hour ahead", s.learn.alignAt-T0)
+	}
+	s.learn = learnState{limit: 40, window: 5 * sec, alignAt: T0 + 5*sec, alignPrec: sec, secondary: T0, expires: T0 + learnTTL}
+	s.observe(p, T0+1300*ms, observation{remaining: 4990, reset: 3600 * sec, limit: 5000, prec: sec, seq: 2, refused: false})
+	if s.learn.alignAt != T0+5*sec {
+		t.Fatalf("a 5 s window learned: an hour-long reset aligned it at %d, want 5 s kept", s.learn.alignAt-T0)
+	}
+	s.observe(p, T0+1400*ms, observation{remaining: 3, reset: 4 * sec, limit: 40, prec: sec, seq: 3})
+	if s.learn.alignAt != T0+5400*ms {
+		t.Fatalf("a reset within the learned window: aligned at %d, want 5.4 s", s.learn.alignAt-T0)
+	}
+}

@@ -44,9 +44,10 @@ import (
 // them: remaining (absent: nothing advertised), reset, limit, seq,
 // refilled, probeAt, silent (1: the provider advertises nothing), expires,
 // per, at, dist, distSeq (a budget that refills before its reset),
-// window, first, held (1; a sliding window counter's budget).
+// window, first, held (1; a sliding window counter's budget), down (1: the
+// provider writes its resets rounded down).
 var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq",
-	"window", "first", "held"}
+	"window", "first", "held", "down"}
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.

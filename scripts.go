@@ -203,7 +203,7 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
 // ARGV[7] the learned window the answered request opened (its instant µs,
 // 0 none: see learnState.answer; a hintless episode's probe, too)  ARGV[8] the longest configured fixed
-// window µs (0: none; a reset beyond it aligns nothing: params.longestWindow)
+// window µs (0: none, then the learned window's; a reset beyond it aligns nothing: scopeState.alignsWithin)
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
 // ARGV[10] the answered request's round trip µs (0 unknown: observation.rtt)
@@ -213,10 +213,11 @@ var observeScript = script(observeReply, luaObserveBody)
 const luaObserveBody = `
 local B = budget_load(KEYS[1])
 local prec = tonumber(ARGV[4])
-local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]))
+local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]), ARGV[9] == '1')
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
+if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- scopeState.alignsWithin
 if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, tonumber(ARGV[10]))) end
 if ARGV[9] == '1' and tonumber(ARGV[1]) > 0 then learn_contradicted(L) end
 learn_answer(L, tonumber(ARGV[7]), u)
