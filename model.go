@@ -407,7 +407,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 		s.limits[i].refuse(l, now, r.hinted)
 	}
 	w := s.learn.window
-	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
+	if s.learn.refuse(now, deadline*1000, r.teaching(len(p.limits) > 0), open, len(p.limits) > 0, &s.lwin) {
 		s.lwin = windowState{}
 	}
 	if s.learn.window != w { // the learned log's entries are of another window

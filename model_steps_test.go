@@ -361,7 +361,10 @@ func TestFallbackSteps(t *testing.T) {
 		{name: "a hintless refusal: a second again", at: T0 + 17400*ms, refuse: true, want: (T0 + 18400*ms) / ms},
 		{name: "its probe", at: T0 + 18400*ms, want: 0, probe: true},
 		{name: "no answer: the others wait out its timeout", at: T0 + 20800*ms, want: T0 + 20850*ms},
-		{name: "past the timeout: admitted, no second probe", at: T0 + 20900*ms, want: 0},
+		// the refusal at 17.4 s taught the cycle's 2 admissions less itself:
+		// 1 per second (refusal.teaching), its windows aligned to 18.4 s,
+		// each admitting in its first half (a hint read to a second)
+		{name: "past the timeout: no second probe, the learned limit's next window", at: T0 + 20900*ms, want: T0 + 21400*ms},
 		{name: "refused after all: the episode goes on, two seconds", at: T0 + 21000*ms, refuse: true, want: (T0 + 23000*ms) / ms},
 	} {
 		switch {

@@ -59,11 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle,
+		"slidingSettle": slidingSettle, "hintlessPrec": hintlessPrec,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "hintlessPrec"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -179,7 +179,9 @@ local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then
+local hinted, prec = ARGV[3] == '1', tonumber(ARGV[4])
+if ARGV[3] == '0' and nlim == 0 then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
+if learn_refuse(L, deadline * 1000, hinted, prec, P == nil, nlim > 0, lw) then
   redis.call('DEL', KEYS[3])
 end
 if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
