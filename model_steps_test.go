@@ -1,6 +1,9 @@
 package quotagate
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Step tables per concern, over fixed instants (µs), in the manner of
 // x/time/rate's reserveN tests: each row is one transition of the
@@ -384,6 +387,91 @@ func TestFallbackSteps(t *testing.T) {
 				t.Fatalf("%s: %+v, want asked again at %d (0: admitted), probe %v (state %+v)", st.name, d, st.want, st.probe, s.fall)
 			}
 		}
+	}
+}
+
+// TestHintlessLearnSteps walks what a hintless refusal teaches the scope
+// (refusal.teaching): the cycle's admissions less the refusals per the
+// episode's pause rounded to a second, as a hint of a second would; nothing
+// when the cycle got nothing accepted (an outage: the episode's pauses
+// answer it), nothing from an operator's pause, and nothing beside
+// configured limits (their windows stay where they were).
+func TestHintlessLearnSteps(t *testing.T) {
+	const sec = 1000 * ms
+	const capMs = 60_000 // Config.FallbackPause, as the refusal carries it
+	p := params{hold: 1500 * ms, maxPause: 3_600_000, answer: 2500 * ms}
+	hintless := refusal{pause: capMs}
+	fresh := func(p params) *scopeState {
+		var s scopeState
+		s.normalize(p, T0)
+		return &s
+	}
+
+	// A bucket's first contact: 12 admitted, the 9th refused first (the
+	// episode's second: deadline 1.1 s), 3 more on their way.
+	s := fresh(p)
+	for i := range 12 {
+		if d := s.admit(p, T0+10*ms+int64(i)*ms, 1, Background); d.code != admitted {
+			t.Fatalf("first contact: %+v, want admitted", d)
+		}
+	}
+	if d, _ := s.refuse(p, T0+100*ms, hintless); d != (T0+1100*ms)/ms {
+		t.Fatalf("the first hintless refusal: deadline %d, want a second", d)
+	}
+	if s.learn.limit != 11 || s.learn.window != sec || s.learn.alignAt != T0+1100*ms {
+		t.Fatalf("learned %+v, want 11 per 1 s aligned at 1.1 s", s.learn)
+	}
+	for range 3 {
+		if d, _ := s.refuse(p, T0+110*ms, hintless); d != (T0+1100*ms)/ms {
+			t.Fatalf("a request on its way: deadline %d, want the pause in force", d)
+		}
+	}
+	if s.learn.limit != 8 {
+		t.Fatalf("after the refusals on their way: n %d, want 8 (what the cycle got accepted)", s.learn.limit)
+	}
+	// The pause's end: the episode's probe, then the learned window.
+	if d := s.admit(p, T0+1100*ms, 1, Background); d.code != admitted || d.opens == 0 {
+		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
+	}
+	s.observe(p, T0+1130*ms, observation{remaining: -1, opened: T0 + 1100*ms})
+	for i := range 7 {
+		if d := s.admit(p, T0+1140*ms+int64(i)*ms, 1, Background); d.code != admitted {
+			t.Fatalf("the learned window's %d-th: %+v, want admitted", i+2, d)
+		}
+	}
+	if d := s.admit(p, T0+1150*ms, 1, Background); d.code != limited || d.reason != reasonLearned || d.wait != T0+2100*ms-(T0+1150*ms) {
+		t.Fatalf("the learned window's 9th: %+v, want limited until its next window (2.1 s)", d)
+	}
+	// An operator's pause teaches nothing.
+	before := s.learn
+	s.refuse(p, T0+1200*ms, refusal{pause: 5000, operator: true})
+	if s.learn.limit != before.limit || s.learn.window != before.window || s.learn.alignAt != before.alignAt {
+		t.Fatalf("an operator's pause taught %+v (was %+v)", s.learn, before)
+	}
+
+	// An outage from the first contact: every request refused. The cycle
+	// got nothing accepted, so it teaches no limit.
+	s = fresh(p)
+	for i := range 5 {
+		s.admit(p, T0+10*ms+int64(i)*ms, 1, Background)
+	}
+	for range 5 {
+		s.refuse(p, T0+100*ms, hintless)
+	}
+	if _, ok := s.learn.spec(); ok {
+		t.Fatalf("an outage taught %+v, want nothing", s.learn)
+	}
+
+	// Beside a configured limit: nothing learned, the windows not realigned.
+	pc := p
+	pc.limits = []limitSpec{specOf(FixedWindow(10, 5*time.Second))}
+	s = fresh(pc)
+	for i := range 5 {
+		s.admit(pc, T0+10*ms+int64(i)*ms, 1, Background)
+	}
+	s.refuse(pc, T0+100*ms, hintless)
+	if s.learn.limit != 0 || s.learn.alignAt != 0 {
+		t.Fatalf("beside a configured limit a hintless refusal taught %+v, want nothing", s.learn)
 	}
 }
 
