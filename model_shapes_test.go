@@ -260,6 +260,10 @@ var shapeCells = func() []shapeCell {
 	add(with(fixed40, sim.FixedFirst), "none")
 	add(bucket8, "none")
 	add(with(fixed40, sim.SlidingLog), "none")
+	// nginx's limit_req without a burst (its default): 20 r/s, one at a
+	// time. A learned window of n per second sent at once gets one of each
+	// burst accepted (see docs/design.md, Hintless pause).
+	out = append(out, cell{name: "gcra-burst0/none", quota: sim.Quota{Shape: sim.GCRA, Rate: 20, Burst: 0}, limit: PerSecond(20, 0), has: true})
 	return out
 }()
 
