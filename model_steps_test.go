@@ -364,10 +364,9 @@ func TestFallbackSteps(t *testing.T) {
 		{name: "a hintless refusal: a second again", at: T0 + 17400*ms, refuse: true, want: (T0 + 18400*ms) / ms},
 		{name: "its probe", at: T0 + 18400*ms, want: 0, probe: true},
 		{name: "no answer: the others wait out its timeout", at: T0 + 20800*ms, want: T0 + 20850*ms},
-		// the refusal at 17.4 s taught the cycle's 2 admissions less itself:
-		// 1 per second (refusal.teaching), its windows aligned to 18.4 s,
-		// each admitting in its first half (a hint read to a second)
-		{name: "past the timeout: no second probe, the learned limit's next window", at: T0 + 20900*ms, want: T0 + 21400*ms},
+		// (the refusal at 17.4 s taught the cycle's 2 admissions less itself:
+		// 1 per second, paced, its windows aligned to 18.4 s: refusal.teaching)
+		{name: "past the timeout: admitted, no second probe", at: T0 + 20900*ms, want: 0},
 		{name: "refused after all: the episode goes on, two seconds", at: T0 + 21000*ms, refuse: true, want: (T0 + 23000*ms) / ms},
 	} {
 		switch {
@@ -434,13 +433,42 @@ func TestHintlessLearnSteps(t *testing.T) {
 		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
 	}
 	s.observe(p, T0+1130*ms, observation{remaining: -1, opened: T0 + 1100*ms})
+	// Paced: the k-th admission of a window at k·w/n (125 ms) into it.
+	if d := s.admit(p, T0+1140*ms, 1, Background); d.code != limited || d.reason != reasonLearned || d.wait != 85*ms {
+		t.Fatalf("the learned window's 2nd before its pace: %+v, want limited until 1.225 s", d)
+	}
 	for i := range 7 {
-		if d := s.admit(p, T0+1140*ms+int64(i)*ms, 1, Background); d.code != admitted {
-			t.Fatalf("the learned window's %d-th: %+v, want admitted", i+2, d)
+		if d := s.admit(p, T0+1225*ms+int64(i)*125*ms, 1, Background); d.code != admitted {
+			t.Fatalf("the learned window's %d-th at its pace: %+v, want admitted", i+2, d)
 		}
 	}
-	if d := s.admit(p, T0+1150*ms, 1, Background); d.code != limited || d.reason != reasonLearned || d.wait != T0+2100*ms-(T0+1150*ms) {
+	if d := s.admit(p, T0+2000*ms, 1, Background); d.code != limited || d.wait != 100*ms {
 		t.Fatalf("the learned window's 9th: %+v, want limited until its next window (2.1 s)", d)
+	}
+	// The next window opens with its probe, which raises n (its
+	// predecessor was spent whole: 9); its 3rd refused without a hint says
+	// the pace is above the provider's: n − 1, raises frozen. The
+	// episode's probe refused after the pause keeps n (the provider's
+	// window has not begun).
+	if d := s.admit(p, T0+2100*ms, 1, Background); d.code != admitted || d.opens == 0 || s.learn.limit != 9 {
+		t.Fatalf("the next window: %+v, n %d, want its probe, n raised to 9", d, s.learn.limit)
+	}
+	s.observe(p, T0+2130*ms, observation{remaining: -1, opened: T0 + 2100*ms})
+	for i := 1; i < 3; i++ {
+		if d := s.admit(p, s.learn.alignAt+int64(i)*111_111, 1, Background); d.code != admitted {
+			t.Fatalf("the next window's %d-th at its pace: %+v, want admitted", i+1, d)
+		}
+	}
+	s.refuse(p, T0+2400*ms, hintless)
+	if s.learn.limit != 8 || s.learn.frozen != T0+2400*ms+raiseAfter || s.learn.paced != 1 {
+		t.Fatalf("a paced window refused: %+v, want 8, frozen", s.learn)
+	}
+	if d := s.admit(p, T0+3400*ms, 1, Background); d.code != admitted || d.opens == 0 {
+		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
+	}
+	s.refuse(p, T0+3430*ms, hintless)
+	if s.learn.limit != 8 {
+		t.Fatalf("the episode's probe refused: n %d, want 8 kept", s.learn.limit)
 	}
 	// An operator's pause teaches nothing.
 	before := s.learn

@@ -130,7 +130,7 @@ if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S
 S.act = limits_args(9, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
 if S.learned then
-  S.lw = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
+  S.lw = {key = KEYS[5], fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
   S.act[1] = S.lw
   if S.L.window > C.hold then
     S.act[1] = {key = KEYS[9], sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
@@ -166,9 +166,10 @@ const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
-local ms = tonumber(ARGV[1])
+local ms, probe = tonumber(ARGV[1]), false
 if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
+  probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
@@ -179,9 +180,9 @@ local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-local hinted, prec = ARGV[3] == '1', tonumber(ARGV[4])
-if ARGV[3] == '0' and nlim == 0 then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
-if learn_refuse(L, deadline * 1000, hinted, prec, P == nil, nlim > 0, lw) then
+local hinted, prec, hintless = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[3] == '0' and nlim == 0
+if hintless then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
+if learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw) then
   redis.call('DEL', KEYS[3])
 end
 if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
