@@ -445,30 +445,31 @@ func TestHintlessLearnSteps(t *testing.T) {
 	if d := s.admit(p, T0+2000*ms, 1, Background); d.code != limited || d.wait != 100*ms {
 		t.Fatalf("the learned window's 9th: %+v, want limited until its next window (2.1 s)", d)
 	}
-	// The next window opens with its probe, which raises n (its
-	// predecessor was spent whole: 9); its 3rd refused without a hint says
-	// the pace is above the provider's: n − 1, raises frozen. The
-	// episode's probe refused after the pause keeps n (the provider's
-	// window has not begun).
-	if d := s.admit(p, T0+2100*ms, 1, Background); d.code != admitted || d.opens == 0 || s.learn.limit != 9 {
-		t.Fatalf("the next window: %+v, n %d, want its probe, n raised to 9", d, s.learn.limit)
+	// The next window opens with its probe (its predecessor was spent
+	// whole; no raise: the first contact, refused within a second of its
+	// start, froze them); its 3rd refused without a hint says the pace is
+	// above the provider's: n − 1, raises frozen. The episode's probe
+	// refused after the pause keeps n (the provider's window has not
+	// begun).
+	if d := s.admit(p, T0+2100*ms, 1, Background); d.code != admitted || d.opens == 0 || s.learn.limit != 8 {
+		t.Fatalf("the next window: %+v, n %d, want its probe, n 8", d, s.learn.limit)
 	}
 	s.observe(p, T0+2130*ms, observation{remaining: -1, opened: T0 + 2100*ms})
 	for i := 1; i < 3; i++ {
-		if d := s.admit(p, s.learn.alignAt+int64(i)*111_111, 1, Background); d.code != admitted {
+		if d := s.admit(p, s.learn.alignAt+int64(i)*125_000, 1, Background); d.code != admitted {
 			t.Fatalf("the next window's %d-th at its pace: %+v, want admitted", i+1, d)
 		}
 	}
 	s.refuse(p, T0+2400*ms, hintless)
-	if s.learn.limit != 8 || s.learn.frozen != T0+2400*ms+raiseAfter || s.learn.paced != 1 {
-		t.Fatalf("a paced window refused: %+v, want 8, frozen", s.learn)
+	if s.learn.limit != 7 || s.learn.frozen != T0+2400*ms+raiseAfter || s.learn.paced != 1 {
+		t.Fatalf("a paced window refused: %+v, want 7, frozen", s.learn)
 	}
 	if d := s.admit(p, T0+3400*ms, 1, Background); d.code != admitted || d.opens == 0 {
 		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
 	}
 	s.refuse(p, T0+3430*ms, hintless)
-	if s.learn.limit != 8 {
-		t.Fatalf("the episode's probe refused: n %d, want 8 kept", s.learn.limit)
+	if s.learn.limit != 7 {
+		t.Fatalf("the episode's probe refused: n %d, want 7 kept", s.learn.limit)
 	}
 	// An operator's pause teaches nothing.
 	before := s.learn
