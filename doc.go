@@ -40,7 +40,9 @@
 // refusal whose hint cannot be read is no permission to retry immediately:
 // it pauses the scope for its hintless episode (a second, then twice as long
 // each time the provider refuses the one request that asks again after the
-// pause, up to Config.FallbackPause), and the refused task waits that pause;
+// pause, up to Config.FallbackPause; with nothing configured, the scope
+// then goes at the pace it was seen to get accepted), and the refused task
+// waits that pause;
 // only when the pause could not be recorded does it back off alone (15
 // minutes, 30, 1 hour, ... 12 hours). NewTask reserves one retry so that a
 // deferral on a task's last attempt is never archived.

@@ -73,7 +73,10 @@ type Config struct {
 	// hintless refusal pauses 1 second again. Refusals of requests already
 	// on their way grow nothing. While the provider refuses, the scope
 	// sends one request per pause; the refused task waits the scope's
-	// pause. Default 1 minute.
+	// pause. With no limit configured, what the scope got accepted before
+	// such a refusal is learned as a limit, paced (model_learn.go), so
+	// after the pause the fleet goes at that pace, not all at once.
+	// Default 1 minute.
 	FallbackPause time.Duration
 
 	// The refused task's own delay when its hint cannot be read and its

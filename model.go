@@ -135,7 +135,7 @@ func (s *scopeState) active(p params) active {
 		if ll, ok := s.learn.logSpec(p); ok {
 			return active{specs: []limitSpec{ll}, states: []*limitState{&s.llog}, learned: true}
 		}
-		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, win: &s.lwin}}, learned: true}
+		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, paced: s.learn.paced > 0, win: &s.lwin}}, learned: true}
 	}
 	return active{}
 }
@@ -389,6 +389,10 @@ type refusal struct {
 	prec   int64 // µs: the hint's precision (a second when read in whole seconds)
 	// operator: Gate.Pause, not a provider (it teaches nothing either)
 	operator bool
+	// hintless: a provider's refusal without a hint, taught as one hinted
+	// with its episode's pause (refusal.teaching); probe: it refused a
+	// hintless episode's probe
+	hintless, probe bool
 }
 
 // refuse records a refusal (or Gate.Pause, which is an unhinted refusal
@@ -399,6 +403,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
 	ms := r.pause
+	r.probe = s.fall.level > 0 && s.fall.probeAt > 0
 	if !r.hinted && !r.operator {
 		ms = s.fall.refuse(now, r.pause, open)
 	}
@@ -410,7 +415,7 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 		s.limits[i].refuse(l, now, r.hinted)
 	}
 	w := s.learn.window
-	if s.learn.refuse(now, deadline*1000, r, open, len(p.limits) > 0, &s.lwin) {
+	if s.learn.refuse(now, deadline*1000, r.teaching(len(p.limits) > 0), open, len(p.limits) > 0, &s.lwin) {
 		s.lwin = windowState{}
 	}
 	if s.learn.window != w { // the learned log's entries are of another window

@@ -405,7 +405,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
-		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), expires: num(l["expires"])}
+		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), paced: num(l["paced"]), expires: num(l["expires"])}
 	s.lwin = *windows(k.learnWin)
 	s.llog = limitState{sliding: true, log: zlog(k.learnLog)}
 	f := hash(k.fallback)

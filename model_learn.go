@@ -51,6 +51,17 @@ package quotagate
 //     request of the window before gives back, and do not race it. The
 //     windows above still count its admissions (lwin): they tell the
 //     probe, the raises and the refusals' windows.
+//   - A hintless refusal teaches too (refusal.teaching), as one hinted with
+//     its episode's pause read to a second, and paces the windows it
+//     aligns: the k-th admission of a window goes k·w/n into it (nothing
+//     tells a window's edges, and a proxy's limiter refills a bucket: a
+//     window's burst at once gets what its bucket holds, one at a time
+//     when it has no burst). A hintless refusal of a paced window says its
+//     pace is above the provider's: n − 1 (at least 1), raises frozen as
+//     above; one of the episode's probe (the provider refused even one
+//     after the pause: an outage, or a window not over) keeps n. A cycle
+//     that got nothing accepted (its refusals took n to 0) teaches no
+//     limit: the episode's pauses answer an outage.
 //   - The window after one spent whole opens with one request, its probe:
 //     the others wait for its answer (at most MaxHold and a second). An
 //     answer without a refusal aligns the windows to the probe (a provider
@@ -58,7 +69,8 @@ package quotagate
 //     refusal says the provider's window has not ended: it realigns to the
 //     refusal's deadline, and n stays.
 //
-// Invariants: 1 ≤ n; 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
+// Invariants: 1 ≤ n while a limit is learned (refusals that take it to 0
+// leave none); 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
 // refused window got accepted, and one refusal-free window restores best;
 // what was learned is forgotten learnTTL after the refusal that taught it
 // (a scope with no news is open).
@@ -94,7 +106,10 @@ type learnState struct {
 	// limit beside its primary budget), so the learned limit applies
 	// beside it
 	secondary int64
-	expires   int64 // µs: forgotten at (0: empty)
+	// paced: 1 when the last refusal that taught the scope had no hint:
+	// its windows spread their admissions (windowState.earliest)
+	paced   int64
+	expires int64 // µs: forgotten at (0: empty)
 }
 
 // earliest is when the learned limit lets an admission at now ask: after
@@ -204,6 +219,35 @@ func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, a
 	}
 }
 
+// hintlessPrec is the precision (µs) a hintless refusal teaches the
+// learned limit with: its deadline is its episode's pause, not the
+// provider's reset, which may be anywhere within the pause's first
+// second (fallbackFirst): the learned window is rounded to whole seconds,
+// as a hint read in seconds is. gcra/none and gcra-delay/none of the matrix
+// chose to learn from hintless refusals at all: with nothing learned, every
+// episode's probe answer sent the whole fleet, and a bucket's refill
+// refused about half of it (2.3× and 1.29× on the model, 1.48× and 1.24–1.32×
+// measured). The windows it aligns are paced (learnState.paced): unpaced,
+// nginx's limit_req without a burst (gcra-burst0/none of the model tool,
+// 20 r/s) got one of each window's burst accepted, and the scope learned
+// 1 a second (89 of 200 polls in 90 s; 21.3 s paced; 71.4 s paced on the
+// model with asynq's queue, whose main did 149 in 90 s at 6.77×).
+const hintlessPrec = fallbackFirst * 1000
+
+// teaching is the refusal as the learned limit learns from it: a hinted
+// one as it is; a hintless one of a provider, with no limit configured,
+// as a refusal hinted with its episode's pause read to hintlessPrec (the
+// scope is paused until the deadline in force, and what the cycle before it
+// got accepted is the quota it saw, as for a hint); an operator's pause
+// teaches nothing, nor does a hintless refusal beside configured limits
+// (their windows align to hints only).
+func (r refusal) teaching(configured bool) refusal {
+	if !r.hinted && !r.operator && !configured {
+		r.hinted, r.prec, r.hintless = true, hintlessPrec, true
+	}
+	return r
+}
+
 // refuse learns from a refusal at now whose deadline in force is D (µs).
 // open tells whether the scope was open (the refusal ends a cycle) or
 // paused (a request on its way when it paused); configured whether limits
@@ -211,15 +255,21 @@ func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, a
 // whether the learned windows' counts are over (they were refused).
 func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin *windowState) bool {
 	if !open {
-		if now < s.absorb && s.limit > 1 {
-			s.limit--
+		if now < s.absorb && s.limit > 0 {
+			s.limit-- // 0: the cycle got nothing accepted, so it taught no quota (an outage): the pause answers it
+			if s.limit == 0 {
+				s.window = 0 // nor a window: the learned log and windows are forgotten with it
+			}
 		}
 		if r.hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
 			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
 		}
 		return false
 	}
-	probed := s.probeAt > 0 // the window's probe was refused: its window has not begun
+	// the episode's probe refused, or a window's (unless paced: its pace is
+	// too fast, below): its window has not begun
+	pacedOut := r.hintless && s.paced > 0 && s.limit > 0
+	probed := s.probeAt > 0 && !pacedOut || r.hintless && r.probe
 	s.probeAt = 0
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
@@ -230,11 +280,17 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 	case configured:
 	case probed:
 		s.absorb = 0
+	case pacedOut:
+		// a paced window refused: its pace is above the provider's
+		s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
 	default:
 		s.learnFrom(now, D, r.prec, lwin)
 	}
 	s.since, s.admits, s.refused = D, 0, now
-	s.alignAt, s.alignPrec = D, r.prec
+	s.alignAt, s.alignPrec, s.paced = D, r.prec, 0
+	if r.hintless {
+		s.alignPrec, s.paced = 0, 1 // the deadline is the episode's own; nothing tells a window: pace it
+	}
 	return true
 }
 
@@ -364,19 +420,27 @@ local function learn_from(L, D, prec, lw)
   if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
 end
-local function learn_refuse(L, D, hinted, prec, open, configured, lw)
-  L.dirty = L.expires > 0 or hinted
+local function learn_refuse(L, D, r, open, configured, lw)
+  L.dirty = L.expires > 0 or r.hinted
   if not open then
-    if now_us < L.absorb and L.limit > 1 then L.limit = L.limit - 1 end
-    if hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+    if now_us < L.absorb and L.limit > 0 then
+      L.limit = L.limit - 1
+      if L.limit == 0 then L.window = 0 end
+    end
+    if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
     return false
   end
-  local probed = L.probeAt > 0
+  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
+  local probed = L.probeAt > 0 and not paced_out or r.hintless and r.probe
   L.probeAt = 0
-  if not hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
+  if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
   L.expires = now_us + C.learnTTL
-  if probed and not configured then L.absorb = 0 elseif not configured then learn_from(L, D, prec, lw) end
-  L.since, L.admits, L.refused, L.alignAt, L.alignPrec = D, 0, now_us, D, prec
+  if configured then
+  elseif probed then L.absorb = 0
+  elseif paced_out then L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+  else learn_from(L, D, r.prec, lw) end
+  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
+  if r.hintless then L.alignPrec, L.paced = 0, 1 end
   return true
 end
 `

@@ -72,6 +72,7 @@ type limitState struct {
 	sliding    bool
 	concurrent bool
 	learned    bool         // the learned limit's windows (see windowState.usedAligned)
+	paced      bool         // the learned limit's windows spread their admissions (windowState.earliest)
 	tat        int64        // GCRA: µs, 0 none
 	win        *windowState // fixed: the counts
 	log        []int64      // sliding: the admissions' instants (µs), oldest first
@@ -96,7 +97,7 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 		tat := max(s.tat, now)
 		return max(t, tat+l.per*cost-l.per*l.n)
 	}
-	return s.win.earliest(l, p, al, t, cost, !s.learned)
+	return s.win.earliest(l, p, al, t, cost, !s.learned, s.paced)
 }
 
 func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64, id string) {
@@ -229,12 +230,19 @@ func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64
 // opened admits any cost the limit can (checkCost).
 const earliestRounds = 3
 
-func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64, configured bool) int64 {
+// earliest is the earliest instant at or after t the windows admit cost:
+// in a window that has room, before its stop; a paced window (the learned
+// limit a hintless refusal taught: learnState.paced) admits its k-th at
+// k·per/n into it at the earliest.
+func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64, configured, paced bool) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
 		used := w.used(l, start)
 		if configured {
 			used = w.usedAligned(l, p, al, start)
+		}
+		if paced {
+			t = max(t, start+used*(l.per/l.n))
 		}
 		if t < stop && used+cost <= l.n {
 			return t
@@ -329,7 +337,9 @@ local function limit_earliest(l, al, t, cost, kept)
   if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
-    if t < stop and used_aligned(l, al, start) + cost <= n then return t end
+    local u = used_aligned(l, al, start)
+    if l.paced then t = math.max(t, start + u * math.floor(l.per / n)) end
+    if t < stop and u + cost <= n then return t end
     t = math.max(t, start + l.per + (al.at == 0 and C.windowSettle or 0))
   end
   return t

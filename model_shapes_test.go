@@ -188,6 +188,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			continue
 		}
 		sends++
+		trace("%.3f admit w%d wait %.3f opens=%v fprobe=%v align=%.3f n=%d lprobe=%d", float64(e.at-t0)/1e6, e.worker, float64(dec.wait)/1e6, dec.opens > 0, m.fall.probeAt > 0, float64(m.learn.alignAt-t0)/1e6, m.learn.limit, m.learn.probeAt)
 		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, at: e.at + dec.wait, lease: id}
 		// sent then: 1–3 ms after the admission, the first request of a run
 		// the slowest (a connection dialled), as measured by the example's
@@ -257,6 +258,16 @@ var shapeCells = func() []shapeCell {
 	add(with(fixed40, sim.SlidingLog), "window")
 	add(with(fixed40, sim.SlidingCounter), "httprate")
 	add(sim.Quota{Shape: sim.Concurrency, Rate: 5}, "retry-after")
+	// Not in the matrix: providers that refuse with no hint at all beside
+	// gcra/none, to see what hintless learning does on other shapes.
+	add(fixed40, "none")
+	add(with(fixed40, sim.FixedFirst), "none")
+	add(bucket8, "none")
+	add(with(fixed40, sim.SlidingLog), "none")
+	// nginx's limit_req without a burst (its default): 20 r/s, one at a
+	// time. A learned window of n per second sent at once gets one of each
+	// burst accepted (see docs/design.md, Hintless pause).
+	out = append(out, cell{name: "gcra-burst0/none", quota: sim.Quota{Shape: sim.GCRA, Rate: 20, Burst: 0}, limit: PerSecond(20, 0), has: true})
 	return out
 }()
 

@@ -1,6 +1,9 @@
 package quotagate
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Step tables per concern, over fixed instants (µs), in the manner of
 // x/time/rate's reserveN tests: each row is one transition of the
@@ -361,6 +364,8 @@ func TestFallbackSteps(t *testing.T) {
 		{name: "a hintless refusal: a second again", at: T0 + 17400*ms, refuse: true, want: (T0 + 18400*ms) / ms},
 		{name: "its probe", at: T0 + 18400*ms, want: 0, probe: true},
 		{name: "no answer: the others wait out its timeout", at: T0 + 20800*ms, want: T0 + 20850*ms},
+		// (the refusal at 17.4 s taught the cycle's 2 admissions less itself:
+		// 1 per second, paced, its windows aligned to 18.4 s: refusal.teaching)
 		{name: "past the timeout: admitted, no second probe", at: T0 + 20900*ms, want: 0},
 		{name: "refused after all: the episode goes on, two seconds", at: T0 + 21000*ms, refuse: true, want: (T0 + 23000*ms) / ms},
 	} {
@@ -381,6 +386,121 @@ func TestFallbackSteps(t *testing.T) {
 				t.Fatalf("%s: %+v, want asked again at %d (0: admitted), probe %v (state %+v)", st.name, d, st.want, st.probe, s.fall)
 			}
 		}
+	}
+}
+
+// TestHintlessLearnSteps walks what a hintless refusal teaches the scope
+// (refusal.teaching): the cycle's admissions less the refusals per the
+// episode's pause rounded to a second, as a hint of a second would; nothing
+// when the cycle got nothing accepted (an outage: the episode's pauses
+// answer it), nothing from an operator's pause, and nothing beside
+// configured limits (their windows stay where they were).
+func TestHintlessLearnSteps(t *testing.T) {
+	const sec = 1000 * ms
+	const capMs = 60_000 // Config.FallbackPause, as the refusal carries it
+	p := params{hold: 1500 * ms, maxPause: 3_600_000, answer: 2500 * ms}
+	hintless := refusal{pause: capMs}
+	fresh := func(p params) *scopeState {
+		var s scopeState
+		s.normalize(p, T0)
+		return &s
+	}
+
+	// A bucket's first contact: 12 admitted, the 9th refused first (the
+	// episode's second: deadline 1.1 s), 3 more on their way.
+	s := fresh(p)
+	for i := range 12 {
+		if d := s.admit(p, T0+10*ms+int64(i)*ms, 1, Background); d.code != admitted {
+			t.Fatalf("first contact: %+v, want admitted", d)
+		}
+	}
+	if d, _ := s.refuse(p, T0+100*ms, hintless); d != (T0+1100*ms)/ms {
+		t.Fatalf("the first hintless refusal: deadline %d, want a second", d)
+	}
+	if s.learn.limit != 11 || s.learn.window != sec || s.learn.alignAt != T0+1100*ms {
+		t.Fatalf("learned %+v, want 11 per 1 s aligned at 1.1 s", s.learn)
+	}
+	for range 3 {
+		if d, _ := s.refuse(p, T0+110*ms, hintless); d != (T0+1100*ms)/ms {
+			t.Fatalf("a request on its way: deadline %d, want the pause in force", d)
+		}
+	}
+	if s.learn.limit != 8 {
+		t.Fatalf("after the refusals on their way: n %d, want 8 (what the cycle got accepted)", s.learn.limit)
+	}
+	// The pause's end: the episode's probe, then the learned window.
+	if d := s.admit(p, T0+1100*ms, 1, Background); d.code != admitted || d.opens == 0 {
+		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
+	}
+	s.observe(p, T0+1130*ms, observation{remaining: -1, opened: T0 + 1100*ms})
+	// Paced: the k-th admission of a window at k·w/n (125 ms) into it.
+	if d := s.admit(p, T0+1140*ms, 1, Background); d.code != limited || d.reason != reasonLearned || d.wait != 85*ms {
+		t.Fatalf("the learned window's 2nd before its pace: %+v, want limited until 1.225 s", d)
+	}
+	for i := range 7 {
+		if d := s.admit(p, T0+1225*ms+int64(i)*125*ms, 1, Background); d.code != admitted {
+			t.Fatalf("the learned window's %d-th at its pace: %+v, want admitted", i+2, d)
+		}
+	}
+	if d := s.admit(p, T0+2000*ms, 1, Background); d.code != limited || d.wait != 100*ms {
+		t.Fatalf("the learned window's 9th: %+v, want limited until its next window (2.1 s)", d)
+	}
+	// The next window opens with its probe (its predecessor was spent
+	// whole; no raise: the first contact, refused within a second of its
+	// start, froze them); its 3rd refused without a hint says the pace is
+	// above the provider's: n − 1, raises frozen. The episode's probe
+	// refused after the pause keeps n (the provider's window has not
+	// begun).
+	if d := s.admit(p, T0+2100*ms, 1, Background); d.code != admitted || d.opens == 0 || s.learn.limit != 8 {
+		t.Fatalf("the next window: %+v, n %d, want its probe, n 8", d, s.learn.limit)
+	}
+	s.observe(p, T0+2130*ms, observation{remaining: -1, opened: T0 + 2100*ms})
+	for i := 1; i < 3; i++ {
+		if d := s.admit(p, s.learn.alignAt+int64(i)*125_000, 1, Background); d.code != admitted {
+			t.Fatalf("the next window's %d-th at its pace: %+v, want admitted", i+1, d)
+		}
+	}
+	s.refuse(p, T0+2400*ms, hintless)
+	if s.learn.limit != 7 || s.learn.frozen != T0+2400*ms+raiseAfter || s.learn.paced != 1 {
+		t.Fatalf("a paced window refused: %+v, want 7, frozen", s.learn)
+	}
+	if d := s.admit(p, T0+3400*ms, 1, Background); d.code != admitted || d.opens == 0 {
+		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
+	}
+	s.refuse(p, T0+3430*ms, hintless)
+	if s.learn.limit != 7 {
+		t.Fatalf("the episode's probe refused: n %d, want 7 kept", s.learn.limit)
+	}
+	// An operator's pause teaches nothing.
+	before := s.learn
+	s.refuse(p, T0+1200*ms, refusal{pause: 5000, operator: true})
+	if s.learn.limit != before.limit || s.learn.window != before.window || s.learn.alignAt != before.alignAt {
+		t.Fatalf("an operator's pause taught %+v (was %+v)", s.learn, before)
+	}
+
+	// An outage from the first contact: every request refused. The cycle
+	// got nothing accepted, so it teaches no limit.
+	s = fresh(p)
+	for i := range 5 {
+		s.admit(p, T0+10*ms+int64(i)*ms, 1, Background)
+	}
+	for range 5 {
+		s.refuse(p, T0+100*ms, hintless)
+	}
+	if _, ok := s.learn.spec(); ok {
+		t.Fatalf("an outage taught %+v, want nothing", s.learn)
+	}
+
+	// Beside a configured limit: nothing learned, the windows not realigned.
+	pc := p
+	pc.limits = []limitSpec{specOf(FixedWindow(10, 5*time.Second))}
+	s = fresh(pc)
+	for i := range 5 {
+		s.admit(pc, T0+10*ms+int64(i)*ms, 1, Background)
+	}
+	s.refuse(pc, T0+100*ms, hintless)
+	if s.learn.limit != 0 || s.learn.alignAt != 0 {
+		t.Fatalf("beside a configured limit a hintless refusal taught %+v, want nothing", s.learn)
 	}
 }
 

@@ -51,7 +51,7 @@ var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "p
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.
-var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "probeAt", "frozen", "secondary", "expires"}
+var learnFields = []string{"limit", "window", "best", "since", "admits", "alignAt", "alignPrec", "absorb", "refused", "probeAt", "frozen", "secondary", "paced", "expires"}
 
 // classFields are the fields of the class hash, as classState names them:
 // seen, claims, claimed.

@@ -59,11 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(),
+		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -130,7 +130,7 @@ if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S
 S.act = limits_args(9, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
 if S.learned then
-  S.lw = {key = KEYS[5], fixed = true, learned = true, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
+  S.lw = {key = KEYS[5], fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
   S.act[1] = S.lw
   if S.L.window > C.hold then
     S.act[1] = {key = KEYS[9], sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
@@ -167,9 +167,10 @@ const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[7])
 local P = pause_load(KEYS[1])
-local ms = tonumber(ARGV[1])
+local ms, probe = tonumber(ARGV[1]), false
 if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
+  probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
 if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, tonumber(ARGV[4])) end
@@ -181,7 +182,9 @@ local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-if learn_refuse(L, deadline * 1000, ARGV[3] == '1', tonumber(ARGV[4]), P == nil, nlim > 0, lw) then
+local hinted, prec, hintless = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[3] == '0' and nlim == 0
+if hintless then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
+if learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw) then
   redis.call('DEL', KEYS[3])
 end
 if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
