@@ -504,6 +504,21 @@ func TestHintlessLearnSteps(t *testing.T) {
 	}
 }
 
+// spender returns a function that spends n admissions of cost 1 of b at
+// at, failing t if one is not admitted.
+func spender(t *testing.T, p params, b *budgetState) func(at int64, n int) {
+	return func(at int64, n int) {
+		t.Helper()
+		for range n {
+			v := b.earliest(p, at, 1, keeper{})
+			if !v.spend {
+				t.Fatalf("at %d: %+v, want spent (state %+v)", at-T0, v, *b)
+			}
+			b.spend(p, at, 1, v)
+		}
+	}
+}
+
 // TestBudgetRefillSteps: a bucket of 11 refilling one every 125 ms, whose
 // reset is the time until it is full (throttled's GCRA, gcra/until-full of
 // the matrix), read in whole seconds rounded up; and the readings that do
@@ -512,15 +527,7 @@ func TestBudgetRefillSteps(t *testing.T) {
 	p := params{probe: 2500 * ms}
 	sec := 1000 * ms
 	var b budgetState
-	spend := func(at int64, n int) {
-		for range n {
-			v := b.earliest(p, at, 1, keeper{})
-			if !v.spend {
-				t.Fatalf("at %d: %+v, want spent (state %+v)", at-T0, v, b)
-			}
-			b.spend(p, at, 1, v)
-		}
-	}
+	spend := spender(t, p, &b)
 	b.observe(T0, observation{remaining: 10, reset: sec, limit: 11, prec: sec, seq: 1})
 	spend(T0+ms, 9) // seq 1..9
 	b.observe(T0+20*ms, observation{remaining: 3, reset: sec, limit: 11, prec: sec, seq: 8})
@@ -721,15 +728,7 @@ func TestBudgetRoundedDownSteps(t *testing.T) {
 	p := params{probe: 2500 * ms}
 	sec := 1000 * ms
 	var b budgetState
-	spend := func(at int64, n int) {
-		for range n {
-			v := b.earliest(p, at, 1, keeper{})
-			if !v.spend {
-				t.Fatalf("at %d: %+v, want spent (state %+v)", at-T0, v, b)
-			}
-			b.spend(p, at, 1, v)
-		}
-	}
+	spend := spender(t, p, &b)
 	probe := func(at int64) {
 		v := b.earliest(p, at, 1, keeper{})
 		if !v.probe {
