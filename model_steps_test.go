@@ -681,6 +681,10 @@ func TestBudgetCounterSteps(t *testing.T) {
 	}{
 		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms},
 		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec},
+		// Discord's X-RateLimit-Reset-After: the burst spent under one next
+		// token (its reset held while the budget moved), the probe at it
+		// answered 0 left, the next token 125 ms on (minCounterWindow).
+		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms},
 	} {
 		var w budgetState
 		w.spend(p, T0, 1, budgetVerdict{probe: true})

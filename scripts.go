@@ -59,11 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec,
+		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec", "minCounterWindow"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
