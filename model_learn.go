@@ -73,16 +73,18 @@ package quotagate
 //     accepted in one window of the provider's, which ends at the
 //     refusal's deadline D and began at s or before (at s for a provider
 //     counting from its first request, or a log by its oldest entry).
-//     When the probe's wait D − now is shorter than w by the hint's
-//     precision (the provider's window ends inside the learned one) and
+//     When the probe's wait D − now is longer than the hint's precision
+//     (a "1 second" may be a bucket's next token, a window begun up to a
+//     second after s, a reset just passed: no window's end) and shorter
+//     than w by it (the provider's window ends inside the learned one), and
 //     D − s, read to the hint's precision, is longer than w beyond it,
 //     the provider's window is D − s long: w becomes it, and n stays. A
 //     longer wait may be a sliding log's hint stating its whole window
 //     (sliding-log/window, where D − s is two windows); a D − s within the
 //     hint's precision of w is a window that began up to a second after s
-//     (fixed-first), a reset rounded down and probed early, or a bucket's
-//     "1 second": they keep w, and so does a window a second longer than
-//     learned, which they cannot be told from.
+//     (fixed-first) or a reset rounded down and probed early: they keep w,
+//     and so does a window a second longer than learned, which they cannot
+//     be told from.
 //
 // Invariants: 1 ≤ n while a limit is learned (refusals that take it to 0
 // leave none); 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
@@ -356,7 +358,7 @@ func (s *learnState) relearn(now, D, at, prec int64, lwin *windowState) {
 	tol := max(prec, 1000)
 	start := s.alignAt + floorDiv(at-s.alignAt, l.per)*l.per - l.per
 	w := roundWindow(D-start, prec)
-	if now < start+2*l.per && lwin.used(l, start) >= s.limit && D-now <= l.per-tol && w > l.per+tol && w <= maxLearnedWindow {
+	if now < start+2*l.per && lwin.used(l, start) >= s.limit && D-now > tol && D-now <= l.per-tol && w > l.per+tol && w <= maxLearnedWindow {
 		s.window = w
 	}
 }
@@ -384,8 +386,8 @@ local function learn_relearn(L, D, at, prec, lw)
   local tol, per = math.max(prec, 1000), L.window
   local start = L.alignAt + math.floor((at - L.alignAt) / per) * per - per
   local w = learn_round(D - start, prec)
-  if now_us < start + 2 * per and used(lw, start) >= L.limit and D - now_us <= per - tol and w > per + tol
-    and w <= C.maxLearnedWindow then L.window = w end
+  if now_us < start + 2 * per and used(lw, start) >= L.limit and D - now_us > tol and D - now_us <= per - tol
+    and w > per + tol and w <= C.maxLearnedWindow then L.window = w end
 end
 `
 

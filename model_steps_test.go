@@ -230,7 +230,7 @@ func TestRelearnSteps(t *testing.T) {
 		// accepted the 40 began at T0 and ends 2 s after the probe.
 		{"a clock window longer than learned: its length", 3 * sec, 0, 30 * ms, 2000, sec, 5 * sec},
 		{"the same, read to the millisecond", 3 * sec, 0, 30 * ms, 1500, ms, 4530 * ms},
-		{"the probe late in its window: from the window spent whole", 3 * sec, 900 * ms, 30 * ms, 1000, sec, 5 * sec},
+		{"the probe late in its window: from the window spent whole", 3 * sec, 900 * ms, 30 * ms, 2000, sec, 6 * sec},
 		// sliding-log/window: a log's hint is always the whole window (the
 		// learned one), whatever its oldest entry; D − T0 is two windows.
 		{"a sliding log's whole-window hint: keep", 5 * sec, 0, 30 * ms, 5000, sec, 5 * sec},
@@ -243,6 +243,8 @@ func TestRelearnSteps(t *testing.T) {
 		// bucket/prose: "try again in 1 second", whatever the window
 		{"a bucket's next token: keep", sec, 0, 30 * ms, 1000, sec, sec},
 		{"a bucket's next token, a window of 2 s learned: keep", 2 * sec, 0, 30 * ms, 1000, sec, 2 * sec},
+		{"a bucket's next token, the probe late in its window: keep", 2 * sec, 600 * ms, 30 * ms, 1000, sec, 2 * sec},
+		{"a window ending 2 s after the learned one: 7 s (one counted from its first request, begun 2 s late, reads so too)", 5 * sec, 0, 30 * ms, 2000, sec, 7 * sec},
 		// a refusal long after a probe whose answer never came is no
 		// answer to it: the window spent whole is not the one before
 		{"a refusal after the probe's window: keep", 3 * sec, 0, 3500 * ms, 2000, sec, 3 * sec},
