@@ -214,8 +214,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			now = v["now"]
 			m.report(p, now, e.counts)
-			before := slidingLen(m)
+			before, probed, w := slidingLen(m), m.learn.probeAt > 0, m.learn.window
 			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
+			if probed && m.learn.window != w && m.learn.window > 0 {
+				seen["refused probe relearned"]++
+			}
 			if slidingLen(m) > before {
 				seen["sliding filled"]++
 			}
@@ -527,6 +530,28 @@ func TestDifferentialFrozen(t *testing.T) {
 	diffRun(t, rdb, c, "qgfrozen", nil, 0, evs, seen)
 	if seen["refused: raises frozen"] == 0 || seen["raises frozen"] == 0 {
 		t.Errorf("the sequence did not freeze the raises: paths %v", seen)
+	}
+}
+
+// TestDifferentialRelearn runs through model and scripts a sequence in
+// which a learned window's refused probe learns the window again
+// (learnState.relearn), which the random ones seldom reach: a first
+// contact of 5 refused with "3 seconds" teaches 4 per 3 s; the window
+// after it is spent whole, and its successor's probe is refused with "2
+// seconds": the provider's window is 5 s.
+func TestDifferentialRelearn(t *testing.T) {
+	c, rdb := newMini(t)
+	a := diffEvent{kind: 'a', cost: 1, class: Interactive} // no reserve kept from it
+	refuse := func(ms int64) diffEvent { return diffEvent{kind: 'r', pause: ms, hinted: true, prec: 1_000_000} }
+	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
+	// the probe 50 ms into its window: the learned log's slot is free then
+	// (slidingSettle), also for an admission that reserves none ahead
+	evs := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, a, a, a, tick(3050), a, tick(30), refuse(2000),
+		tick(2000), a, a, a, a, tick(5000), a}
+	seen := map[string]int{}
+	diffRun(t, rdb, c, "qgrelearn", nil, 0, evs, seen)
+	if seen["refused probe relearned"] == 0 {
+		t.Errorf("the sequence did not learn the window again: paths %v", seen)
 	}
 }
 

@@ -68,6 +68,23 @@ package quotagate
 //     that counts from its first request started its window then); a
 //     refusal says the provider's window has not ended: it realigns to the
 //     refusal's deadline, and n stays.
+//   - A refused probe tells where the provider's window ends (relearn):
+//     the window spent whole before the probe's, from s, got its n
+//     accepted in one window of the provider's, which ends at the
+//     refusal's deadline D and began at s or before (at s for a provider
+//     counting from its first request, or a log by its oldest entry).
+//     When the probe's wait D − now is longer than the hint's precision
+//     (a "1 second" may be a bucket's next token, a window begun up to a
+//     second after s, a reset just passed: no window's end) and shorter
+//     than w by it (the provider's window ends inside the learned one), and
+//     D − s, read to the hint's precision, is longer than w beyond it,
+//     the provider's window is D − s long: w becomes it, and n stays. A
+//     longer wait may be a sliding log's hint stating its whole window
+//     (sliding-log/window, where D − s is two windows); a D − s within the
+//     hint's precision of w is a window that began up to a second after s
+//     (fixed-first) or a reset rounded down and probed early: they keep w,
+//     and so does a window a second longer than learned, which they cannot
+//     be told from.
 //
 // Invariants: 1 ≤ n while a limit is learned (refusals that take it to 0
 // leave none); 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
@@ -269,7 +286,7 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 	// the episode's probe refused, or a window's (unless paced: its pace is
 	// too fast, below): its window has not begun
 	pacedOut := r.hintless && s.paced > 0 && s.limit > 0
-	probed := s.probeAt > 0 && !pacedOut || r.hintless && r.probe
+	probed, at := s.probeAt > 0 && !pacedOut || r.hintless && r.probe, s.probeAt
 	s.probeAt = 0
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
@@ -280,6 +297,9 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 	case configured:
 	case probed:
 		s.absorb = 0
+		if !r.hintless { // a hintless pause is ours, not the provider's word of its window's end
+			s.relearn(now, D, at, r.prec, lwin)
+		}
 	case pacedOut:
 		// a paced window refused: its pace is above the provider's
 		s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
@@ -312,10 +332,7 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	if _, ok := s.spec(); ok && s.since+s.window <= now && D-s.since-s.window <= prec {
 		return // the window's end moved within the hint's precision: realign, keep n and w
 	}
-	w := D - s.since
-	if prec >= 1_000_000 {
-		w = floorDiv(w+500_000, 1_000_000) * 1_000_000
-	}
+	w := roundWindow(D-s.since, prec)
 	if s.admits < 2 || w < minLearnedWindow || w > maxLearnedWindow {
 		return
 	}
@@ -327,6 +344,52 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	}
 	s.limit, s.window, s.absorb = s.admits-1, w, D
 }
+
+// relearn learns w again from the refusal at now of the probe sent at at,
+// whose deadline is D (the rules above): the window before the probe's,
+// from start, got its n accepted, all in the provider's window the probe
+// was refused in, which ends at D; the refusal came in the probe's window,
+// not after a probe whose answer never came.
+func (s *learnState) relearn(now, D, at, prec int64, lwin *windowState) {
+	l, ok := s.spec()
+	if !ok {
+		return
+	}
+	tol := max(prec, 1000)
+	start := s.alignAt + floorDiv(at-s.alignAt, l.per)*l.per - l.per
+	w := roundWindow(D-start, prec)
+	if now < start+2*l.per && lwin.used(l, start) >= s.limit && D-now > tol && D-now <= l.per-tol && w > l.per+tol && w <= maxLearnedWindow {
+		s.window = w
+	}
+}
+
+// roundWindow is a learned window w read from a hint of precision prec:
+// to the second when the hint was read to the second ("5 seconds" read at
+// any point of its last second).
+func roundWindow(w, prec int64) int64 {
+	if prec >= 1_000_000 {
+		return floorDiv(w+500_000, 1_000_000) * 1_000_000
+	}
+	return w
+}
+
+// luaLearnProbe is a refused probe's relearning of the window
+// (learnState.relearn) and a learned window's rounding (roundWindow), on
+// L, the loaded state, and lw, the learned windows' counts.
+const luaLearnProbe = `
+local function learn_round(w, prec)
+  if prec >= 1000000 then return math.floor((w + 500000) / 1000000) * 1000000 end
+  return w
+end
+local function learn_relearn(L, D, at, prec, lw)
+  if L.limit == 0 or L.window == 0 then return end
+  local tol, per = math.max(prec, 1000), L.window
+  local start = L.alignAt + math.floor((at - L.alignAt) / per) * per - per
+  local w = learn_round(D - start, prec)
+  if now_us < start + 2 * per and used(lw, start) >= L.limit and D - now_us > tol and D - now_us <= per - tol
+    and w > per + tol and w <= C.maxLearnedWindow then L.window = w end
+end
+`
 
 // luaLearn is the learned limit's transaction as admissions meet it (the
 // cycle counted, the window grown, opened by its probe and answered), on a
@@ -414,8 +477,7 @@ local function learn_from(L, D, prec, lw)
   end
   if L.since == 0 or L.since >= now_us then return end
   if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
-  local w = D - L.since
-  if prec >= 1000000 then w = math.floor((w + 500000) / 1000000) * 1000000 end
+  local w = learn_round(D - L.since, prec)
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
   if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
@@ -431,12 +493,14 @@ local function learn_refuse(L, D, r, open, configured, lw)
     return false
   end
   local paced_out = r.hintless and L.paced > 0 and L.limit > 0
-  local probed = L.probeAt > 0 and not paced_out or r.hintless and r.probe
+  local probed, at = L.probeAt > 0 and not paced_out or r.hintless and r.probe, L.probeAt
   L.probeAt = 0
   if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
   L.expires = now_us + C.learnTTL
   if configured then
-  elseif probed then L.absorb = 0
+  elseif probed then
+    L.absorb = 0
+    if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
   elseif paced_out then L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
   else learn_from(L, D, r.prec, lw) end
   L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0

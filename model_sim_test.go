@@ -291,14 +291,11 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 		known string
 	}{
 		// A first contact 2.7 s into the provider's window learns 40 per
-		// 3 s; each learned window's probe is then refused inside the
-		// provider's window, and a refused probe keeps n and w
-		// (learnState.refuse), so w is never learned again. Before the
-		// first contact's raises were frozen (see raiseAfter) a raise's
-		// refusal relearned it by chance (18.4 s); now 19.4 s, the plain
-		// pause 17.5 s.
-		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000, offset: 2_300_000} }, 200,
-			"a refused probe keeps a first contact's wrong window"},
+		// 3 s; the next learned window's probe is refused inside the
+		// provider's window with "2 seconds", which relearns 5 s
+		// (learnState.relearn): 18.4 s, the plain pause 17.5 s (19.4 s
+		// when a refused probe kept n and w).
+		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000, offset: 2_300_000} }, 200, ""},
 		{"fixed 40/5s from the first request", func() simQuota { return &simFixed{n: 40, w: 5_000_000, fromFirst: true} }, 200, ""},
 		{"fixed 5/3s from the first request", func() simQuota { return &simFixed{n: 5, w: 3_000_000, fromFirst: true} }, 30, ""},
 		{"bucket 8/s burst 10", func() simQuota { return &simBucket{per: 125_000, burst: 10} }, 200, ""},

@@ -208,6 +208,71 @@ func TestLearnSteps(t *testing.T) {
 	}
 }
 
+// TestRelearnSteps: a learned window's probe refused after a window spent
+// whole (40 of 40 per w accepted, no refusal) learns w again, keeping n,
+// when its wait says the provider's window ends inside the learned one and
+// the window that accepted the 40 then lasted, beyond the hint's precision,
+// longer than w; every refused probe realigns the windows to its deadline.
+func TestRelearnSteps(t *testing.T) {
+	const sec = 1_000_000
+	p := params{hold: 250 * ms}
+	for _, tc := range []struct {
+		name   string
+		w      int64 // the learned window; the one from T0 was spent whole
+		late   int64 // the probe went at T0 + w + late
+		answer int64 // its refusal came answer after it
+		hint   int64 // ms, read to prec
+		prec   int64 // µs
+		want   int64 // the learned window after the refusal
+	}{
+		// TestModelLearningOnlyHelps' clock window met 2.7 s into it: the
+		// first contact learned 40 per 3 s; the provider's window that
+		// accepted the 40 began at T0 and ends 2 s after the probe.
+		{"a clock window longer than learned: its length", 3 * sec, 0, 30 * ms, 2000, sec, 5 * sec},
+		{"the same, read to the millisecond", 3 * sec, 0, 30 * ms, 1500, ms, 4530 * ms},
+		{"the probe late in its window: from the window spent whole", 3 * sec, 900 * ms, 30 * ms, 2000, sec, 6 * sec},
+		// sliding-log/window: a log's hint is always the whole window (the
+		// learned one), whatever its oldest entry; D − T0 is two windows.
+		{"a sliding log's whole-window hint: keep", 5 * sec, 0, 30 * ms, 5000, sec, 5 * sec},
+		// fixed-first: the provider's window began with the window's first
+		// request, up to a second after the learned one; and a clock window
+		// whose reset is rounded down, probed a little early: D − T0 is w
+		// within the hint's precision.
+		{"a window that began up to a second after the learned one: keep", 5 * sec, 0, 30 * ms, 1000, sec, 5 * sec},
+		{"a window a second longer than learned is not told from it: keep", 4 * sec, 0, 30 * ms, 1000, sec, 4 * sec},
+		// bucket/prose: "try again in 1 second", whatever the window
+		{"a bucket's next token: keep", sec, 0, 30 * ms, 1000, sec, sec},
+		{"a bucket's next token, a window of 2 s learned: keep", 2 * sec, 0, 30 * ms, 1000, sec, 2 * sec},
+		{"a bucket's next token, the probe late in its window: keep", 2 * sec, 600 * ms, 30 * ms, 1000, sec, 2 * sec},
+		{"a window ending 2 s after the learned one: 7 s (one counted from its first request, begun 2 s late, reads so too)", 5 * sec, 0, 30 * ms, 2000, sec, 7 * sec},
+		// a refusal long after a probe whose answer never came is no
+		// answer to it: the window spent whole is not the one before
+		{"a refusal after the probe's window: keep", 3 * sec, 0, 3500 * ms, 2000, sec, 3 * sec},
+		{"a window beyond an hour is a daily quota: keep", 3000 * sec, 0, 30 * ms, 1000 * 1000, sec, 3000 * sec},
+	} {
+		l := learnState{limit: 40, window: tc.w, best: 40, since: T0, alignAt: T0, alignPrec: sec, refused: T0 - tc.w, expires: T0 + learnTTL}
+		var lw windowState
+		spec, _ := l.spec()
+		for range 40 {
+			lw.spend(spec, p, l.alignment(), T0+10*ms, 1)
+		}
+		at := T0 + tc.w + tc.late
+		if !l.opens(spec, p, &lw, l.alignment(), at) {
+			t.Fatalf("%s: the window after one spent whole does not open with a probe", tc.name)
+		}
+		l.probeAt = at
+		lw.spend(spec, p, l.alignment(), at, 1)
+		now := at + tc.answer
+		D := (floorDiv(now, 1000) + tc.hint) * 1000 // the deadline in force (pauseState.refuse)
+		if !l.refuse(now, D, refusal{pause: tc.hint, hinted: true, prec: tc.prec}, true, false, &lw) {
+			t.Fatalf("%s: the refusal did not end the learned windows", tc.name)
+		}
+		if l.window != tc.want || l.limit != 40 || l.alignAt != D || l.since != D || l.absorb != 0 || l.probeAt != 0 {
+			t.Errorf("%s: %+v, want 40 per %d µs aligned at the deadline T0%+d", tc.name, l, tc.want, D-T0)
+		}
+	}
+}
+
 // TestPauseSteps: the deadline only moves later; who moved it last is kept.
 func TestPauseSteps(t *testing.T) {
 	p := params{maxPause: 3600_000}

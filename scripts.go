@@ -91,7 +91,7 @@ const expiryMargin = time.Second
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
 	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
-		luaLearnRecord + luaLearn + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
+		luaLearnRecord + luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
 
