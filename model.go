@@ -415,8 +415,12 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 		s.limits[i].refuse(l, now, r.hinted)
 	}
 	w := s.learn.window
-	if s.learn.refuse(now, deadline*1000, r.teaching(len(p.limits) > 0), open, len(p.limits) > 0, &s.lwin) {
+	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.limits) > 0), open, len(p.limits) > 0, &s.lwin)
+	if over {
 		s.lwin = windowState{}
+	}
+	if probe > 0 { // the provider counted nothing for the refused probe: its slot is not taken
+		s.llog.log = slidingDrop(s.llog.log, probe)
 	}
 	if s.learn.window != w { // the learned log's entries are of another window
 		s.llog = limitState{sliding: true}

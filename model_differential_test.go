@@ -215,9 +215,14 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			now = v["now"]
 			m.report(p, now, e.counts)
 			before, probed, w := slidingLen(m), m.learn.probeAt > 0, m.learn.window
+			at := m.learn.probeAt
+			probeIn := probed && slices.Contains(m.llog.log, at)
 			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
 			if probed && m.learn.window != w && m.learn.window > 0 {
 				seen["refused probe relearned"]++
+			}
+			if probeIn && m.learn.window == w && !slices.Contains(m.llog.log, at) {
+				seen["refused probe left the learned log"]++
 			}
 			if slidingLen(m) > before {
 				seen["sliding filled"]++
@@ -552,6 +557,23 @@ func TestDifferentialRelearn(t *testing.T) {
 	diffRun(t, rdb, c, "qgrelearn", nil, 0, evs, seen)
 	if seen["refused probe relearned"] == 0 {
 		t.Errorf("the sequence did not learn the window again: paths %v", seen)
+	}
+}
+
+// TestDifferentialProbeLog runs through model and scripts a sequence in
+// which a learned log's probe is refused with a whole window's hint (w
+// kept): its entry leaves the learned log (learnState.refuse's probe).
+func TestDifferentialProbeLog(t *testing.T) {
+	c, rdb := newMini(t)
+	a := diffEvent{kind: 'a', cost: 1, class: Interactive} // no reserve kept from it
+	refuse := func(ms int64) diffEvent { return diffEvent{kind: 'r', pause: ms, hinted: true, prec: 1_000_000} }
+	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
+	evs := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, a, a, a, tick(3050), a, tick(30), refuse(3000),
+		tick(3000), a, a, a, a, a, tick(3100), a}
+	seen := map[string]int{}
+	diffRun(t, rdb, c, "qgprobelog", nil, 0, evs, seen)
+	if seen["refused probe left the learned log"] == 0 {
+		t.Errorf("the sequence did not take a refused probe's entry out of the learned log: paths %v", seen)
 	}
 }
 

@@ -269,8 +269,10 @@ func (r refusal) teaching(configured bool) refusal {
 // open tells whether the scope was open (the refusal ends a cycle) or
 // paused (a request on its way when it paused); configured whether limits
 // are configured (nothing is learned then but the alignment). It reports
-// whether the learned windows' counts are over (they were refused).
-func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin *windowState) bool {
+// whether the learned windows' counts are over (they were refused), and the
+// instant of the learned window's probe it refused (0 none): its entry
+// leaves the learned log (scopeState.refuse).
+func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
 	if !open {
 		if now < s.absorb && s.limit > 0 {
 			s.limit-- // 0: the cycle got nothing accepted, so it taught no quota (an outage): the pause answers it
@@ -281,7 +283,7 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 		if r.hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
 			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
 		}
-		return false
+		return false, 0
 	}
 	// the episode's probe refused, or a window's (unless paced: its pace is
 	// too fast, below): its window has not begun
@@ -290,13 +292,13 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 	s.probeAt = 0
 	if !r.hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
-		return false
+		return false, 0
 	}
 	s.expires = now + learnTTL
 	switch {
 	case configured:
 	case probed:
-		s.absorb = 0
+		s.absorb, probe = 0, at
 		if !r.hintless { // a hintless pause is ours, not the provider's word of its window's end
 			s.relearn(now, D, at, r.prec, lwin)
 		}
@@ -311,7 +313,7 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 	if r.hintless {
 		s.alignPrec, s.paced = 0, 1 // the deadline is the episode's own; nothing tells a window: pace it
 	}
-	return true
+	return true, probe
 }
 
 func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
@@ -490,21 +492,22 @@ local function learn_refuse(L, D, r, open, configured, lw)
       if L.limit == 0 then L.window = 0 end
     end
     if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
-    return false
+    return false, 0
   end
   local paced_out = r.hintless and L.paced > 0 and L.limit > 0
   local probed, at = L.probeAt > 0 and not paced_out or r.hintless and r.probe, L.probeAt
   L.probeAt = 0
-  if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false end
+  if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false, 0 end
   L.expires = now_us + C.learnTTL
+  local probe = 0
   if configured then
   elseif probed then
-    L.absorb = 0
+    L.absorb, probe = 0, at
     if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
   elseif paced_out then L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
   else learn_from(L, D, r.prec, lw) end
   L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
   if r.hintless then L.alignPrec, L.paced = 0, 1 end
-  return true
+  return true, probe
 end
 `

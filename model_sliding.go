@@ -77,6 +77,16 @@ func slidingFill(log []int64, l limitSpec, now int64) []int64 {
 	return slidingAdd(log, now, l.n-k)
 }
 
+// slidingDrop returns log without one of its entries at x (log itself
+// when it has none): a refused request the provider did not count.
+func slidingDrop(log []int64, x int64) []int64 {
+	i := sort.Search(len(log), func(i int) bool { return log[i] >= x })
+	if i == len(log) || log[i] != x {
+		return log
+	}
+	return append(slices.Clone(log[:i]), log[i+1:]...)
+}
+
 // slidingLive drops the entries that have left at now.
 func slidingLive(log []int64, l limitSpec, now int64) []int64 {
 	i := sort.Search(len(log), func(i int) bool { return log[i] > now-l.per })
@@ -120,6 +130,10 @@ local function sliding_fill(l)
   local k = 0
   for _, x in ipairs(l.log) do if x <= now_us then k = k + 1 end end
   if k < l.n then l.dirty = true; sliding_add(l, now_us, l.n - k) end
+end
+local function sliding_drop(key, x)
+  local m = redis.pcall('ZRANGEBYSCORE', key, num(x), num(x), 'LIMIT', 0, 1)
+  if type(m) == 'table' and not m.err and m[1] then redis.call('ZREM', key, m[1]) end
 end
 local function sliding_save(l)
   redis.call('ZREMRANGEBYSCORE', l.key, '-inf', num(now_us - l.per))

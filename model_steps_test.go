@@ -264,8 +264,8 @@ func TestRelearnSteps(t *testing.T) {
 		lw.spend(spec, p, l.alignment(), at, 1)
 		now := at + tc.answer
 		D := (floorDiv(now, 1000) + tc.hint) * 1000 // the deadline in force (pauseState.refuse)
-		if !l.refuse(now, D, refusal{pause: tc.hint, hinted: true, prec: tc.prec}, true, false, &lw) {
-			t.Fatalf("%s: the refusal did not end the learned windows", tc.name)
+		if over, probe := l.refuse(now, D, refusal{pause: tc.hint, hinted: true, prec: tc.prec}, true, false, &lw); !over || probe != at {
+			t.Fatalf("%s: the refusal did not end the learned windows, or named no refused probe (%v, %d)", tc.name, over, probe)
 		}
 		if l.window != tc.want || l.limit != 40 || l.alignAt != D || l.since != D || l.absorb != 0 || l.probeAt != 0 {
 			t.Errorf("%s: %+v, want 40 per %d µs aligned at the deadline T0%+d", tc.name, l, tc.want, D-T0)
@@ -880,5 +880,52 @@ func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
 	s.observe(p, T0+1400*ms, observation{remaining: 3, reset: 4 * sec, limit: 40, prec: sec, seq: 3})
 	if s.learn.alignAt != T0+5400*ms {
 		t.Fatalf("a reset within the learned window: aligned at %d, want 5.4 s", s.learn.alignAt-T0)
+	}
+}
+
+// TestRefusedProbeLeavesLearnedLog: a learned window longer than MaxHold
+// is a sliding log; its probe refused (with a hint of the whole window,
+// which keeps w) was counted by no provider, so its entry leaves the log,
+// and the window after the refusal's deadline gets all of n at once.
+// (Before: the probe's entry held a slot until a window after the probe,
+// 20 ms past the deadline here; a 10 s clock window met 4.1–5.1 s into it
+// went 34.4 s → 42.4 s on the swept clock.)
+func TestRefusedProbeLeavesLearnedLog(t *testing.T) {
+	p := params{hold: 250 * ms, maxPause: 3600_000}
+	var s scopeState
+	s.normalize(p, T0)
+	hint := refusal{pause: 3000, hinted: true, prec: 1_000_000}
+	for i := range 5 { // the first contact: 5 sent, the 5th refused
+		if d := s.admit(p, T0, 1, Interactive); d.code != admitted {
+			t.Fatalf("first contact %d: %+v", i, d)
+		}
+	}
+	D1, _ := s.refuse(p, T0+10*ms, hint)
+	if s.learn.limit != 4 || s.learn.window != 3_000_000 {
+		t.Fatalf("learned %d per %d µs, want 4 per 3 s", s.learn.limit, s.learn.window)
+	}
+	for i := range 4 { // the window from D1 spent whole
+		if d := s.admit(p, D1*1000, 1, Interactive); d.code != admitted || d.wait != 0 {
+			t.Fatalf("window from D1, admission %d: %+v", i, d)
+		}
+	}
+	probeAt := D1*1000 + 3050*ms // the window after, once the log's slots came back (slidingSettle)
+	if d := s.admit(p, probeAt, 1, Interactive); d.code != admitted || d.wait != 0 || d.opens != probeAt {
+		t.Fatalf("the probe: %+v", d)
+	}
+	if len(s.llog.log) != 1 || s.llog.log[0] != probeAt {
+		t.Fatalf("the learned log after the probe: %v, want [%d]", s.llog.log, probeAt)
+	}
+	D2, _ := s.refuse(p, probeAt+30*ms, hint) // a whole window's wait: w stays
+	if s.learn.window != 3_000_000 || s.learn.limit != 4 {
+		t.Fatalf("after the refused probe: %d per %d µs, want 4 per 3 s", s.learn.limit, s.learn.window)
+	}
+	if len(s.llog.log) != 0 {
+		t.Errorf("the refused probe's entry stayed in the learned log: %v", s.llog.log)
+	}
+	for i := range 4 { // n at the deadline, none held for the probe's slot
+		if d := s.admit(p, D2*1000, 1, Interactive); d.code != admitted || d.wait != 0 {
+			t.Errorf("window from D2, admission %d: %+v", i, d)
+		}
 	}
 }

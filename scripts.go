@@ -184,9 +184,9 @@ local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limi
 limit_load(lw)
 local hinted, prec, hintless = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[3] == '0' and nlim == 0
 if hintless then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
-if learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw) then
-  redis.call('DEL', KEYS[3])
-end
+local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw)
+if over then redis.call('DEL', KEYS[3]) end
+if probed > 0 then sliding_drop(KEYS[6], probed) end -- the provider counted nothing for the refused probe
 if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
 learn_save(L)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
