@@ -293,6 +293,13 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 		// (learnState.relearn): 18.4 s, the plain pause 17.5 s (19.4 s
 		// when a refused probe kept n and w).
 		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000, offset: 2_300_000} }, 200},
+		// A 10 s clock window met 4.9 s into it (offset 5.1 s): learned as a
+		// log (longer than MaxHold), whose probes are refused; a refused
+		// probe's entry left in the learned log shifted a slot of each
+		// following window, 43.4 s against the plain pause's 35.5 s (offsets
+		// 4.1, 4.2 and 6.1 s likewise); out of the log now (learnState.refuse),
+		// 35.4 s.
+		{"fixed 40/10s on the clock", func() simQuota { return &simFixed{n: 40, w: 10_000_000, offset: 5_100_000} }, 200},
 		{"fixed 40/5s from the first request", func() simQuota { return &simFixed{n: 40, w: 5_000_000, fromFirst: true} }, 200},
 		{"fixed 5/3s from the first request", func() simQuota { return &simFixed{n: 5, w: 3_000_000, fromFirst: true} }, 30},
 		{"bucket 8/s burst 10", func() simQuota { return &simBucket{per: 125_000, burst: 10} }, 200},
