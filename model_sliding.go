@@ -21,12 +21,15 @@ import (
 // search answers an instant it does not admit; checkCost refuses a cost
 // above the configured n before Redis is asked).
 //
-// A hinted refusal fills the log up to n entries at or before its instant,
+// A hinted refusal fills a configured log up to n entries at or before its instant,
 // the missing ones at the instant itself: the provider counted n in its
 // window, and those the gate did not admit may be as recent as the
 // refusal. So nothing but the log's own entries (as they leave) goes
 // before a window after the refusal, and the pause holds the scope until
 // the hint meanwhile. An unhinted refusal, or Gate.Pause, keeps the log.
+// The learned limit's log (learnState.logSpec) is filled by none: a
+// refusal of its window's probe takes the probe's entry out of it instead
+// (slidingDrop; learnState.refuse).
 //
 // In Redis the log is a sorted set (schema.go: slog) whose members are
 // "<instant>:<j>" (j tells apart admissions of one instant) scored by the
