@@ -538,42 +538,37 @@ func TestDifferentialFrozen(t *testing.T) {
 	}
 }
 
-// TestDifferentialRelearn runs through model and scripts a sequence in
-// which a learned window's refused probe learns the window again
-// (learnState.relearn), which the random ones seldom reach: a first
-// contact of 5 refused with "3 seconds" teaches 4 per 3 s; the window
-// after it is spent whole, and its successor's probe is refused with "2
-// seconds": the provider's window is 5 s.
-func TestDifferentialRelearn(t *testing.T) {
-	c, rdb := newMini(t)
+// TestDifferentialLearnedProbe runs through model and scripts the
+// sequences in which a learned window's probe is refused, which the random
+// ones seldom reach. Each starts with a first contact of 5 refused with "3
+// seconds", which teaches 4 per 3 s, and a window spent whole after it;
+// then its successor's probe (50 ms into its window: the learned log's
+// slot is free then, slidingSettle, also for an admission that reserves
+// none ahead) is refused:
+//   - with "2 seconds": the provider's window is 5 s, and the refusal
+//     learns the window again (learnState.relearn);
+//   - with a whole window's "3 seconds" (w kept): the probe's entry leaves
+//     the learned log (learnState.refuse's probe).
+func TestDifferentialLearnedProbe(t *testing.T) {
 	a := diffEvent{kind: 'a', cost: 1, class: Interactive} // no reserve kept from it
 	refuse := func(ms int64) diffEvent { return diffEvent{kind: 'r', pause: ms, hinted: true, prec: 1_000_000} }
 	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
-	// the probe 50 ms into its window: the learned log's slot is free then
-	// (slidingSettle), also for an admission that reserves none ahead
-	evs := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, a, a, a, tick(3050), a, tick(30), refuse(2000),
-		tick(2000), a, a, a, a, tick(5000), a}
-	seen := map[string]int{}
-	diffRun(t, rdb, c, "qgrelearn", nil, 0, evs, seen)
-	if seen["refused probe relearned"] == 0 {
-		t.Errorf("the sequence did not learn the window again: paths %v", seen)
-	}
-}
-
-// TestDifferentialProbeLog runs through model and scripts a sequence in
-// which a learned log's probe is refused with a whole window's hint (w
-// kept): its entry leaves the learned log (learnState.refuse's probe).
-func TestDifferentialProbeLog(t *testing.T) {
-	c, rdb := newMini(t)
-	a := diffEvent{kind: 'a', cost: 1, class: Interactive} // no reserve kept from it
-	refuse := func(ms int64) diffEvent { return diffEvent{kind: 'r', pause: ms, hinted: true, prec: 1_000_000} }
-	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
-	evs := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, a, a, a, tick(3050), a, tick(30), refuse(3000),
-		tick(3000), a, a, a, a, a, tick(3100), a}
-	seen := map[string]int{}
-	diffRun(t, rdb, c, "qgprobelog", nil, 0, evs, seen)
-	if seen["refused probe left the learned log"] == 0 {
-		t.Errorf("the sequence did not take a refused probe's entry out of the learned log: paths %v", seen)
+	start := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, a, a, a, tick(3050), a, tick(30)}
+	for _, tc := range []struct {
+		name, prefix, path string
+		then               []diffEvent
+	}{
+		{"relearned", "qgrelearn", "refused probe relearned", []diffEvent{refuse(2000), tick(2000), a, a, a, a, tick(5000), a}},
+		{"entry dropped", "qgprobelog", "refused probe left the learned log", []diffEvent{refuse(3000), tick(3000), a, a, a, a, a, tick(3100), a}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, rdb := newMini(t)
+			seen := map[string]int{}
+			diffRun(t, rdb, c, tc.prefix, nil, 0, slices.Concat(start, tc.then), seen)
+			if seen[tc.path] == 0 {
+				t.Errorf("the sequence did not reach %q: paths %v", tc.path, seen)
+			}
+		})
 	}
 }
 
