@@ -142,7 +142,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 					if !counter && m.budget.window > 0 {
 						trace("%.3f counter: a window of %.3f s, a unit every %d µs", float64(e.at-t0)/1e6, float64(m.budget.window)/1e6, m.budget.per)
 					}
-					trace("%.3f observed remaining %d reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
+					trace("%.3f observed remaining %d (seq %d of %d: %d left) reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, fl.seq, m.budget.seq, m.budget.remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
 				}

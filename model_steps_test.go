@@ -82,6 +82,52 @@ func TestBudgetSteps(t *testing.T) {
 	}
 }
 
+// TestBudgetOvertakenSteps: requests reach the provider in another order
+// than they were admitted. A provider of 10 per 5 s; requests 1..4 are
+// admitted, 3 arrives before 2, and the answers come as they arrived. 3's
+// answer counts 2 as arrived (7 left, one too many); 2's, after it,
+// counted 3 already: 7 of its remaining less 4 on its way, and 3, whose
+// answer came first: 6, as the provider has.
+func TestBudgetOvertakenSteps(t *testing.T) {
+	p := params{probe: 2500 * ms}
+	for _, tc := range []struct {
+		name string
+		obs  []observation // after the first reading, in the order answered
+		want int64         // remaining after them
+	}{
+		{"in order", []observation{
+			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 2},
+			{remaining: 7, reset: 4989 * ms, prec: ms, seq: 3}}, 6},
+		{"3 overtook 2: 2's answer comes second and counted 3", []observation{
+			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
+			{remaining: 7, reset: 4989 * ms, prec: ms, seq: 2}}, 6},
+		{"2's answer in another window is read", []observation{
+			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
+			{remaining: 9, reset: 9989 * ms, prec: ms, seq: 2}}, 7},
+		{"a lower reading of a newer request is read", []observation{
+			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
+			{remaining: 2, reset: 4989 * ms, prec: ms, seq: 4}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b budgetState
+			b.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
+			for range 4 {
+				b.spend(p, T0+ms, 1, b.earliest(p, T0+ms, 1, keeper{})) // seq 1..4
+			}
+			b.observe(T0+5*ms, observation{remaining: 9, reset: 4995 * ms, prec: ms, seq: 1})
+			if b.remaining != 6 {
+				t.Fatalf("after request 1's answer: remaining %d, want 6", b.remaining)
+			}
+			for i, o := range tc.obs {
+				b.observe(T0+10*ms+int64(i)*ms, o)
+			}
+			if b.remaining != tc.want {
+				t.Errorf("remaining %d, want %d (%+v)", b.remaining, tc.want, b)
+			}
+		})
+	}
+}
+
 // TestLearnSteps walks the learned limit through a provider of 3 per 2 s
 // that refuses with "try again in N seconds".
 func TestLearnSteps(t *testing.T) {
