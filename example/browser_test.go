@@ -70,9 +70,11 @@ var backAt = regexp.MustCompile(`paused by the provider; back at (\S+), no retry
 // lifts the pause and the scope leaves the page; asynqmon's Retry tab of
 // the mode's queue holds a deferred task whose last error names that pause.
 //
-// The carrier's window (40 s) is longer than the test's steps, so the pause
-// is in force while the page is read and the deferred tasks still wait in
-// the Retry tab afterwards; the run is cancelled at the end.
+// The carrier's window (40 s, counted from its first request: on the
+// clock, a run begun in its last second saw a pause of a second, and the
+// scope left the page before it was read) is longer than the test's steps,
+// so the pause is in force while the page is read and the deferred tasks
+// still wait in the Retry tab afterwards; the run is cancelled at the end.
 func TestBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
 	defer cancel()
@@ -92,7 +94,7 @@ func TestBrowser(t *testing.T) {
 
 	gate := mode{Name: "gate", Gate: true}
 	s := settings{
-		quota:   sim.Quota{Shape: sim.FixedClock, Rate: 5, Window: 40 * time.Second},
+		quota:   sim.Quota{Shape: sim.FixedFirst, Rate: 5, Window: 40 * time.Second},
 		dialect: mustDialect("prose"),
 		polls:   30,
 		workers: 10,
