@@ -80,15 +80,18 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 }
 
 // answer tells the scope that the task whose admission opened a learned
-// window was not refused (unless its Transport told it already): the
-// provider's window began with it (see learnState.answer).
+// window (or went in a slow start, or as a hintless episode's probe) was
+// not refused, unless its Transport told it already: the provider's
+// window began with it (see learnState.answer).
 func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 	if ta.grant.opens == 0 || !ta.answered.CompareAndSwap(false, true) {
 		return
 	}
 	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, observation{remaining: -2, opened: ta.grant.opens}); err != nil {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
+		return
 	}
+	g.slots.wake(ta.keys.pause, startAnswerWakes) // a slow start's answer lets two more go
 }
 
 // releaseTask releases the lease of the task's admission, unless its

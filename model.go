@@ -8,7 +8,7 @@ import (
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
 //
-// A scope's state has seven concerns, each in its own file with the Lua
+// A scope's state has these concerns, each in its own file with the Lua
 // fragment that is its transaction in Redis:
 //
 //	model_pause.go   the pause: a deadline that only moves later
@@ -20,6 +20,7 @@ import (
 //	model_line.go    the reopening line: where deferred tasks come back
 //	model_class.go   the classes of work: the reserve interactive work finds
 //	model_fallback.go the hintless pause: its episodes and their probes
+//	model_start.go   the slow start of a provider that advertises nothing
 //
 // Every concern answers two questions: the earliest instant it admits a
 // request of a given cost (or why it never will), and what it commits when
@@ -46,6 +47,7 @@ type scopeState struct {
 	lwin   windowState // the learned limit's window counts
 	llog   limitState  // the learned limit's log (learnState.logSpec)
 	fall   fallbackState
+	start  startState
 }
 
 // params is what the transitions need from the configuration.
@@ -85,7 +87,7 @@ type decision struct {
 	until  int64  // ms: the deadline in force (paused), 0 otherwise
 	reopen int64  // requests the scope can use when it reopens, 0 unknown
 	probe  bool   // admitted as a probe: its response's budget is awaited
-	opens  int64  // µs: admitted as a learned window's or a hintless episode's probe (its instant, the answer's id); 0 not
+	opens  int64  // µs: admitted as a learned window's or a hintless episode's probe, or in a slow start (its instant, the answer's id); 0 not
 	seq    int64  // the admission's sequence number among those that spent the budget
 	spread bool   // the line hands out slots one GCRA interval apart
 	// unreserved: limited, and the instant is not reserved: hold until it
@@ -191,6 +193,11 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	if at := s.fall.earliest(p, now); at > max(deadline, now) {
 		deadline, why = at, reasonProbe // a hintless episode's probe is out
 	}
+	_, learned := s.learn.spec()
+	starts := s.start.on(p, s.budget, learned, now)
+	if at := s.start.earliest(p, now, cost); starts && !p.nowOnly && at > max(deadline, now) {
+		deadline, why = at, reasonInFlight // a slow start's answers are awaited
+	}
 	if deadline > now {
 		d.code, d.reason = paused, why
 		d.until = ceilMs(deadline)
@@ -273,7 +280,11 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	if probes {
 		s.fall.probeAt, d.opens = at, at
 	}
-	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && !probes
+	if starts {
+		s.start.spend(at, cost)
+		d.opens = at // its answer is reported
+	}
+	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && !probes && !starts
 	return d
 }
 
@@ -411,6 +422,9 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 		ms = s.budget.counterPause(now, ms, r.prec)
 	}
 	deadline = s.pause.refuse(now, ms, r.operator)
+	if !r.operator {
+		s.start.end(now)
+	}
 	for i, l := range p.limits {
 		s.limits[i].refuse(l, now, r.hinted)
 	}
@@ -444,6 +458,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 	}
 	s.learn.answer(now, o.opened, u)
 	s.fall.answer(o.opened)
+	s.start.answer(now, o.opened)
 	return announce
 }
 
@@ -483,7 +498,7 @@ func (p params) longestWindow() int64 {
 
 // resume lifts everything that holds the scope back now: the pause, the
 // limits' state, the line, the advertised budget, the learned limit's
-// window and the hintless episode. What was learned (the limit itself)
+// window, the hintless episode and the slow start. What was learned (the limit itself)
 // stays: it is knowledge, not a wait.
 func (s *scopeState) resume(p params) {
 	s.pause = pauseState{}
@@ -493,6 +508,7 @@ func (s *scopeState) resume(p params) {
 	s.budget = budgetState{}
 	s.lwin, s.llog = windowState{}, limitState{sliding: true}
 	s.fall = fallbackState{}
+	s.start = startState{} // with the budget gone, the scope's first contact again
 }
 
 // normalize shapes s for p at now: one limit state per configured limit,
@@ -519,6 +535,9 @@ func (s *scopeState) normalize(p params, now int64) {
 	}
 	if s.fall.expires <= now {
 		s.fall = fallbackState{}
+	}
+	if s.start.expires <= now {
+		s.start = startState{}
 	}
 	if l, ok := s.learn.spec(); ok {
 		s.lwin.live(l, now)
@@ -638,6 +657,8 @@ local function admit(S, cost)
   local fixed = S.learned -- the learned limit's windows open with a probe
   if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
   if fallback_earliest(S.FB) > math.max(deadline, now_us) then deadline, why = fallback_earliest(S.FB), 'probe' end
+  S.starts = start_on(S.ST, B, L.limit > 0 and L.window > 0, S.nlim)
+  if S.starts and not S.nowOnly and start_earliest(S.ST, cost) > math.max(deadline, now_us) then deadline, why = start_earliest(S.ST, cost), 'inflight' end
   if deadline > now_us then
     r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
     if why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
@@ -691,6 +712,7 @@ local function admit_commit(S, r, at, bv, cost)
   learn_save(L)
   local probes = fallback_probes(S.FB)
   if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
-  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes
+  if S.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
+  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not S.starts
 end
 `

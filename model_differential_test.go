@@ -146,6 +146,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	}
 	var m scopeState
 	m.normalize(p, 0)
+	opens := int64(0) // the last admission's answer id
 	for i, e := range evs {
 		var now int64
 		switch e.kind {
@@ -194,6 +195,13 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			if d.opens > 0 {
 				seen["opens"]++
+				opens = d.opens
+			}
+			if d.reason == reasonInFlight && !concurrentIn(ls) {
+				seen["slow start holds"]++
+			}
+			if m.start.over && m.start.answered > 0 {
+				seen["slow start over"]++
 			}
 			if d.opens > 0 && d.opens == m.fall.probeAt {
 				seen["hintless probe"]++
@@ -245,6 +253,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				if e.obs.opened == 0 {
 					e.obs.opened = m.fall.probeAt
 				}
+				if e.obs.opened == 0 {
+					e.obs.opened = opens // a slow start's admission
+				}
 			}
 			if e.obs.seq == -1 {
 				e.obs.seq, e.obs.reset = m.budget.seq, m.budget.dist+e.obs.prec
@@ -252,7 +263,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
-			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback},
+			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
 				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt)
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
@@ -261,8 +272,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if w := longestFixed(ls); w > 0 && e.obs.remaining >= 0 && e.obs.reset > w+e.obs.prec {
 				seen["reset beyond the windows"]++
 			}
-			down := m.budget.down
+			down, answered := m.budget.down, m.start.answered
 			m.observe(p, now, e.obs)
+			if m.start.answered > answered {
+				seen["slow start answered"]++
+			}
 			if m.budget.window > 0 {
 				seen["budget counts"]++
 			}
@@ -321,7 +335,7 @@ const (
 )
 
 func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget}, nil)
+	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget, k.start}, nil)
 	return ks
 }
 
@@ -418,6 +432,9 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	s.llog = limitState{sliding: true, log: zlog(k.learnLog)}
 	f := hash(k.fallback)
 	s.fall = fallbackState{level: num(f["level"]), probeAt: num(f["probeAt"]), expires: num(f["expires"])}
+	g := hash(k.start)
+	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
+		over: g["over"] == "1", expires: num(g["expires"])}
 	s.normalize(p, now)
 	return s
 }
@@ -434,6 +451,7 @@ type canonState struct {
 	Lwin               canonWindows
 	Llog               []int64
 	Fallback           fallbackState
+	Start              startState
 }
 
 type canonLimit struct {
@@ -461,7 +479,7 @@ func canonical(s scopeState) canonState {
 		return c
 	}
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
-		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Llog: canonLog(s.llog.log), Fallback: s.fall}
+		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Llog: canonLog(s.llog.log), Fallback: s.fall, Start: s.start}
 	for _, l := range s.limits {
 		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Concurrent: l.concurrent, Tat: l.tat, Win: win(l.win),
 			Log: canonLog(l.log), Leases: canonLeases(l.leases)})
@@ -506,7 +524,8 @@ func TestDifferential(t *testing.T) {
 					"kept: code 0 reason 0", "kept: code 1 reason 2", "kept: code 2 reason 4", "lent: code 0",
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
-					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down"} {
+					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
+					"slow start holds", "slow start answered"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}
@@ -718,4 +737,34 @@ func slidingLen(s scopeState) int {
 		n += len(l.log)
 	}
 	return n
+}
+
+// TestDifferentialStart runs through model and scripts a slow start: the
+// first contact's probe answered with no budget, two requests, a third
+// held until they are answered, and so on until startAnswers answers end
+// it; and, on another scope, a start a refusal ends.
+func TestDifferentialStart(t *testing.T) {
+	c, rdb := newMini(t)
+	a := diffEvent{kind: 'a', cost: 1, class: Background}
+	silent := diffEvent{kind: 'o', obs: observation{remaining: -1}}
+	answer := diffEvent{kind: 'o', obs: observation{remaining: -1, opened: -1}}
+	tick := diffEvent{kind: 't', advance: 30 * time.Millisecond}
+	over := []diffEvent{a, silent, tick, tick} // diffRun's every ninth event from the fifth reserves nothing ahead: an admission
+	for range startAnswers / 2 {
+		over = append(over, a, a, a, tick, answer, answer)
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []diffEvent
+		path string
+	}{
+		{"over", append(over, a, a, a), "slow start over"},
+		{"refused", []diffEvent{a, silent, a, a, tick, a, {kind: 'r', pause: 1000, hinted: true, prec: 1_000_000}, tick, a}, "slow start holds"},
+	} {
+		seen := map[string]int{}
+		diffRun(t, rdb, c, "qgstart"+tc.name, nil, 2500*time.Millisecond, tc.evs, seen)
+		if seen[tc.path] == 0 || seen["slow start holds"] == 0 {
+			t.Errorf("%s: the sequence did not reach %q: paths %v", tc.name, tc.path, seen)
+		}
+	}
 }

@@ -132,7 +132,9 @@ const (
 	// capacity until its next window.
 	ReasonLearned
 	// ReasonInFlight: a Concurrent limit of the scope has every slot
-	// taken by requests in flight.
+	// taken by requests in flight, or the scope starts slowly (a provider
+	// that advertises nothing, of which nothing was learned: each answer
+	// lets two more requests go; see model_start.go).
 	ReasonInFlight
 )
 

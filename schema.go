@@ -61,6 +61,10 @@ var classFields = []string{"seen", "claims", "claimed"}
 // names them: level, probeAt, expires.
 var fallbackFields = []string{"level", "probeAt", "expires"}
 
+// startFields are the fields of the start hash, as startState names them:
+// began, last, sent, answered, over (1), expires.
+var startFields = []string{"began", "last", "sent", "answered", "over", "expires"}
+
 // fieldOrigin names the origin of unaligned windows in a count hash.
 const fieldOrigin = "origin"
 
@@ -70,7 +74,7 @@ const fieldOrigin = "origin"
 type keys struct {
 	base                                               string
 	pause, pauseBy, tat, line, budget, learn, learnWin string
-	iline, class, resumed, fallback, learnLog          string
+	iline, class, resumed, fallback, learnLog, start   string
 }
 
 var (
@@ -82,7 +86,7 @@ func scopeKeys(prefix string, s Scope) keys {
 	base := prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
 	return keys{base: base, pause: base + "pause", pauseBy: base + "pauseby", tat: base + "tat", line: base + "line",
 		budget: base + "budget", learn: base + "learn", learnWin: base + "lwin", iline: base + "iline", class: base + "class",
-		resumed: base + "resumed", fallback: base + "fallback", learnLog: base + "llog"}
+		resumed: base + "resumed", fallback: base + "fallback", learnLog: base + "llog", start: base + "start"}
 }
 
 // limit returns the state key of the i-th limit l of the scope.
@@ -126,9 +130,9 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 
 // waitKind matches the kinds of key whose presence may hold a scope back: a
 // pause, a spent budget, a limit's state, the learned limit's windows or log, a
-// hintless episode's probe (the learned hash itself does not: every scope
+// hintless episode's probe, a slow start (the learned hash itself does not: every scope
 // that was used has one).
-var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|llog|fallback|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
+var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|llog|fallback|start|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
 
 // scopeOfWaitKey returns the scope of a key of one of waitKinds under
 // prefix, as scopeOfPauseKey does for pause keys.

@@ -59,11 +59,11 @@ var luaConstants = func() string {
 		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow,
+		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec", "minCounterWindow"} {
+	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec", "minCounterWindow", "startFirst", "startAnswers"} {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -71,6 +71,7 @@ var luaConstants = func() string {
 	b.WriteString("local learnFields = " + luaList(learnFields) + "\n")
 	b.WriteString("local classFields = " + luaList(classFields) + "\n")
 	b.WriteString("local fallbackFields = " + luaList(fallbackFields) + "\n")
+	b.WriteString("local startFields = " + luaList(startFields) + "\n")
 	return b.String()
 }()
 
@@ -90,7 +91,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
+	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
 		luaLearnRecord + luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
@@ -105,8 +106,8 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 //
 // KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
-// KEYS[8] fallback  KEYS[9] llog  KEYS[9+i] the state of the i-th
-// configured limit
+// KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[10+i] the state of
+// the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, params.nowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (scopeState.report)
@@ -125,9 +126,9 @@ C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), to
 C.reserve, C.lend, C.lease = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local interactive = ARGV[8] == '1'
 local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
-  FB = fallback_load(KEYS[8]), nlim = nlim, dry = dry, nowOnly = ARGV[5] == '2', line = KEYS[2], pauseby = KEYS[6]}
+  FB = fallback_load(KEYS[8]), ST = start_load(KEYS[10]), nlim = nlim, dry = dry, nowOnly = ARGV[5] == '2', line = KEYS[2], pauseby = KEYS[6]}
 if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
-S.act = limits_args(9, 12, nlim)
+S.act = limits_args(10, 12, nlim)
 S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
 if S.learned then
   S.lw = {key = KEYS[5], fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
@@ -153,7 +154,7 @@ var refuseReply = []string{"deadline", "now", "moved"}
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
 // KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
-// KEYS[7+i] the state of the i-th configured limit
+// KEYS[8] start  KEYS[8+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
@@ -175,8 +176,9 @@ if ARGV[3] == '0' then
 end
 if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, tonumber(ARGV[4])) end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
+if ARGV[3] ~= '2' then local ST = start_load(KEYS[8]); start_end(ST); start_save(ST) end
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(7, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(8, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
 local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
@@ -200,12 +202,13 @@ var observeReply = []string{"remaining", "reset", "now"}
 // did not have.
 //
 // KEYS[1] budget  KEYS[2] learn  KEYS[3] pause (the name announced)
-// KEYS[4] fallback
+// KEYS[4] fallback  KEYS[5] start
 // ARGV[1] remaining (-1: none advertised)  ARGV[2] reset µs (0 unknown)
 // ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
 // ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
 // ARGV[7] the learned window the answered request opened (its instant µs,
-// 0 none: see learnState.answer; a hintless episode's probe, too)  ARGV[8] the longest configured fixed
+// 0 none: see learnState.answer; a hintless episode's probe's, a slow
+// start's admission's, too)  ARGV[8] the longest configured fixed
 // window µs (0: none, then the learned window's; a reset beyond it aligns nothing: scopeState.alignsWithin)
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
@@ -227,6 +230,8 @@ learn_answer(L, tonumber(ARGV[7]), u)
 learn_save(L)
 local FB = fallback_load(KEYS[4])
 fallback_answer(FB, tonumber(ARGV[7])); fallback_save(FB)
+local ST = start_load(KEYS[5])
+start_answer(ST, tonumber(ARGV[7])); start_save(ST)
 if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `

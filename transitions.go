@@ -87,7 +87,7 @@ func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, e
 	if r.class == Interactive {
 		line = k.iline
 	}
-	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class, k.fallback, k.learnLog},
+	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class, k.fallback, k.learnLog, k.start},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts,
 			int(r.class), s.reserve, s.lend.Microseconds(), r.lease})
 	var v map[string]int64
@@ -147,7 +147,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.operator {
 		hinted = 2
 	}
-	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget},
+	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget, k.start},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
 	var v map[string]int64
 	if s.durable > 0 {
@@ -197,7 +197,7 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 // observe records an observation of a scope whose configured limits are
 // ls (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
-	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback},
+	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
 		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), boolArg(o.refused), o.rtt)
 	return err
 }
@@ -253,10 +253,10 @@ return n
 func (s *store) channel() string { return s.prefix + ":paused" }
 
 // resume deletes every record that holds the scope back (scopeState.resume):
-// its pause, line, budget, learned windows, hintless episode and the state
+// its pause, line, budget, learned windows, hintless episode, slow start and the state
 // of its limits.
 func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
-	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin, k.learnLog, k.fallback}
+	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin, k.learnLog, k.fallback, k.start}
 	for i, l := range ls {
 		del = append(del, k.limit(i, l))
 	}

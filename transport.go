@@ -40,7 +40,10 @@ import (
 //
 // While a gate has a Transport, the first request of a scope it knows
 // nothing about goes alone: the others wait, at most Tuning.MaxHold and one
-// second, for the budget its response brings back.
+// second, for the budget its response brings back. When it brings none
+// back (nor was anything learned or configured), the scope starts slowly:
+// each answer lets two more requests go, until a refusal or 32 answers
+// (see model_start.go).
 func (g *Gate) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -212,6 +215,9 @@ func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response
 	if err != nil {
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
 		return err
+	}
+	if opened > 0 {
+		g.slots.wake(k.pause, startAnswerWakes) // a slow start's answer lets two more go
 	}
 	if o.remaining >= 0 {
 		g.metrics.budgetObserved(s.Provider)

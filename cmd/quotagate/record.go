@@ -22,7 +22,7 @@ import (
 
 // scopeKinds are the kinds of key of one scope that have fixed names; the
 // second and further limits add numbered ones (tat2, win3, slog2, conc2, ...).
-var scopeKinds = []string{"pause", "tat", "win", "slog", "conc", "line", "budget", "learn", "lwin", "llog", "fallback"}
+var scopeKinds = []string{"pause", "tat", "win", "slog", "conc", "line", "budget", "learn", "lwin", "llog", "fallback", "start"}
 
 var (
 	keyEscaper  = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")

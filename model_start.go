@@ -1,0 +1,161 @@
+package quotagate
+
+// The slow start: how a scope whose provider says nothing of its quota
+// sends its first requests.
+//
+// A provider that advertises no budget (the first contact's probe answered
+// with none: budgetState.silent) and of which nothing was learned tells
+// its quota only by refusing. Sent at once, a fleet's first requests are
+// all on their way when the first refusal comes back, and every one the
+// quota had no room for is refused with it: twenty workers in front of a
+// bucket of 11 lost 20 requests before the first answer (gcra/none of the
+// matrix, 1.11×: 20 of its 22 refused). So such a scope starts as TCP
+// does: a request answered without a refusal lets two more go, so the
+// requests in flight double with every round trip, from startFirst, while
+// the answers say the provider takes them. Requests counted: sent, and
+// answered (each answer is reported: the admission's answer id, as a
+// learned window's probe's, decision.opens). A scope admits while
+//
+//	sent + cost ≤ startFirst + 2·answered
+//
+// and the others wait (looking every concurrentPoll, woken by an answer
+// reported in their process), as for a concurrency limit's slot
+// (ReasonInFlight). A task with no place to wait in its process
+// (params.nowOnly: the fair share of waiting workers, admission.go) goes at
+// once: deferred, asynq would bring it back a second later, more than the
+// start's round trips save (a carrier without quota beside a paced one had
+// its first tasks deferred: TestModesEndToEnd).
+//
+// The start ends at the first refusal (what the refusals teach paces the
+// scope from there: model_learn.go, model_fallback.go), after startAnswers
+// answers, or when no answer came for the answer timeout (params.answer),
+// so a lost answer holds no scope longer than that. Nothing but a silent
+// provider starts slowly: a budget advertised paces the scope by itself,
+// configured limits by themselves. Resume forgets the start with the
+// budget: the scope's next request is a first contact again.
+//
+// Invariants: while the start is in force and no task lacks a place to
+// wait, the requests admitted in it are at most startFirst + 2·answered;
+// it holds no scope past its last answer and the answer timeout; it is
+// forgotten learnTTL after it began or was refused.
+
+// startFirst is how many requests a slow start sends before its first
+// answer: the first contact's probe, answered, doubled (TCP's rule).
+const startFirst = 2
+
+// startAnswers is how many answers end a slow start that no refusal
+// ended: its room is then startFirst + 2·startAnswers requests at once
+// (66), beyond the 20 workers of the matrix and the workers per scope of
+// most asynq fleets, whose first requests it paced; a larger fleet goes
+// at once from there. It bounds what the start costs a scope that is never
+// refused: its first 32 answers each a round trip to Redis, its
+// admissions one each until then (the open cache waits for its end).
+// (Ended instead once its room was twice the requests in flight, it ended
+// on the bench after 7 requests: the fleet's other workers were still
+// waiting for the first contact's probe, and came at once after it.)
+const startAnswers = 32
+
+// startAnswerWakes is how many of its workers waiting in this process an
+// answer reported here wakes at once (slotWakers), instead of at their
+// next look: the two the answer lets go.
+const startAnswerWakes = 2
+
+// startState is the scope's slow start.
+type startState struct {
+	began    int64 // µs: its first admission (0: none)
+	last     int64 // µs: its last answer (or its first admission)
+	sent     int64 // units admitted in it
+	answered int64 // requests admitted in it answered without a refusal
+	over     bool  // it ended: a refusal, or it no longer held the scope back
+	expires  int64 // µs: forgotten at (0: empty)
+}
+
+// on reports whether a scope whose budget is b, with a learned limit
+// (learned), starts slowly (or goes on doing so) at now.
+func (s startState) on(p params, b budgetState, learned bool, now int64) bool {
+	if len(p.limits) > 0 || !b.silent || learned || s.over {
+		return false
+	}
+	return s.began == 0 || now < s.last+p.answer
+}
+
+// room is how many units the start lets go at once.
+func (s startState) room() int64 { return startFirst + 2*s.answered - s.sent }
+
+// earliest is when the start admits cost more at now (0: now).
+func (s startState) earliest(p params, now, cost int64) int64 {
+	if s.began == 0 || cost <= s.room() {
+		return 0
+	}
+	return min(s.last+p.answer, now+concurrentPoll)
+}
+
+// spend commits an admission of cost at now.
+func (s *startState) spend(now, cost int64) {
+	if s.began == 0 {
+		*s = startState{began: now, last: now, expires: now + learnTTL}
+	}
+	s.sent += cost
+}
+
+// answer records that the request admitted at at was answered without a
+// refusal, at now.
+func (s *startState) answer(now, at int64) {
+	if at > 0 && s.began > 0 && at >= s.began && !s.over {
+		s.answered++
+		s.last = now
+		s.over = s.answered >= startAnswers
+	}
+}
+
+// end ends the start at now: a refusal of its provider.
+func (s *startState) end(now int64) {
+	if s.began > 0 && !s.over {
+		s.over, s.expires = true, now+learnTTL
+	}
+}
+
+// luaStart is the slow start's transaction, on a hash with the fields of
+// startFields; ST is the loaded state (start_load), saved when a
+// transition changed it.
+const luaStart = `
+local function start_load(key)
+  local v = hload(key, startFields)
+  local ST = {key = key}
+  for _, f in ipairs(startFields) do ST[f] = int(v[f]) or 0 end
+  ST.over = ST.over == 1
+  if ST.expires <= now_us then ST.began, ST.last, ST.sent, ST.answered, ST.over, ST.expires = 0, 0, 0, 0, false, 0 end
+  return ST
+end
+local function start_save(ST)
+  if not ST.dirty then return end
+  redis.call('DEL', ST.key)
+  if ST.expires == 0 then return end
+  redis.call('HSET', ST.key, 'began', num(ST.began), 'last', num(ST.last), 'sent', num(ST.sent),
+    'answered', num(ST.answered), 'over', ST.over and 1 or 0, 'expires', num(ST.expires))
+  redis.call('PEXPIREAT', ST.key, math.ceil(ST.expires / 1000) + C.margin)
+  ST.dirty = false
+end
+local function start_on(ST, B, learned, nlim)
+  if nlim > 0 or not B.silent or learned or ST.over then return false end
+  return ST.began == 0 or now_us < ST.last + C.answer
+end
+local function start_room(ST) return C.startFirst + 2 * ST.answered - ST.sent end
+local function start_earliest(ST, cost)
+  if ST.began == 0 or cost <= start_room(ST) then return 0 end
+  return math.min(ST.last + C.answer, now_us + C.concurrentPoll)
+end
+local function start_spend(ST, at, cost)
+  if ST.began == 0 then ST.began, ST.last, ST.sent, ST.answered, ST.over, ST.expires = at, at, 0, 0, false, at + C.learnTTL end
+  ST.sent, ST.dirty = ST.sent + cost, true
+end
+local function start_answer(ST, at)
+  if at > 0 and ST.began > 0 and at >= ST.began and not ST.over then
+    ST.answered, ST.last, ST.dirty = ST.answered + 1, now_us, true
+    ST.over = ST.answered >= C.startAnswers
+  end
+end
+local function start_end(ST)
+  if ST.began > 0 and not ST.over then ST.over, ST.expires, ST.dirty = true, now_us + C.learnTTL, true end
+end
+`
