@@ -610,15 +610,6 @@ local function budget_load(key)
 end
 local function budget_save(B)
   if not B.dirty then return end
-  redis.call('DEL', B.key)
-  if B.expires == 0 then return end
-  local args = {}
-  for _, f in ipairs(budgetFields) do
-    local v = B[f]
-    if f == 'silent' or f == 'held' or f == 'down' then v = B[f] and 1 or 0 end
-    if f ~= 'remaining' or B.known then args[#args + 1] = f; args[#args + 1] = num(v) end
-  end
-  redis.call('HSET', B.key, unpack(args))
-  redis.call('PEXPIREAT', B.key, math.ceil(B.expires / 1000) + C.margin)
+  hsave(B, budgetFields, not B.known and 'remaining' or nil) -- remaining absent: nothing advertised
 end
 `

@@ -168,11 +168,8 @@ local function class_save(K)
   if not K.dirty then return end
   local e = K.claimed
   if K.seen > 0 then e = math.max(e, K.seen + C.learnTTL) end
-  redis.call('DEL', K.key)
-  if e <= now_us then return end
-  local args = {}
-  for _, f in ipairs(classFields) do args[#args + 1] = f; args[#args + 1] = num(K[f]) end
-  redis.call('HSET', K.key, unpack(args))
-  redis.call('PEXPIREAT', K.key, math.ceil(e / 1000) + C.margin)
+  if e <= now_us then e = 0 end
+  K.expires = e
+  hsave(K, classFields)
 end
 `

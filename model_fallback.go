@@ -90,10 +90,7 @@ local function fallback_load(key)
 end
 local function fallback_save(FB)
   if not FB.dirty then return end
-  redis.call('DEL', FB.key)
-  if FB.expires == 0 then return end
-  redis.call('HSET', FB.key, 'level', num(FB.level), 'probeAt', num(FB.probeAt), 'expires', num(FB.expires))
-  redis.call('PEXPIREAT', FB.key, math.ceil(FB.expires / 1000) + C.margin)
+  hsave(FB, fallbackFields)
   FB.dirty = false
 end
 local function fallback_refuse(FB, cap, open)

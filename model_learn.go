@@ -458,12 +458,7 @@ local function learn_load(key)
 end
 local function learn_save(L)
   if not L.dirty then return end
-  redis.call('DEL', L.key)
-  if L.expires == 0 then return end
-  local args = {}
-  for _, f in ipairs(learnFields) do args[#args + 1] = f; args[#args + 1] = num(L[f]) end
-  redis.call('HSET', L.key, unpack(args))
-  redis.call('PEXPIREAT', L.key, math.ceil(L.expires / 1000) + C.margin)
+  hsave(L, learnFields)
   L.dirty = false
 end
 `

@@ -129,11 +129,7 @@ local function start_load(key)
 end
 local function start_save(ST)
   if not ST.dirty then return end
-  redis.call('DEL', ST.key)
-  if ST.expires == 0 then return end
-  redis.call('HSET', ST.key, 'began', num(ST.began), 'last', num(ST.last), 'sent', num(ST.sent),
-    'answered', num(ST.answered), 'over', ST.over and 1 or 0, 'expires', num(ST.expires))
-  redis.call('PEXPIREAT', ST.key, math.ceil(ST.expires / 1000) + C.margin)
+  hsave(ST, startFields)
   ST.dirty = false
 end
 local function start_on(ST, B, learned, nlim)

@@ -65,6 +65,24 @@ var fallbackFields = []string{"level", "probeAt", "expires"}
 // began, last, sent, answered, over (1), expires.
 var startFields = []string{"began", "last", "sent", "answered", "over", "expires"}
 
+// luaHash is the save of a record hash: hsave writes the fields of R (a
+// boolean as 1 or 0), all but skip, to R.key, expiring a margin after
+// R.expires (µs); a record whose expires is 0 is deleted.
+const luaHash = `
+local function hsave(R, fields, skip)
+  redis.call('DEL', R.key)
+  if R.expires == 0 then return end
+  local args = {}
+  for _, f in ipairs(fields) do
+    local v = R[f]
+    if type(v) == 'boolean' then v = v and 1 or 0 end
+    if f ~= skip then args[#args + 1] = f; args[#args + 1] = num(v) end
+  end
+  redis.call('HSET', R.key, unpack(args))
+  redis.call('PEXPIREAT', R.key, math.ceil(R.expires / 1000) + C.margin)
+end
+`
+
 // fieldOrigin names the origin of unaligned windows in a count hash.
 const fieldOrigin = "origin"
 

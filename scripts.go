@@ -91,7 +91,7 @@ const expiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
+	return redis.NewScript(luaPrelude + luaConstants + luaHash + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
 		luaLearnRecord + luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
