@@ -87,44 +87,53 @@ func TestBudgetSteps(t *testing.T) {
 // admitted, 3 arrives before 2, and the answers come as they arrived. 3's
 // answer counts 2 as arrived (7 left, one too many); 2's, after it,
 // counted 3 already: 7 of its remaining less 4 on its way, and 3, whose
-// answer came first: 6, as the provider has.
+// answer came first: 6, as the provider has. A reset within its precision
+// (a bucket's next token, "1" second) is read as it is.
 func TestBudgetOvertakenSteps(t *testing.T) {
 	p := params{probe: 2500 * ms}
+	const sec = 1_000_000
 	for _, tc := range []struct {
-		name string
-		obs  []observation // after the first reading, in the order answered
-		want int64         // remaining after them
+		name        string
+		reset, prec int64   // of every reading: the window's end, µs after T0
+		obs         []int64 // remaining, seq: after request 1's answer, in the order answered
+		want        int64   // remaining after them
 	}{
-		{"in order", []observation{
-			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 2},
-			{remaining: 7, reset: 4989 * ms, prec: ms, seq: 3}}, 6},
-		{"3 overtook 2: 2's answer comes second and counted 3", []observation{
-			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
-			{remaining: 7, reset: 4989 * ms, prec: ms, seq: 2}}, 6},
-		{"2's answer in another window is read", []observation{
-			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
-			{remaining: 9, reset: 9989 * ms, prec: ms, seq: 2}}, 7},
-		{"a lower reading of a newer request is read", []observation{
-			{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3},
-			{remaining: 2, reset: 4989 * ms, prec: ms, seq: 4}}, 2},
+		{"in order", 5 * sec, ms, []int64{8, 2, 7, 3}, 6},
+		{"3 overtook 2: 2's answer comes second and counted 3", 5 * sec, ms, []int64{8, 3, 7, 2}, 6},
+		{"a lower reading of a newer request is read", 5 * sec, ms, []int64{8, 3, 2, 4}, 2},
+		{"in order, whole seconds", 5 * sec, sec, []int64{8, 2, 7, 3}, 6},
+		{"3 overtook 2, whole seconds", 5 * sec, sec, []int64{8, 3, 7, 2}, 6},
+		{"3 overtook 2, the reset within its precision: read as it is", sec, sec, []int64{8, 3, 7, 2}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b budgetState
-			b.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
+			b.observe(T0, observation{remaining: 10, reset: tc.reset, prec: tc.prec})
 			for range 4 {
 				b.spend(p, T0+ms, 1, b.earliest(p, T0+ms, 1, keeper{})) // seq 1..4
 			}
-			b.observe(T0+5*ms, observation{remaining: 9, reset: 4995 * ms, prec: ms, seq: 1})
+			b.observe(T0+5*ms, observation{remaining: 9, reset: tc.reset - 5*ms, prec: tc.prec, seq: 1})
 			if b.remaining != 6 {
 				t.Fatalf("after request 1's answer: remaining %d, want 6", b.remaining)
 			}
-			for i, o := range tc.obs {
-				b.observe(T0+10*ms+int64(i)*ms, o)
+			for i := 0; i < len(tc.obs); i += 2 {
+				at := T0 + 10*ms + int64(i)*ms
+				b.observe(at, observation{remaining: tc.obs[i], reset: T0 + tc.reset - at, prec: tc.prec, seq: tc.obs[i+1]})
 			}
 			if b.remaining != tc.want {
 				t.Errorf("remaining %d, want %d (%+v)", b.remaining, tc.want, b)
 			}
 		})
+	}
+	// A reading of another window is read, whatever its order.
+	var b budgetState
+	b.observe(T0, observation{remaining: 10, reset: 5 * sec, prec: ms})
+	for range 4 {
+		b.spend(p, T0+ms, 1, b.earliest(p, T0+ms, 1, keeper{}))
+	}
+	b.observe(T0+10*ms, observation{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3})
+	b.observe(T0+11*ms, observation{remaining: 9, reset: 9989 * ms, prec: ms, seq: 2})
+	if b.remaining != 7 {
+		t.Errorf("2's answer in the next window: remaining %d, want 7 (%+v)", b.remaining, b)
 	}
 }
 
