@@ -81,13 +81,7 @@ func (s *fallbackState) answer(at int64) {
 // fallbackFields; FB is the loaded state (fallback_load), saved when a
 // transition changed it.
 const luaFallback = `
-local function fallback_load(key)
-  local v = hload(key, fallbackFields)
-  local FB = {key = key}
-  for _, f in ipairs(fallbackFields) do FB[f] = int(v[f]) or 0 end
-  if FB.expires <= now_us then FB.level, FB.probeAt, FB.expires = 0, 0, 0 end
-  return FB
-end
+local function fallback_load(key) return hrecord(key, fallbackFields) end
 local function fallback_save(FB)
   if not FB.dirty then return end
   hsave(FB, fallbackFields)

@@ -446,16 +446,7 @@ end
 // luaLearnRecord loads the learned hash into L, as learnState (a record
 // past its expires is none), and saves it back when a transition changed it.
 const luaLearnRecord = `
-local function learn_load(key)
-  local v = hload(key, learnFields)
-  local L = {key = key}
-  for _, f in ipairs(learnFields) do L[f] = int(v[f]) or 0 end
-  if L.expires <= now_us then
-    L = {key = key}
-    for _, f in ipairs(learnFields) do L[f] = 0 end
-  end
-  return L
-end
+local function learn_load(key) return hrecord(key, learnFields) end
 local function learn_save(L)
   if not L.dirty then return end
   hsave(L, learnFields)

@@ -120,11 +120,8 @@ func (s *startState) end(now int64) {
 // transition changed it.
 const luaStart = `
 local function start_load(key)
-  local v = hload(key, startFields)
-  local ST = {key = key}
-  for _, f in ipairs(startFields) do ST[f] = int(v[f]) or 0 end
+  local ST = hrecord(key, startFields)
   ST.over = ST.over == 1
-  if ST.expires <= now_us then ST.began, ST.last, ST.sent, ST.answered, ST.over, ST.expires = 0, 0, 0, 0, false, 0 end
   return ST
 end
 local function start_save(ST)

@@ -65,10 +65,21 @@ var fallbackFields = []string{"level", "probeAt", "expires"}
 // began, last, sent, answered, over (1), expires.
 var startFields = []string{"began", "last", "sent", "answered", "over", "expires"}
 
-// luaHash is the save of a record hash: hsave writes the fields of R (a
-// boolean as 1 or 0), all but skip, to R.key, expiring a margin after
-// R.expires (µs); a record whose expires is 0 is deleted.
+// luaHash is the load and save of a record hash: hrecord reads fields
+// (integers, 0 when absent or malformed) into a record of key, every field
+// 0 when its expires has passed (a record past it is none); hsave writes
+// the fields of R (a boolean as 1 or 0), all but skip, to R.key, expiring a
+// margin after R.expires (µs); a record whose expires is 0 is deleted.
 const luaHash = `
+local function hrecord(key, fields)
+  local v = hload(key, fields)
+  local R = {key = key}
+  for _, f in ipairs(fields) do R[f] = int(v[f]) or 0 end
+  if R.expires <= now_us then
+    for _, f in ipairs(fields) do R[f] = 0 end
+  end
+  return R
+end
 local function hsave(R, fields, skip)
   redis.call('DEL', R.key)
   if R.expires == 0 then return end
