@@ -423,7 +423,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
 		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
 		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"]),
-		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1"}
+		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1", answered: num(b["answered"])}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),

@@ -87,8 +87,9 @@ func TestBudgetSteps(t *testing.T) {
 // admitted, 3 arrives before 2, and the answers come as they arrived. 3's
 // answer counts 2 as arrived (7 left, one too many); 2's, after it,
 // counted 3 already: 7 of its remaining less 4 on its way, and 3, whose
-// answer came first: 6, as the provider has. A reset within its precision
-// (a bucket's next token, "1" second) is read as it is.
+// answer came first: 6, as the provider has. So does the last answer of a
+// burst that arrived in reverse order (budgetState.above). A reset within
+// its precision (a bucket's next token, "1" second) is read as it is.
 func TestBudgetOvertakenSteps(t *testing.T) {
 	p := params{probe: 2500 * ms}
 	const sec = 1_000_000
@@ -101,6 +102,7 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 		{"in order", 5 * sec, ms, []int64{8, 2, 7, 3}, 6},
 		{"3 overtook 2: 2's answer comes second and counted 3", 5 * sec, ms, []int64{8, 3, 7, 2}, 6},
 		{"a lower reading of a newer request is read", 5 * sec, ms, []int64{8, 3, 2, 4}, 2},
+		{"4, 3 and 2 arrived in reverse order: 2's answer reads the burst whole", 5 * sec, ms, []int64{8, 4, 7, 3, 6, 2}, 6},
 		{"in order, whole seconds", 5 * sec, sec, []int64{8, 2, 7, 3}, 6},
 		{"3 overtook 2, whole seconds", 5 * sec, sec, []int64{8, 3, 7, 2}, 6},
 		{"3 overtook 2, the reset within its precision: read as it is", sec, sec, []int64{8, 3, 7, 2}, 5},

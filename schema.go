@@ -45,9 +45,10 @@ import (
 // refilled, probeAt, silent (1: the provider advertises nothing), expires,
 // per, at, dist, distSeq (a budget that refills before its reset),
 // window, first, held (1; a sliding window counter's budget), down (1: the
-// provider writes its resets rounded down).
+// provider writes its resets rounded down), answered (readings since the
+// last probe: budgetState.above).
 var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq",
-	"window", "first", "held", "down"}
+	"window", "first", "held", "down", "answered"}
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.
