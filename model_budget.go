@@ -306,7 +306,7 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		s.roll(now)
 	}
 	same := u > 0 && s.reset > now && abs(u-s.reset) < o.prec
-	if s.overtaken(now, o, same) {
+	if s.overtaken(o, same) {
 		r = min(r+s.above(o), s.avail(now))
 	}
 	if o.seq > 0 {
@@ -368,21 +368,20 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 }
 
 // overtaken reports whether o, a reading of the window in force (same),
-// answers a request that the newest request read in it (distSeq)
-// overtook on its way to the provider: o's sequence number is the lower,
-// and its answer came after, and its reset is beyond its precision (one
-// within it may be a bucket's next token, whose remaining grows between
-// readings: such readings are read as they are, as before the rule; with
-// the rule they were not, bucket/delta took 36.0–36.8 s in 2 of 9 runs, 0 of
-// 7 without it; not traced). The provider counted the newer request before
-// this one, so o's remaining, lowered by every admission after its own,
-// says a unit less than is left for each request that overtook it: such a
-// reading is read up by those (above), and never above what the budget had (the newer reading counted this one as arrived). Read as it
-// is, a budget a unit short held a window's last task until the next
-// window (fixed/ietf and fixed/epoch-floor of the matrix, 23.1–25.2 s
-// where the ideal is 20 s, traced: readings of requests a later admission
-// overtook; the model's budget-header fixed cells 25.15 s → 21.11 s).
-func (s budgetState) overtaken(now int64, o observation, same bool) bool {
+// answers a request that the newest request read in it (distSeq) overtook
+// on its way to the provider: o's sequence number is the lower, its answer
+// came after, and its reset lies beyond its precision. The provider counted
+// the requests that overtook it before it, so o's remaining, lowered by
+// every admission after its own, says a unit less than is left for each:
+// it is read up by them (above), never above what the budget had. Read as
+// it was, a budget short by them held a window's last task until the next
+// window (fixed/ietf and fixed/epoch-floor of the matrix, 23.1–25.2 s where
+// the ideal is 20 s; the shapes tool's budget-header fixed cells 25.15 s →
+// 21.11 s). A reset within its precision may be a bucket's next token,
+// whose remaining grows between readings: such readings are read as they
+// are (with the rule, bucket/delta took 36.0–36.8 s in 2 of 9 runs, in none
+// of 7 without it; not traced).
+func (s budgetState) overtaken(o observation, same bool) bool {
 	return same && o.seq > 0 && o.seq <= s.distSeq && s.distSeq > s.refilled && o.reset > o.prec
 }
 

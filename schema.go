@@ -160,9 +160,10 @@ func scopeOfPauseKey(prefix, key string) (Scope, bool) {
 
 // waitKind matches the kinds of key whose presence may hold a scope back: a
 // pause, a spent budget, a limit's state, the learned limit's windows or log, a
-// hintless episode's probe, a slow start (the learned hash itself does not: every scope
-// that was used has one).
-var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|llog|fallback|start|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
+// hintless episode's probe (the learned hash itself does not: every scope
+// that was used has one; nor does the start hash: a slow start holds only a
+// scope whose silent budget record is there).
+var waitKind = regexp.MustCompile(`^(pause|budget|i?line|lwin|llog|fallback|tat[0-9]*|win[0-9]*|slog[0-9]*|conc[0-9]*)$`)
 
 // scopeOfWaitKey returns the scope of a key of one of waitKinds under
 // prefix, as scopeOfPauseKey does for pause keys.
