@@ -126,6 +126,22 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 			}
 		})
 	}
+	// A spent window read last by an overtaken answer is spent: the
+	// provider's 0 is read up by the requests after it that it counted
+	// first, never above the 0 it said (4 left for 4 requests; they
+	// arrived 1, 3, 4, 2).
+	var spent budgetState
+	spent.observe(T0, observation{remaining: 4, reset: 5 * sec, prec: ms})
+	for range 4 {
+		spent.spend(p, T0+ms, 1, spent.earliest(p, T0+ms, 1, keeper{}))
+	}
+	for i, o := range [][2]int64{{3, 1}, {2, 3}, {1, 4}, {0, 2}} {
+		at := T0 + 10*ms + int64(i)*ms
+		spent.observe(at, observation{remaining: o[0], reset: T0 + 5*sec - at, prec: ms, seq: o[1]})
+	}
+	if spent.remaining != 0 {
+		t.Errorf("a spent window read last by an overtaken answer: remaining %d, want 0 (%+v)", spent.remaining, spent)
+	}
 	// A reading of another window is read, whatever its order.
 	var b budgetState
 	b.observe(T0, observation{remaining: 10, reset: 5 * sec, prec: ms})
