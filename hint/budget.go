@@ -29,10 +29,51 @@ type Budget struct {
 	// absurd value is ignored, not trusted).
 	Reset time.Duration
 
+	// ResetUnit is how Reset was read when it was written as a whole
+	// number under a name of seconds (X-RateLimit-Reset: 1947), where some
+	// limiters write milliseconds; ResetStated for every other reading.
+	ResetUnit ResetUnit
+
 	// Window is the quota's window when the provider advertises its policy
 	// (RateLimit-Policy w=, HubSpot's X-HubSpot-RateLimit-Interval-
 	// Milliseconds); 0 when not advertised.
 	Window time.Duration
+}
+
+// ResetUnit is how a reset written as a whole number under a name that
+// carries seconds (X-RateLimit-Reset, RateLimit-Reset) was read. Most
+// limiters write seconds there; some write milliseconds under the same
+// name, and one number cannot tell which: 1947 is 32 minutes or 2 s.
+// Above an hour (maxSaneResetSeconds) such a number is read as
+// milliseconds; at most an hour, as seconds, and Reset/1000 is what a
+// provider that writes milliseconds meant. A reader that knows the
+// provider's window (its earlier readings) can tell: the gate reads a
+// scope's ResetSeconds resets as milliseconds once one of its readings
+// was ResetMillis, or its milliseconds reading fell in the window in
+// force where its seconds reading did not.
+type ResetUnit int
+
+const (
+	// ResetStated: the reset's unit is not in question (an instant, an
+	// epoch, a fraction, a delta under a name of milliseconds, a
+	// structured field), or no reset was read.
+	ResetStated ResetUnit = iota
+	// ResetSeconds: a whole number of at most an hour, read as seconds;
+	// it may be milliseconds.
+	ResetSeconds
+	// ResetMillis: a whole number above an hour, read as milliseconds.
+	ResetMillis
+)
+
+// String returns "stated", "seconds" or "millis".
+func (u ResetUnit) String() string {
+	switch u {
+	case ResetSeconds:
+		return "seconds"
+	case ResetMillis:
+		return "millis"
+	}
+	return "stated"
 }
 
 // BudgetFrom reads the budget a response advertises, from any response
@@ -124,9 +165,9 @@ func (ps policies) tightest() (Budget, bool) {
 	if best == nil {
 		return Budget{}, false
 	}
-	b := Budget{Remaining: best.remaining, Reset: best.reset, Window: best.window}
+	b := Budget{Remaining: best.remaining, Reset: best.reset, Window: best.window, ResetUnit: best.unit}
 	if best.exact > 0 && best.exact <= best.reset {
-		b.Reset = best.exact
+		b.Reset, b.ResetUnit = best.exact, ResetStated
 	}
 	if best.limit > 0 && best.limit >= best.remaining {
 		b.Limit = best.limit

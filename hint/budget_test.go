@@ -60,7 +60,7 @@ func TestBudgetProviders(t *testing.T) {
 		{name: "epoch milliseconds", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", epochMs(1500 * time.Millisecond)},
 			want: hint.Budget{Remaining: 3, Reset: 1500 * time.Millisecond}, ok: true},
 		{name: "delta seconds", header: []string{"X-RateLimit-Limit", "40", "X-RateLimit-Remaining", "12", "X-RateLimit-Reset", "4"},
-			want: hint.Budget{Limit: 40, Remaining: 12, Reset: 4 * s}, ok: true},
+			want: hint.Budget{Limit: 40, Remaining: 12, Reset: 4 * s, ResetUnit: hint.ResetSeconds}, ok: true},
 		// IETF, drafts 08 and later: structured items, paired by name.
 		{name: "IETF structured", header: []string{"RateLimit", `"default";r=50;t=30`, "RateLimit-Policy", `"default";q=100;w=60`},
 			want: hint.Budget{Limit: 100, Remaining: 50, Reset: 30 * s, Window: 60 * s}, ok: true},
@@ -72,7 +72,7 @@ func TestBudgetProviders(t *testing.T) {
 		{name: "IETF dictionary with policy", header: []string{"RateLimit", "limit=100, remaining=50, reset=30", "RateLimit-Policy", "100;w=60"},
 			want: hint.Budget{Limit: 100, Remaining: 50, Reset: 30 * s, Window: 60 * s}, ok: true},
 		{name: "IETF separate fields", header: []string{"RateLimit-Limit", "10, 10;w=1, 1000;w=3600", "RateLimit-Remaining", "4", "RateLimit-Reset", "1"},
-			want: hint.Budget{Limit: 10, Remaining: 4, Reset: s, Window: s}, ok: true},
+			want: hint.Budget{Limit: 10, Remaining: 4, Reset: s, Window: s, ResetUnit: hint.ResetSeconds}, ok: true},
 		// Shopify REST: used/limit, no reset.
 		{name: "Shopify", header: []string{"X-Shopify-Shop-Api-Call-Limit", "32/40"},
 			want: hint.Budget{Limit: 40, Remaining: 8}, ok: true},
@@ -82,7 +82,7 @@ func TestBudgetProviders(t *testing.T) {
 			want: hint.Budget{Limit: 5000, Remaining: 4999, Reset: 12 * time.Millisecond}, ok: true},
 		// Contentful: the one reset applies to the per-second quota.
 		{name: "Contentful", header: []string{"X-Contentful-RateLimit-Second-Limit", "55", "X-Contentful-RateLimit-Second-Remaining", "0", "X-Contentful-RateLimit-Hour-Limit", "36000", "X-Contentful-RateLimit-Hour-Remaining", "35000", "X-Contentful-RateLimit-Reset", "1"},
-			want: hint.Budget{Limit: 55, Remaining: 0, Reset: s}, ok: true},
+			want: hint.Budget{Limit: 55, Remaining: 0, Reset: s, ResetUnit: hint.ResetSeconds}, ok: true},
 		// HubSpot: a window in milliseconds.
 		{name: "HubSpot", header: []string{"X-HubSpot-RateLimit-Max", "100", "X-HubSpot-RateLimit-Remaining", "97", "X-HubSpot-RateLimit-Interval-Milliseconds", "10000", "X-HubSpot-RateLimit-Daily", "250000", "X-HubSpot-RateLimit-Daily-Remaining", "240000"},
 			want: hint.Budget{Limit: 100, Remaining: 97, Window: 10 * s}, ok: true},
@@ -96,6 +96,30 @@ func TestBudgetProviders(t *testing.T) {
 		{name: "Azure ARM", header: []string{"x-ms-ratelimit-remaining-subscription-reads", "11999"},
 			want: hint.Budget{Remaining: 11999}, ok: true},
 	})
+}
+
+// TestBudgetResetUnit: a whole number under a name of seconds may be
+// milliseconds (ResetSeconds up to an hour, ResetMillis above it); every
+// other reading states its unit.
+func TestBudgetResetUnit(t *testing.T) {
+	ms := time.Millisecond
+	rows := []budgetRow{
+		{name: "seconds, at most an hour", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "1947"},
+			want: hint.Budget{Remaining: 3, Reset: 1947 * time.Second, ResetUnit: hint.ResetSeconds}, ok: true},
+		{name: "an hour exactly", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "3600"},
+			want: hint.Budget{Remaining: 3, Reset: time.Hour, ResetUnit: hint.ResetSeconds}, ok: true},
+		{name: "above an hour: milliseconds", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "19987"},
+			want: hint.Budget{Remaining: 3, Reset: 19987 * ms, ResetUnit: hint.ResetMillis}, ok: true},
+		{name: "a name of milliseconds", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset-Ms", "1947"},
+			want: hint.Budget{Remaining: 3, Reset: 1947 * ms}, ok: true},
+		{name: "a fraction", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset-After", "1.5"},
+			want: hint.Budget{Remaining: 3, Reset: 1500 * ms}, ok: true},
+		{name: "epoch seconds", header: []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", fmt.Sprint(t0.Unix() + 30)},
+			want: hint.Budget{Remaining: 3, Reset: 30 * time.Second}, ok: true},
+		{name: "a structured field", header: []string{"RateLimit", `"default";r=3;t=30`},
+			want: hint.Budget{Remaining: 3, Reset: 30 * time.Second}, ok: true},
+	}
+	runBudget(t, rows)
 }
 
 func TestBudgetDecoysAndAbsurdValues(t *testing.T) {
@@ -117,7 +141,7 @@ func TestBudgetDecoysAndAbsurdValues(t *testing.T) {
 
 		// Absurd resets are unknown, the count stays.
 		{name: "reset over ten years", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset-After", "315360001"}, want: hint.Budget{Remaining: 5}, ok: true},
-		{name: "reset above an hour: milliseconds", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "4200"}, want: hint.Budget{Remaining: 5, Reset: 4200 * time.Millisecond}, ok: true},
+		{name: "reset above an hour: milliseconds", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "4200"}, want: hint.Budget{Remaining: 5, Reset: 4200 * time.Millisecond, ResetUnit: hint.ResetMillis}, ok: true},
 		{name: "reset equal to Date", header: []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", epoch(0)}, want: hint.Budget{Remaining: 0, Reset: time.Second}, ok: true},
 		{name: "reset in the past", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", epoch(-s)}, want: hint.Budget{Remaining: 5}, ok: true},
 		{name: "negative reset", header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "-30"}, want: hint.Budget{Remaining: 5}, ok: true},
@@ -194,6 +218,6 @@ func ExampleBudgetFrom() {
 	b, ok = hint.BudgetFrom(resp, now)
 	fmt.Printf("%+v %v\n", b, ok)
 	// Output:
-	// {Limit:5000 Remaining:12 Reset:1m30s Window:0s} true
-	// {Limit:10 Remaining:2 Reset:1s Window:1s} true
+	// {Limit:5000 Remaining:12 Reset:1m30s ResetUnit:stated Window:0s} true
+	// {Limit:10 Remaining:2 Reset:1s ResetUnit:stated Window:1s} true
 }

@@ -34,6 +34,7 @@ type policy struct {
 	reset                  time.Duration // until the quota refills, from the response
 	exact                  time.Duration // reset as precisely as written, when it had a fraction (a budget's, see fraction)
 	resetRank              int           // how directly reset was read: lower wins
+	unit                   ResetUnit     // how reset's number was read (a roleReset's)
 	window                 time.Duration // the quota's window
 }
 
@@ -187,7 +188,11 @@ func (p *policy) read(f fieldName, v string, ref time.Time) {
 			p.exact = d
 		}
 	case roleReset:
+		rank := p.resetRank
 		p.setReset(rankReset)(resetIn(v, f.unit, ref))
+		if p.resetRank != rank {
+			p.unit = resetUnit(v, f.unit)
+		}
 	}
 }
 

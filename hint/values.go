@@ -177,10 +177,11 @@ func resetIn(v string, unit time.Duration, ref time.Time) (time.Duration, bool) 
 // are stated as instants (GitHub, X, Twitch: epoch seconds); a limiter
 // that writes milliseconds under such a name (a 60 s window's "59987")
 // would otherwise pause its scope for 16 hours. Smaller values stay
-// seconds: 1500 under X-RateLimit-Reset is 25 minutes, not 1.5 s, and a
-// misread millisecond count of at most an hour is corrected by the
-// provider's next answer. Epoch milliseconds (13 digits) are read as
-// such whatever the name.
+// seconds: 1500 under X-RateLimit-Reset is 25 minutes, not 1.5 s; a
+// Budget says that such a reading may be milliseconds (ResetSeconds), and
+// the reader that knows the provider's window decides (the gate reads
+// them as milliseconds once its scope's resets were). Epoch milliseconds
+// (13 digits) are read as such whatever the name.
 const maxSaneResetSeconds = 3600
 
 // justPassed bounds how far before the response's Date (or now) a reset
@@ -198,6 +199,22 @@ func untilReset(t, ref time.Time, gran time.Duration) (time.Duration, bool) {
 		return time.Second, true
 	}
 	return until(t, ref, gran)
+}
+
+// resetUnit tells how resetIn reads v under a name whose values are of
+// unit (see ResetUnit): a whole delta under a name of seconds is read as
+// seconds up to maxSaneResetSeconds (ResetSeconds: it may be milliseconds)
+// and as milliseconds above it (ResetMillis); every other reading states
+// its unit.
+func resetUnit(v string, unit time.Duration) ResetUnit {
+	d, ok := parseDecimal(v, false)
+	if !ok || unit != time.Second || d.digits == "" || d.exp < 0 || len(d.digits)+d.exp >= 10 {
+		return ResetStated // not a number, another unit, a fraction, an epoch
+	}
+	if d.greaterThan(maxSaneResetSeconds) {
+		return ResetMillis
+	}
+	return ResetSeconds
 }
 
 // resetNumber reads the number d (written v) as resetIn does.
