@@ -132,7 +132,7 @@ func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Durati
 	if p := ta.refused.Load(); p != nil {
 		return &recorded{err: err, pause: *p}
 	}
-	if p, ok := g.record(ctx, s, ta.keys, hint); ok {
+	if p, ok := g.record(ctx, s, ta.keys, hint, 0); ok {
 		return &recorded{err: err, pause: p}
 	}
 	return err

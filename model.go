@@ -404,6 +404,11 @@ type refusal struct {
 	// with its episode's pause (refusal.teaching); probe: it refused a
 	// hintless episode's probe
 	hintless, probe bool
+	// alt: ms, the hint read as milliseconds, when it is a budget's reset
+	// written as a whole number under a name of seconds (observation.alt;
+	// clamped as pause is; 0: not in question): the pause of a scope whose
+	// resets are milliseconds (budgetState.millis)
+	alt int64
 }
 
 // refuse records a refusal (or Gate.Pause, which is an unhinted refusal
@@ -414,6 +419,9 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
 	ms := r.pause
+	if r.alt > 0 && s.budget.millis {
+		ms, r.prec = r.alt, millisPrec
+	}
 	r.probe = s.fall.level > 0 && s.fall.probeAt > 0
 	if !r.hinted && !r.operator {
 		ms = s.fall.refuse(now, r.pause, open)

@@ -120,6 +120,9 @@ type budgetState struct {
 	// its reset was refused, the reset just passed): a window's first
 	// reading is kept, not the earliest (see above)
 	down bool
+	// millis: the provider writes its resets in milliseconds under a name
+	// of seconds (see readsMillis)
+	millis bool
 }
 
 // avail is what the budget has to spend at now: remaining, and what it
@@ -261,9 +264,15 @@ type observation struct {
 	reset     int64 // µs until the budget is whole again, 0 unknown
 	limit     int64 // the quota's size, 0 unknown
 	prec      int64 // µs: the reset's precision
-	seq       int64 // of the request answered (decision.seq); 0 unknown
-	opened    int64 // µs: the request answered opened a learned window (decision.opens); 0 not
-	refused   bool  // the response is a refusal (its pause is recorded apart)
+	// alt: µs, the reset read as milliseconds, when it is a whole number
+	// under a name of seconds that may be (hint.ResetSeconds; 0: it is not
+	// in question); millis: the reset was read as milliseconds from such
+	// a name (hint.ResetMillis)
+	alt     int64
+	millis  bool
+	seq     int64 // of the request answered (decision.seq); 0 unknown
+	opened  int64 // µs: the request answered opened a learned window (decision.opens); 0 not
+	refused bool  // the response is a refusal (its pause is recorded apart)
 	// rtt: µs from sending the answered request to its response (0
 	// unknown). The provider read its reset when the request arrived, and
 	// the observation dates it later by up to this: its alignment is read
@@ -285,6 +294,10 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	if o.seq > 0 && s.refilled > 0 && o.seq <= s.refilled {
 		return 0, 0, false
 	}
+	if o.alt > 0 && s.readsMillis(now, o) {
+		o.reset, o.prec, o.millis = o.alt, millisPrec, true
+	}
+	s.millis = s.millis || o.millis
 	fresh := !s.known && s.probeAt == 0
 	if o.refused && o.remaining == 0 && s.known && s.probeAt > 0 && o.reset > 0 && o.reset <= o.prec {
 		s.down = true // the probe went at the reset, which had passed: rounded down
@@ -373,6 +386,26 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 	s.expires = max(u, now) + learnTTL
 	return u, o.prec, fresh
 }
+
+// readsMillis reports whether o's reset, a whole number under a name of
+// seconds that may be milliseconds (o.alt, hint.ResetSeconds), is
+// milliseconds: the scope's resets were read so (a number above an hour
+// under that name, hint.ResetMillis, or an earlier such reading), or its
+// milliseconds reading falls within its precision of the window in force
+// where its seconds reading does not. A limiter that writes milliseconds
+// under X-RateLimit-Reset writes numbers of at most an hour in every
+// window's last 3.6 s: read as seconds, a window's last "1947" held the
+// scope for 32 minutes (a refusal's pause, or a spent budget's reset:
+// fixed/reset-ms on the shapes tool, 3 of 24 send-delay spreads). A scope
+// whose first reading is such a number (a window shorter than 3.6 s)
+// reads it as seconds, as the hint package does: nothing tells it
+// otherwise yet.
+func (s budgetState) readsMillis(now int64, o observation) bool {
+	return s.millis || s.known && s.reset > now && abs(now+o.alt-s.reset) < o.prec && abs(now+o.reset-s.reset) >= o.prec
+}
+
+// millisPrec is the precision of a reset written in milliseconds (µs).
+const millisPrec = 1000
 
 // overtaken reports whether o, a reading of the window in force (same),
 // answers a request that the newest request read in it (distSeq) overtook
@@ -576,14 +609,19 @@ end
 // (budgetState.observe): the reading, lowered by the admissions after the
 // request it answers, and whether the budget refills before its reset.
 const luaBudgetObserve = `
-local function budget_observe(B, rem, reset, limit, prec, seq, refused)
+local function budget_reads_millis(B, reset, prec, alt)
+  return B.millis or B.known and B.reset > now_us and math.abs(now_us + alt - B.reset) < prec and math.abs(now_us + reset - B.reset) >= prec
+end
+local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
   if rem < 0 then
     if rem == -1 and B.probeAt > 0 and not B.known then
       B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
     end
-    return 0, false
+    return 0, false, 0
   end
-  if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false end
+  if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false, 0 end
+  if alt > 0 and budget_reads_millis(B, reset, prec, alt) then reset, prec, millis = alt, C.millisPrec, true end
+  B.millis = B.millis or millis
   local fresh = not B.known and B.probeAt == 0
   if refused and rem == 0 and B.known and B.probeAt > 0 and reset > 0 and reset <= prec then B.down = true end
   local later = 0
@@ -626,7 +664,7 @@ local function budget_observe(B, rem, reset, limit, prec, seq, refused)
   if same and rem ~= B.first then B.held = true elseif not same then B.first, B.held = rem, false end
   B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
   B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
-  return u, fresh
+  return u, fresh, prec
 end
 `
 
@@ -637,11 +675,11 @@ local function budget_load(key)
   local v = hload(key, budgetFields)
   local B = {key = key}
   for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent, B.held, B.down = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1, B.down == 1
+  B.known, B.silent, B.held, B.down, B.millis = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1, B.down == 1, B.millis == 1
   if B.expires <= now_us then
     B = {key = key}
     for _, f in ipairs(budgetFields) do B[f] = 0 end
-    B.known, B.silent, B.held, B.down = false, false, false, false
+    B.known, B.silent, B.held, B.down, B.millis = false, false, false, false, false
   end
   budget_roll(B)
   return B

@@ -50,6 +50,7 @@ type diffEvent struct {
 	hinted   bool
 	operator bool
 	prec     int64 // µs
+	alt      int64 // refuse: the hint read as milliseconds (refusal.alt), ms
 	obs      observation
 	advance  time.Duration
 }
@@ -59,7 +60,7 @@ func (e diffEvent) String() string {
 	case 'a':
 		return fmt.Sprintf("admit(cost %d %s now-only %v)", e.cost, e.class, e.nowOnly)
 	case 'r':
-		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs)", e.pause, e.hinted, e.prec)
+		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs alt %dms)", e.pause, e.hinted, e.prec, e.alt)
 	case 'o':
 		return fmt.Sprintf("observe(%+v)", e.obs)
 	case 'z':
@@ -75,6 +76,11 @@ func (e diffEvent) String() string {
 func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 	evs := make([]diffEvent, 0, n)
 	hintMs := int64(1000 + r.IntN(3)*1000)
+	// u draws what a reset's unit adds (milliseconds under a name of
+	// seconds) apart from r, seeded by one draw of r: drawn from r, they
+	// changed the sequences enough that none reached "resets rounded down"
+	// or "slow start answered" any more
+	u := rand.New(rand.NewPCG(r.Uint64(), 31))
 	for range n {
 		var e diffEvent
 		x := r.IntN(100)
@@ -93,6 +99,9 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if !e.hinted && r.IntN(3) == 0 {
 				e.operator = true // Gate.Pause
 			}
+			if e.hinted && u.IntN(3) == 0 { // a reset that may be milliseconds
+				e.alt = MinPause.Milliseconds() + int64(u.IntN(3000))
+			}
 		case x < 70:
 			o := observation{remaining: int64(r.IntN(7)) - 1, limit: []int64{0, 5}[r.IntN(2)], prec: []int64{1000, 1_000_000}[r.IntN(2)], seq: int64(r.IntN(8))}
 			if silent {
@@ -109,6 +118,12 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			}
 			if r.IntN(3) > 0 {
 				o.reset = int64(1 + r.IntN(3_000_000))
+			}
+			switch u.IntN(8) {
+			case 0: // a whole number of seconds that may be milliseconds: of the window in force, if any (see diffRun)
+				o.alt, o.prec = -1, 1_000_000
+			case 1: // read as milliseconds from a name of seconds
+				o.millis = true
 			}
 			o.refused = r.IntN(4) == 0 // a refusal's own headers (budget left: learnState.secondary)
 			o.rtt = o.seq * 7_000      // the answered request's round trip, sometimes beyond the reset's precision
@@ -225,7 +240,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			before, probed, w := slidingLen(m), m.learn.probeAt > 0, m.learn.window
 			at := m.learn.probeAt
 			probeIn := probed && slices.Contains(m.llog.log, at)
-			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
+			millis := e.alt > 0 && m.budget.millis
+			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator, alt: e.alt})
+			if millis && e.hinted {
+				seen["refusal read in milliseconds"]++
+			}
 			if probed && m.learn.window != w && m.learn.window > 0 {
 				seen["refused probe relearned"]++
 			}
@@ -260,11 +279,19 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.obs.seq == -1 {
 				e.obs.seq, e.obs.reset = m.budget.seq, m.budget.dist+e.obs.prec
 			}
+			if e.obs.alt == -1 { // N seconds, N ms the reset in force (if any)
+				n := 1 + (e.obs.seq*389)%3000 // ms
+				if m.budget.reset > now && now > 0 {
+					n = max((m.budget.reset-now)/1000, 1)
+				}
+				e.obs.alt, e.obs.reset = n*1000, n*1_000_000
+			}
 			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
 			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt)
+				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt,
+				e.obs.alt, boolArg(e.obs.millis))
 			if err != nil {
 				t.Fatalf("event %d %v: %v", i, e, err)
 			}
@@ -272,8 +299,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if w := longestFixed(ls); w > 0 && e.obs.remaining >= 0 && e.obs.reset > w+e.obs.prec {
 				seen["reset beyond the windows"]++
 			}
-			down, answered := m.budget.down, m.start.answered
+			down, answered, millis := m.budget.down, m.start.answered, m.budget.millis
 			m.observe(p, now, e.obs)
+			if m.budget.millis && !millis && !e.obs.millis {
+				seen["resets read in milliseconds"]++
+			}
 			if m.start.answered > answered {
 				seen["slow start answered"]++
 			}
@@ -347,7 +377,7 @@ func refuseArgs(st *store, ls []Limit, e diffEvent) []any {
 	if e.operator {
 		hinted = 2
 	}
-	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts})
+	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts, e.alt})
 	return args
 }
 
@@ -423,7 +453,8 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
 		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
 		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"]),
-		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1", answered: num(b["answered"])}
+		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1", answered: num(b["answered"]),
+		millis: b["millis"] == "1"}
 	l := hash(k.learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
@@ -525,7 +556,7 @@ func TestDifferential(t *testing.T) {
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
 					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
-					"slow start holds", "slow start answered"} {
+					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

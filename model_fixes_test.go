@@ -27,7 +27,7 @@ func TestResumeLiftsEverything(t *testing.T) {
 	defer g.Close()
 	ctx := context.Background()
 	k := scopeKeys("qgtest", s)
-	if _, ok := g.record(ctx, s, k, 30*time.Second); !ok {
+	if _, ok := g.record(ctx, s, k, 30*time.Second, 0); !ok {
 		t.Fatal("refusal not recorded")
 	}
 	for range 3 {
@@ -100,7 +100,7 @@ func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := scopeKeys("qgtest", s)
-	if _, ok := g.record(ctx, s, k, 0); !ok {
+	if _, ok := g.record(ctx, s, k, 0, 0); !ok {
 		t.Fatal("refusal not recorded")
 	}
 	for _, key := range c.mr.Keys() {
@@ -391,7 +391,7 @@ func TestOneLogLinePerPause(t *testing.T) {
 	s := Scope{Provider: "acme", Account: "a"}
 	k := scopeKeys("qgtest", s)
 	for range 4 {
-		if _, ok := g.record(context.Background(), s, k, 10*time.Second); !ok {
+		if _, ok := g.record(context.Background(), s, k, 10*time.Second, 0); !ok {
 			t.Fatal("refusal not recorded")
 		}
 	}

@@ -137,8 +137,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				}
 				if b, ok := hint.BudgetFrom(resp, at); ok {
 					counter := m.budget.window > 0
-					m.observe(p, e.at, observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-						prec: resetPrecision(b.Reset).Microseconds(), seq: fl.seq, opened: opened, refused: refused, rtt: e.at - fl.at})
+					o := budgetObservation(b) // as the Transport reads it
+					o.seq, o.opened, o.refused, o.rtt = fl.seq, opened, refused, e.at-fl.at
+					m.observe(p, e.at, o)
 					if !counter && m.budget.window > 0 {
 						trace("%.3f counter: a window of %.3f s, a unit every %d µs", float64(e.at-t0)/1e6, float64(m.budget.window)/1e6, m.budget.per)
 					}
@@ -153,6 +154,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			} else {
 				wait, _ := hint.FromAt(resp, body, at)
 				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
+				if alt := altHint(wait, resp, at); alt > 0 { // as the Transport records it
+					rf.alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
+				}
 				if wait <= 0 {
 					// Config.FallbackPause: the cap of a hintless episode's
 					// pause, or the plain pause's whole pause (pause.go's

@@ -155,6 +155,58 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 	}
 }
 
+// TestBudgetMillisSteps: a reset written as a whole number under a name
+// of seconds, which may be milliseconds (observation.alt), is read as
+// milliseconds once the scope's resets were, or when its milliseconds
+// reading falls in the window in force where its seconds reading does not.
+func TestBudgetMillisSteps(t *testing.T) {
+	const sec = 1_000_000
+	for _, tc := range []struct {
+		name      string
+		first     observation // at T0
+		late      observation // at T0 + 18 s
+		wantReset int64       // µs after T0
+		millis    bool
+	}{
+		{"above an hour first (19987): the late 1947 is milliseconds",
+			observation{remaining: 9, reset: 19_987 * ms, prec: ms, millis: true},
+			observation{remaining: 0, reset: 1947 * sec, prec: sec, alt: 1947 * ms}, 18*sec + 1947*ms, true},
+		{"an epoch's window first: 2000 in its last 2 s is milliseconds",
+			observation{remaining: 9, reset: 20 * sec, prec: sec},
+			observation{remaining: 0, reset: 2000 * sec, prec: sec, alt: 2000 * ms}, 20 * sec, true},
+		{"seconds that fall in the window in force stay seconds (900, then 882)",
+			observation{remaining: 9, reset: 900 * sec, prec: sec, alt: 900 * ms},
+			observation{remaining: 0, reset: 882 * sec, prec: sec, alt: 882 * ms}, 900 * sec, false},
+		{"a first reading of at most an hour is seconds: nothing tells otherwise",
+			observation{remaining: -1},
+			observation{remaining: 0, reset: 1947 * sec, prec: sec, alt: 1947 * ms}, 18*sec + 1947*sec, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b budgetState
+			b.observe(T0, tc.first)
+			b.observe(T0+18*sec, tc.late)
+			if b.reset-T0 != tc.wantReset || b.millis != tc.millis {
+				t.Errorf("reset at %.3f s, millis %v; want %.3f s, %v", float64(b.reset-T0)/sec, b.millis, float64(tc.wantReset)/sec, tc.millis)
+			}
+		})
+	}
+	// A refusal whose hint is such a reset pauses a scope whose resets are
+	// milliseconds for the milliseconds, another scope for the seconds.
+	p := params{}
+	for _, millis := range []bool{true, false} {
+		var s scopeState
+		s.budget.observe(T0-18*sec, observation{remaining: 9, reset: 19_987 * ms, prec: ms, millis: millis})
+		deadline, _ := s.refuse(p, T0, refusal{pause: 1947_000, hinted: true, prec: sec, alt: 1947})
+		want := T0/1000 + 1947_000
+		if millis {
+			want = T0/1000 + 1947
+		}
+		if deadline != want {
+			t.Errorf("millis %v: the refusal's deadline %d ms after T0, want %d", millis, deadline-T0/1000, want-T0/1000)
+		}
+	}
+}
+
 // TestLearnSteps walks the learned limit through a provider of 3 per 2 s
 // that refuses with "try again in N seconds".
 func TestLearnSteps(t *testing.T) {

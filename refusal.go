@@ -55,12 +55,16 @@ func (r *recorded) Error() string {
 func (r *recorded) Unwrap() error { return r.err }
 
 // record pauses s (keys k) for a refusal whose hint is hint (0: none
-// readable) and returns the pause in force, or false when the store could
-// not record it. It runs even when the task's context has ended: the
+// readable; alt, the hint read as milliseconds when it may be, 0 when not:
+// refusal.alt) and returns the pause in force, or false when the store
+// could not record it. It runs even when the task's context has ended: the
 // refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) (Pause, bool) {
+func (g *Gate) record(ctx context.Context, s Scope, k keys, hint, alt time.Duration) (Pause, bool) {
 	d := hint
 	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
+	if hint > 0 && alt > 0 {
+		facts.alt = g.clamp(alt)
+	}
 	if d <= 0 {
 		d = g.cfg.FallbackPause // the cap of the scope's hintless pause (model_fallback.go)
 	}
@@ -78,7 +82,9 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint time.Duration) 
 	}
 	g.metrics.refusal(s.Provider)
 	g.notePause(k, until, rem, false)
-	if moved {
+	if moved && facts.alt > 0 { // the hint may be milliseconds: until says which was read
+		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "hint_as_ms", facts.alt, "remaining", rem, "until", until)
+	} else if moved {
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
 	} else { // a request already on its way when the scope paused
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,

@@ -46,9 +46,10 @@ import (
 // per, at, dist, distSeq (a budget that refills before its reset),
 // window, first, held (1; a sliding window counter's budget), down (1: the
 // provider writes its resets rounded down), answered (readings since the
-// last probe: budgetState.above).
+// last probe: budgetState.above), millis (1: the provider writes its resets
+// in milliseconds under a name of seconds: budgetState.readsMillis).
 var budgetFields = []string{"remaining", "reset", "limit", "seq", "refilled", "probeAt", "silent", "expires", "per", "at", "dist", "distSeq",
-	"window", "first", "held", "down", "answered"}
+	"window", "first", "held", "down", "answered", "millis"}
 
 // learnFields are the fields of the learned hash, as learnState names
 // them.

@@ -2,6 +2,8 @@ package quotagate
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,10 +62,11 @@ var luaConstants = func() string {
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
 		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
+		"millisPrec": millisPrec,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
-	for _, k := range []string{"maxRounds", "earliestRounds", "probePoll", "learnTTL", "margin", "minLearnedWindow", "maxLearnedWindow", "claimGrace", "concurrentPoll", "raiseAfter", "fallbackFirst", "windowSettle", "slidingSettle", "minPause", "hintlessPrec", "minCounterWindow", "startFirst", "startAnswers"} {
+	for _, k := range slices.Sorted(maps.Keys(c)) {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
 	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
@@ -159,32 +162,35 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
-// script counted (scopeState.report)  ARGV[7] n, then the limits as for
-// admitScript
+// script counted (scopeState.report)  ARGV[7] the hint read as
+// milliseconds ms (0: not in question; refusal.alt)  ARGV[8] n, then the
+// limits as for admitScript
 // returns: refuseReply
 var refuseScript = script(refuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
-local nlim = tonumber(ARGV[7])
+local nlim = tonumber(ARGV[8])
 local P = pause_load(KEYS[1])
 local ms, probe = tonumber(ARGV[1]), false
+local alt, prec = tonumber(ARGV[7]), tonumber(ARGV[4])
+if alt > 0 and budget_load(KEYS[7]).millis then ms, prec = alt, C.millisPrec end -- refusal.alt
 if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
   probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
-if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, tonumber(ARGV[4])) end
+if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, prec) end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
 if ARGV[3] ~= '2' then local ST = start_load(KEYS[8]); start_end(ST); start_save(ST) end
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(8, 7, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
+for _, l in ipairs(limits_args(8, 8, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
 local L = learn_load(KEYS[2])
 local w = L.window
 if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-local hinted, prec, hintless = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[3] == '0' and nlim == 0
+local hinted, hintless = ARGV[3] == '1', ARGV[3] == '0' and nlim == 0
 if hintless then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
 local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw)
 if over then redis.call('DEL', KEYS[3]) end
@@ -213,13 +219,16 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
 // ARGV[10] the answered request's round trip µs (0 unknown: observation.rtt)
+// ARGV[11] the reset read as milliseconds µs (0: not in question)
+// ARGV[12] millis (1: the reset was read as milliseconds from a name of
+// seconds; observation.alt, observation.millis)
 // returns: observeReply
 var observeScript = script(observeReply, luaObserveBody)
 
 const luaObserveBody = `
 local B = budget_load(KEYS[1])
-local prec = tonumber(ARGV[4])
-local u, fresh = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), prec, tonumber(ARGV[5]), ARGV[9] == '1')
+local u, fresh, prec = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[9] == '1',
+  tonumber(ARGV[11]), ARGV[12] == '1')
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])

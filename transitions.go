@@ -133,6 +133,9 @@ type refusalFacts struct {
 	precision time.Duration // of that wait: a second when read in whole seconds
 	counts    int64         // admissions no script counted (the open cache's), reported first
 	operator  bool          // Gate.Pause: an operator's pause, which teaches nothing
+	// alt: the hint read as milliseconds, clamped as the pause is, when
+	// it may be (refusal.alt; 0: not in question)
+	alt time.Duration
 }
 
 // pause records a pause of d (clamped by the caller) under the limits ls
@@ -148,7 +151,7 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 		hinted = 2
 	}
 	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget, k.start},
-		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts})
+		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts, r.alt.Milliseconds()})
 	var v map[string]int64
 	if s.durable > 0 {
 		v, err = s.runDurable(ctx, k.pause, ks, args)
@@ -198,7 +201,7 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 // ls (see observeScript).
 func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
 	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
-		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), boolArg(o.refused), o.rtt)
+		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), boolArg(o.refused), o.rtt, o.alt, boolArg(o.millis))
 	return err
 }
 

@@ -116,7 +116,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
 	wait, _ := hint.From(resp, prefix)
-	if p, ok := t.g.record(ctx, sc.scope, k, wait); ok && sc.task != nil {
+	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, resp, t.g.now())); ok && sc.task != nil {
 		sc.task.refused.Store(&p) // the Middleware will not record it again
 	}
 	return resp, nil
@@ -170,6 +170,30 @@ func resetPrecision(reset time.Duration) time.Duration {
 	return time.Second
 }
 
+// budgetObservation is the observation of the budget b: its reset, to
+// its precision, and, when the reset is a whole number under a name of
+// seconds, how it may be read otherwise (observation.alt, millis).
+func budgetObservation(b hint.Budget) observation {
+	o := observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit, prec: resetPrecision(b.Reset).Microseconds()}
+	switch b.ResetUnit {
+	case hint.ResetSeconds:
+		o.alt = (b.Reset / 1000).Microseconds() // N seconds read as N ms
+	case hint.ResetMillis:
+		o.millis = true
+	}
+	return o
+}
+
+// altHint is the refusal's hint wait read as milliseconds when it is the
+// reset of the budget resp advertises, written as a whole number under a
+// name of seconds (refusal.alt), 0 otherwise.
+func altHint(wait time.Duration, resp *http.Response, now time.Time) time.Duration {
+	if b, ok := hint.BudgetFrom(resp, now); ok && b.ResetUnit == hint.ResetSeconds && wait > 0 && wait == b.Reset {
+		return wait / 1000
+	}
+	return 0
+}
+
 // rememberSilent notes that the scope of pause key k advertised no budget
 // now. The notes are pruned of those older than silentFor every
 // silentPrune notes, so a gate that meets many accounts keeps a bounded
@@ -203,8 +227,8 @@ const silentFor = 10 * time.Minute
 func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool, opened int64, rtt time.Duration) error {
 	o := observation{remaining: -1, seq: gr.seq, opened: opened}
 	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
-		o = observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit,
-			prec: resetPrecision(b.Reset).Microseconds(), seq: gr.seq, opened: opened, refused: isRefusal(resp), rtt: rtt.Microseconds()}
+		o = budgetObservation(b)
+		o.seq, o.opened, o.refused, o.rtt = gr.seq, opened, isRefusal(resp), rtt.Microseconds()
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil

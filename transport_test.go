@@ -329,3 +329,51 @@ func TestTransportLearnsTheAdvertisedBudget(t *testing.T) {
 		t.Errorf("provider hits = %d, want 2: the third waits for the reset", n)
 	}
 }
+
+// TestTransportResetsInMilliseconds: a provider that writes its resets in
+// milliseconds under X-RateLimit-Reset writes numbers of at most an hour in
+// every window's last 3.6 s. Its first reading (19987, above an hour of
+// "seconds") tells the unit, so a refusal 18 s later whose reset is "1947"
+// pauses the scope until the window's end, not for 32 minutes.
+func TestTransportResetsInMilliseconds(t *testing.T) {
+	clock, rdb := newMini(t)
+	g := New(rdb, Config{Tuning: Tuning{MaxHold: -1, OpenCache: -1}})
+	defer g.Close()
+	var status, remaining, reset atomic.Int64
+	status.Store(http.StatusOK)
+	remaining.Store(9)
+	reset.Store(19987)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "10")
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(remaining.Load(), 10))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Load(), 10))
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	c := &http.Client{Transport: g.Transport(nil)}
+	s := Scope{Provider: "ms", Account: "acct"}
+	ctx := WithScope(context.Background(), s)
+	resp, err := get(t, c, ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	clock.advance(18 * time.Second)
+	status.Store(http.StatusTooManyRequests)
+	remaining.Store(0)
+	reset.Store(1947)
+	if resp, err = get(t, c, ctx, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	st, err := g.State(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Until.IsZero() || st.Remaining > 3*time.Second {
+		t.Errorf("after the refusal: paused %v (until %v, %v); want until the window's end, 1.947 s", st.Remaining, st.Until, st.Reason)
+	}
+	if st.Budget == nil || st.Budget.Reset.Sub(clock.now) > 3*time.Second {
+		t.Errorf("the budget's reset: %+v; want the window's end, 1.947 s ahead", st.Budget)
+	}
+}
