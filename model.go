@@ -659,7 +659,7 @@ local function admit(S, cost)
   local inc = S.dry and 0 or interval(act, cost)
   local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
   if S.nlim == 0 then
-    bv = budget_earliest(B, cost, k)
+    bv = budget_earliest(B, cost, k, S.nowOnly)
     if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
   end
   local fixed = S.learned -- the learned limit's windows open with a probe

@@ -180,7 +180,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			kp := m.class.keeper(p, now, e.class == Interactive)
 			pe := p
 			pe.nowOnly = e.nowOnly
+			probing := m.budget.probeAt > 0 && now < m.budget.probeAt+p.probe && len(ls) == 0
 			d := m.admitLease(pe, now, e.cost, e.class, id)
+			if probing && e.nowOnly && d.code == admitted {
+				seen["now-only beside a probe"]++
+			}
 			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
 				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, unreserved: a.unreserved, limited: a.limited, cache: a.cacheable}
 			if got != d {
@@ -556,7 +560,8 @@ func TestDifferential(t *testing.T) {
 					"sliding: code 0", "sliding: code 1", "sliding: code 2", "sliding filled",
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
 					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
-					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds"} {
+					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds",
+					"now-only beside a probe"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -20,15 +20,17 @@ func TestBudgetSteps(t *testing.T) {
 	p := params{probe: 2500 * ms}
 	var b budgetState
 	type step struct {
-		name  string
-		at    int64
-		obs   *observation // observe at at; else admit a cost of 1
-		want  budgetVerdict
-		probe bool // the admission is a probe
+		name    string
+		at      int64
+		obs     *observation // observe at at; else admit a cost of 1
+		want    budgetVerdict
+		probe   bool // the admission is a probe
+		nowOnly bool // the task has no place to wait (params.nowOnly)
 	}
 	for _, s := range []step{
 		{name: "first contact: a probe", at: T0 + 0, want: budgetVerdict{probe: true}, probe: true},
 		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10*ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: reasonProbe}},
+		{name: "one with no place to wait goes, spending nothing", at: T0 + 15*ms, want: budgetVerdict{}, nowOnly: true},
 		{name: "answered: 1 left until 1 s", at: T0 + 30*ms, obs: &observation{remaining: 1, reset: 970 * ms, prec: ms, seq: 1}},
 		{name: "spend it", at: T0 + 40*ms, want: budgetVerdict{spend: true}},
 		{name: "spent: wait for the reset", at: T0 + 50*ms, want: budgetVerdict{at: T0 + 1000*ms, why: reasonBudget}},
@@ -44,7 +46,9 @@ func TestBudgetSteps(t *testing.T) {
 			b.observe(s.at, *s.obs)
 			continue
 		}
-		v := b.earliest(p, s.at, 1, keeper{})
+		pe := p
+		pe.nowOnly = s.nowOnly
+		v := b.earliest(pe, s.at, 1, keeper{})
 		if v != s.want {
 			t.Fatalf("%s: earliest = %+v, want %+v (state %+v)", s.name, v, s.want, b)
 		}
