@@ -399,17 +399,26 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 // milliseconds: the scope's resets were read so (a number above an hour
 // under that name, hint.ResetMillis, or an earlier such reading), or its
 // milliseconds reading falls within its precision of the window in force
-// where its seconds reading does not. A limiter that writes milliseconds
-// under X-RateLimit-Reset writes numbers of at most an hour in every
-// window's last 3.6 s: read as seconds, a window's last "1947" held the
-// scope for 32 minutes (a refusal's pause, or a spent budget's reset:
-// fixed/reset-ms on the shapes tool, 3 of 24 send-delay spreads). A scope
-// whose first reading is such a number (a window shorter than 3.6 s)
-// reads it as seconds, as the hint package does: nothing tells it
-// otherwise yet.
+// where its seconds reading lies more than millisRatio times beyond it (or
+// beyond a second, when the window in force ends sooner). A limiter that
+// writes milliseconds under X-RateLimit-Reset writes numbers of at most an
+// hour in every window's last 3.6 s: read as seconds, a window's last
+// "1947" held the scope for 32 minutes (a refusal's pause, or a spent
+// budget's reset; TestTransportResetsInMilliseconds). A scope whose first
+// reading is such a number (a window shorter than 3.6 s) reads it as
+// seconds, as the hint package does: nothing tells it otherwise yet.
 func (s budgetState) readsMillis(now int64, o observation) bool {
-	return s.millis || s.known && s.reset > now && abs(now+o.alt-s.reset) < o.prec && abs(now+o.reset-s.reset) >= o.prec
+	return s.millis || s.known && s.reset > now && abs(now+o.alt-s.reset) < o.prec && o.reset > millisRatio*max(s.reset-now, o.prec)
 }
+
+// millisRatio is how far beyond the window in force a reset's seconds
+// reading must lie for its milliseconds reading to be taken: an order of
+// magnitude, where milliseconds read as seconds lie three beyond it. A
+// bucket's time until it is full grows from a fraction of a second to "2"
+// as it is spent: with only the seconds reading required to be a second
+// off, gcra/until-full on the shapes tool read its resets as milliseconds
+// in every send-delay spread (1.00–1.01×, 23.78–23.95 s → 1.06×, 24.08 s).
+const millisRatio = 10
 
 // millisPrec is the precision of a reset written in milliseconds (µs).
 const millisPrec = 1000
@@ -618,7 +627,7 @@ end
 // request it answers, and whether the budget refills before its reset.
 const luaBudgetObserve = `
 local function budget_reads_millis(B, reset, prec, alt)
-  return B.millis or B.known and B.reset > now_us and math.abs(now_us + alt - B.reset) < prec and math.abs(now_us + reset - B.reset) >= prec
+  return B.millis or B.known and B.reset > now_us and math.abs(now_us + alt - B.reset) < prec and reset > C.millisRatio * math.max(B.reset - now_us, prec)
 end
 local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
   if rem < 0 then

@@ -62,7 +62,8 @@ var luaConstants = func() string {
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
 		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
-		"millisPrec": millisPrec,
+		"millisPrec":  millisPrec,
+		"millisRatio": millisRatio,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
