@@ -130,20 +130,20 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				w.wakeSlot(e.at, 1)
 			}
 			refused := hint.IsRefusal(resp)
+			o := responseObservation(resp, at) // as the Transport reads it
 			if !plain {
 				opened := int64(0)
 				if !refused {
 					opened = fl.opens
 				}
-				if b, ok := hint.BudgetFrom(resp, at); ok {
+				if o.remaining >= 0 {
 					counter := m.budget.window > 0
-					o := budgetObservation(b) // as the Transport reads it
-					o.seq, o.opened, o.refused, o.rtt = fl.seq, opened, refused, e.at-fl.at
+					o.seq, o.opened, o.rtt = fl.seq, opened, e.at-fl.at
 					m.observe(p, e.at, o)
 					if !counter && m.budget.window > 0 {
 						trace("%.3f counter: a window of %.3f s, a unit every %d µs", float64(e.at-t0)/1e6, float64(m.budget.window)/1e6, m.budget.per)
 					}
-					trace("%.3f observed remaining %d (seq %d of %d: %d left) reset %v: aligned at %.3f", float64(e.at-t0)/1e6, b.Remaining, fl.seq, m.budget.seq, m.budget.remaining, b.Reset, float64(m.learn.alignAt-t0)/1e6)
+					trace("%.3f observed remaining %d (seq %d of %d: %d left) reset %d µs: aligned at %.3f", float64(e.at-t0)/1e6, o.remaining, fl.seq, m.budget.seq, m.budget.remaining, o.reset, float64(m.learn.alignAt-t0)/1e6)
 				} else if opened > 0 || m.budget.probeAt > 0 {
 					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
 				}
@@ -154,7 +154,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			} else {
 				wait, _ := hint.FromAt(resp, body, at)
 				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
-				if alt := altHint(wait, resp, at); alt > 0 { // as the Transport records it
+				if alt := altHint(wait, o); alt > 0 { // as the Transport records it
 					rf.alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
 				}
 				if wait <= 0 {

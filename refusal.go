@@ -82,10 +82,12 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint, alt time.Durat
 	}
 	g.metrics.refusal(s.Provider)
 	g.notePause(k, until, rem, false)
-	if moved && facts.alt > 0 { // the hint may be milliseconds: until says which was read
-		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "hint_as_ms", facts.alt, "remaining", rem, "until", until)
-	} else if moved {
-		g.cfg.Logger.Info("quotagate: provider refused, scope paused", "scope", s.String(), "hint", hint, "remaining", rem, "until", until)
+	if moved {
+		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until}
+		if facts.alt > 0 { // the hint may be milliseconds: until says which was read
+			attrs = append(attrs, "hint_as_ms", facts.alt)
+		}
+		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	} else { // a request already on its way when the scope paused
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
 			"until", until, "absorbed", g.absorbed.add(k.pause+" "+until.String()))

@@ -174,14 +174,14 @@ C.maxPause = tonumber(ARGV[2])
 local nlim = tonumber(ARGV[8])
 local P = pause_load(KEYS[1])
 local ms, probe = tonumber(ARGV[1]), false
-local alt, prec = tonumber(ARGV[7]), tonumber(ARGV[4])
-if alt > 0 and budget_load(KEYS[7]).millis then ms, prec = alt, C.millisPrec end -- refusal.alt
+local B, alt, prec = budget_load(KEYS[7]), tonumber(ARGV[7]), tonumber(ARGV[4])
+if alt > 0 and B.millis then ms, prec = alt, C.millisPrec end -- refusal.alt
 if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
   probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
-if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(budget_load(KEYS[7]), ms, prec) end
+if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
 local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
 if ARGV[3] ~= '2' then local ST = start_load(KEYS[8]); start_end(ST); start_save(ST) end
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))

@@ -103,7 +103,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !refused && gr.opens > 0 && (!taskGrant || sc.task.answered.CompareAndSwap(false, true)) {
 		opened = gr.opens
 	}
-	t.g.observe(ctx, sc.scope, k, resp, gr, gr.probe || opened > 0, opened, rtt)
+	o := responseObservation(resp, t.g.now())
+	o.seq, o.opened, o.rtt = gr.seq, opened, rtt.Microseconds()
+	t.g.observe(ctx, sc.scope, k, o, gr.probe || opened > 0)
 	if !refused {
 		return resp, nil
 	}
@@ -116,7 +118,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
 	}
 	wait, _ := hint.From(resp, prefix)
-	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, resp, t.g.now())); ok && sc.task != nil {
+	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o)); ok && sc.task != nil {
 		sc.task.refused.Store(&p) // the Middleware will not record it again
 	}
 	return resp, nil
@@ -153,7 +155,9 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
-	if err := g.observe(ctx, s, k, resp, gr, report, 0, 0); err != nil {
+	o := responseObservation(resp, g.now())
+	o.seq = gr.seq
+	if err := g.observe(ctx, s, k, o, report); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -170,11 +174,18 @@ func resetPrecision(reset time.Duration) time.Duration {
 	return time.Second
 }
 
-// budgetObservation is the observation of the budget b: its reset, to
-// its precision, and, when the reset is a whole number under a name of
-// seconds, how it may be read otherwise (observation.alt, millis).
-func budgetObservation(b hint.Budget) observation {
-	o := observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit, prec: resetPrecision(b.Reset).Microseconds()}
+// responseObservation is the observation of the budget resp advertises
+// (remaining -1: none): its reset, to its precision, and, when the reset
+// is a whole number under a name of seconds, how it may be read otherwise
+// (observation.alt, millis). The caller sets what the request tells (seq,
+// opened, rtt).
+func responseObservation(resp *http.Response, now time.Time) observation {
+	b, ok := hint.BudgetFrom(resp, now)
+	if !ok {
+		return observation{remaining: -1}
+	}
+	o := observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit, prec: resetPrecision(b.Reset).Microseconds(),
+		refused: isRefusal(resp)}
 	switch b.ResetUnit {
 	case hint.ResetSeconds:
 		o.alt = (b.Reset / 1000).Microseconds() // N seconds read as N ms
@@ -185,10 +196,10 @@ func budgetObservation(b hint.Budget) observation {
 }
 
 // altHint is the refusal's hint wait read as milliseconds when it is the
-// reset of the budget resp advertises, written as a whole number under a
-// name of seconds (refusal.alt), 0 otherwise.
-func altHint(wait time.Duration, resp *http.Response, now time.Time) time.Duration {
-	if b, ok := hint.BudgetFrom(resp, now); ok && b.ResetUnit == hint.ResetSeconds && wait > 0 && wait == b.Reset {
+// reset of o, the budget its response advertises, written as a whole
+// number under a name of seconds (o.alt; refusal.alt), 0 otherwise.
+func altHint(wait time.Duration, o observation) time.Duration {
+	if o.alt > 0 && wait > 0 && wait.Microseconds() == o.reset {
 		return wait / 1000
 	}
 	return 0
@@ -220,15 +231,12 @@ const silentPrune = 1000
 // no budget before it tells Redis again (which ends a first-contact probe).
 const silentFor = 10 * time.Minute
 
-// observe records the budget resp advertises. A response that advertises
-// nothing is recorded only when report is set: it answers a first contact's
-// probe (the scope's peers wait for it), or Observe has not told Redis in a
-// while. rtt is the request's round trip (0 unknown: observation.rtt).
-func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response, gr grant, report bool, opened int64, rtt time.Duration) error {
-	o := observation{remaining: -1, seq: gr.seq, opened: opened}
-	if b, ok := hint.BudgetFrom(resp, g.now()); ok {
-		o = budgetObservation(b)
-		o.seq, o.opened, o.refused, o.rtt = gr.seq, opened, isRefusal(resp), rtt.Microseconds()
+// observe records o, a response's observation (responseObservation). A
+// response that advertises nothing is recorded only when report is set: it
+// answers a first contact's probe (the scope's peers wait for it), or
+// Observe has not told Redis in a while.
+func (g *Gate) observe(ctx context.Context, s Scope, k keys, o observation, report bool) error {
+	if o.remaining >= 0 {
 		g.silent.Delete(k.pause)
 	} else if !report {
 		return nil
@@ -240,7 +248,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k keys, resp *http.Response
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
 		return err
 	}
-	if opened > 0 {
+	if o.opened > 0 {
 		g.slots.wake(k.pause, startAnswerWakes) // a slow start's answer lets two more go
 	}
 	if o.remaining >= 0 {
