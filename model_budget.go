@@ -443,7 +443,8 @@ const millisPrec = 1000
 // 21.11 s). A reset within its precision may be a bucket's next token,
 // whose remaining grows between readings: such readings are read as they
 // are (with the rule, bucket/delta took 36.0–36.8 s in 2 of 9 runs, in none
-// of 7 without it; not traced).
+// of 7 without it; the 36–38 s it still took in about one run of ten was
+// a bucket read as a counter, traced since: see counts).
 func (s budgetState) overtaken(o observation, same bool) bool {
 	return same && o.seq > 0 && o.seq <= s.distSeq && s.distSeq > s.refilled && o.reset > o.prec
 }
@@ -502,10 +503,19 @@ const minCounterWindow = 1_000_000 // µs
 // before the reset may arrive after the window's end and count in the
 // next). A fixed window is whole after its reset, and so is a bucket at its
 // "until full"; a bucket telling its next token does not hold its reset
-// while the budget moves.
+// while the budget moves. The distance between the resets is a window
+// only when the answer came within the first half of it (its reset
+// further ahead than the old one is behind): a bucket's next token is
+// never further ahead than a token's time (rounded up, a precision), so
+// read once a pause has held the scope a second past the reset, it lies
+// two seconds after it (bucket/delta of the matrix, read as a counter of
+// a 2 s window: paced at 5/s where the bucket gives 8, 36.6–37.9 s in
+// about one run of ten, where the ideal is 23.75 s). A counter read so
+// late in its window is read at its next reset.
 func counts(s *budgetState, now int64, o observation, u, lim int64) bool {
 	return s.known && s.held && s.reset > 0 && s.reset <= now && o.seq > s.refilled && s.refilled > 0 &&
-		u-s.reset >= max(2*o.prec, minCounterWindow) && lim-o.remaining-(o.seq-s.refilled) > s.refilled-s.distSeq
+		u-s.reset >= max(2*o.prec, minCounterWindow) && u-now > now-s.reset &&
+		lim-o.remaining-(o.seq-s.refilled) > s.refilled-s.distSeq
 }
 
 // paced reports whether a reset that moved later by move while k units
@@ -563,7 +573,8 @@ local function budget_roll(B)
 end
 local function budget_counts(B, rem, u, lim, prec, seq)
   return B.known and B.held and B.reset > 0 and B.reset <= now_us and seq > B.refilled and B.refilled > 0
-    and u - B.reset >= math.max(2 * prec, C.minCounterWindow) and lim - rem - (seq - B.refilled) > B.refilled - B.distSeq
+    and u - B.reset >= math.max(2 * prec, C.minCounterWindow) and u - now_us > now_us - B.reset
+    and lim - rem - (seq - B.refilled) > B.refilled - B.distSeq
 end
 `
 

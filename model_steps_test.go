@@ -875,13 +875,20 @@ func TestBudgetCounterSteps(t *testing.T) {
 		reset     int64
 		afterRem  int64
 		afterDist int64
+		late      int64 // the probe went this long after the reset (0: 10 ms)
 	}{
-		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms},
-		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec},
+		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms, 0},
+		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec, 0},
 		// Discord's X-RateLimit-Reset-After: the burst spent under one next
 		// token (its reset held while the budget moved), the probe at it
 		// answered 0 left, the next token 125 ms on (minCounterWindow).
-		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms},
+		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms, 0},
+		// A refusal's pause held the scope past the reset: the first
+		// reading after it lies two seconds after the reset (bucket/delta
+		// of the matrix, read as a counter of a 2 s window: paced at 5/s
+		// for a bucket of 8/s, 36.6-37.9 s where the ideal is 23.75 s).
+		{"a next token rounded up to the second, read a second after the reset", sec, []int64{2, 1, 0}, sec, 7, sec, 1030 * ms},
+		{"a next token to the millisecond, read a second after the reset", ms, []int64{2, 1, 0}, 120 * ms, 7, 125 * ms, 1030 * ms},
 	} {
 		var w budgetState
 		w.spend(p, T0, 1, budgetVerdict{probe: true})
@@ -893,11 +900,29 @@ func TestBudgetCounterSteps(t *testing.T) {
 			w.observe(T0+50*ms, observation{remaining: r, reset: c.reset, limit: 10, prec: c.prec, seq: w.seq})
 		}
 		at := w.reset + 10*ms
+		if c.late > 0 {
+			at = w.reset + c.late
+		}
 		w.spend(p, at, 1, budgetVerdict{probe: true})
 		w.observe(at+25*ms, observation{remaining: c.afterRem, reset: c.afterDist, limit: 10, prec: c.prec, seq: w.seq})
 		if w.window != 0 {
 			t.Errorf("%s: read as a counter: %+v", c.name, w)
 		}
+	}
+	// A counter whose probe a pause held 2 s past the reset: its answer,
+	// 3 s from the next window's end, is still read as a counter's (5 s
+	// between the resets).
+	var late budgetState
+	late.spend(p, T0, 1, budgetVerdict{probe: true})
+	late.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
+	for i := range int64(9) {
+		late.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
+		late.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
+	}
+	late.spend(p, T0+7025*ms, 1, budgetVerdict{probe: true})
+	late.observe(T0+7050*ms, observation{remaining: 4, reset: 3 * sec, limit: 10, prec: sec, seq: 11})
+	if late.window != 5*sec {
+		t.Errorf("a counter read 2 s into its window: %+v, want a counter of a 5 s window", late)
 	}
 	// A fixed window whose last request, sent before the reset, arrives
 	// after the window's end and counts in the next: the probe finds one
