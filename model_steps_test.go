@@ -818,6 +818,7 @@ func TestBudgetCounterSteps(t *testing.T) {
 	if b.window != 0 || !b.held || b.reset != T0+5025*ms {
 		t.Fatalf("the first window spent: %+v, want a window's budget (its reset held) until 5.025 s", b)
 	}
+	spent := b // the first window spent, for a probe sent late (below)
 	if v := spend(T0 + 5100*ms); !v.probe {
 		t.Fatalf("past the reset: %+v, want a probe", v)
 	}
@@ -875,14 +876,14 @@ func TestBudgetCounterSteps(t *testing.T) {
 		reset     int64
 		afterRem  int64
 		afterDist int64
-		late      int64 // the probe went this long after the reset (0: 10 ms)
+		late      int64 // the probe went this long after the reset
 	}{
-		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms, 0},
-		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec, 0},
+		{"a bucket's next token", ms, []int64{0, 0}, 120 * ms, 0, 125 * ms, 10 * ms},
+		{"a next token rounded up to the second", sec, []int64{2, 1, 0}, sec, 7, sec, 10 * ms},
 		// Discord's X-RateLimit-Reset-After: the burst spent under one next
 		// token (its reset held while the budget moved), the probe at it
 		// answered 0 left, the next token 125 ms on (minCounterWindow).
-		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms, 0},
+		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms, 10 * ms},
 		// A refusal's pause held the scope past the reset: the first
 		// reading after it lies two seconds after the reset (bucket/delta
 		// of the matrix, read as a counter of a 2 s window: paced at 5/s
@@ -899,10 +900,7 @@ func TestBudgetCounterSteps(t *testing.T) {
 			}
 			w.observe(T0+50*ms, observation{remaining: r, reset: c.reset, limit: 10, prec: c.prec, seq: w.seq})
 		}
-		at := w.reset + 10*ms
-		if c.late > 0 {
-			at = w.reset + c.late
-		}
+		at := w.reset + c.late
 		w.spend(p, at, 1, budgetVerdict{probe: true})
 		w.observe(at+25*ms, observation{remaining: c.afterRem, reset: c.afterDist, limit: 10, prec: c.prec, seq: w.seq})
 		if w.window != 0 {
@@ -912,13 +910,7 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// A counter whose probe a pause held 2 s past the reset: its answer,
 	// 3 s from the next window's end, is still read as a counter's (5 s
 	// between the resets).
-	var late budgetState
-	late.spend(p, T0, 1, budgetVerdict{probe: true})
-	late.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
-	for i := range int64(9) {
-		late.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
-		late.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
-	}
+	late := spent
 	late.spend(p, T0+7025*ms, 1, budgetVerdict{probe: true})
 	late.observe(T0+7050*ms, observation{remaining: 4, reset: 3 * sec, limit: 10, prec: sec, seq: 11})
 	if late.window != 5*sec {
