@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // BenchmarkAdmit measures one admission (one round trip to a real
@@ -59,7 +60,7 @@ func BenchmarkAdmitPausedScopes(b *testing.B) {
 		b.Run(fmt.Sprintf("scopes=%d", n), func(b *testing.B) {
 			g := New(rdb, Config{Prefix: srv.Prefix(b)})
 			ctx := context.Background()
-			scopes := make([]keys, n)
+			scopes := make([]schema.Keys, n)
 			for i := range scopes {
 				s := Scope{Provider: "p", Account: strconv.Itoa(i)}
 				if _, err := g.Pause(ctx, s, time.Hour); err != nil {

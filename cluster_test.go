@@ -81,7 +81,7 @@ func scopesOnEveryMaster(t *testing.T, rdb *redis.ClusterClient, prefix, provide
 			t.Fatalf("1000 scopes landed on %d masters only", len(byMaster))
 		}
 		s := Scope{Provider: provider, Account: "acct-" + strconv.Itoa(i)}
-		m, err := rdb.MasterForKey(context.Background(), scopeKeys(prefix, s).pause)
+		m, err := rdb.MasterForKey(context.Background(), scopeKeys(prefix, s).Pause)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestClusterStoreAcrossMasters(t *testing.T) {
 		if err != nil || p.Remaining <= 0 || p.Remaining > d {
 			t.Fatalf("Pause(%v, %v) on %s = %v, %v", s, d, masters[i], p, err)
 		}
-		checkExpireAt(t, rdb, scopeKeys(prefix, s).pause, p.Until)
+		checkExpireAt(t, rdb, scopeKeys(prefix, s).Pause, p.Until)
 		pauses[i] = p
 	}
 	for i, s := range scopes {

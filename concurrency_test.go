@@ -120,7 +120,7 @@ func TestConcurrentEndToEnd(t *testing.T) {
 		}
 		k := scopeKeys(e.b.prefix, s)
 		e.waitFor("every lease released", func() bool {
-			left, err := e.b.rdb.ZCard(context.Background(), k.limit(0, l)).Result()
+			left, err := e.b.rdb.ZCard(context.Background(), limitKey(k, 0, l)).Result()
 			return err == nil && left == 0
 		})
 	})

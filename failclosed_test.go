@@ -43,7 +43,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 			if err := g.admit(ctx, cached, 1, false); err != nil {
 				t.Fatalf("admit on a live Redis: %v", err)
 			}
-			return g.open.fresh(scopeKeys(prefix, cached).pause)
+			return g.open.fresh(scopeKeys(prefix, cached).Pause)
 		})
 	}
 	storeDown := func(what string, err error) {
@@ -70,7 +70,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 	// no call has failed yet.
 	srv.Suspend(t)
 	now.Add(int64(closed.cfg.StoreTimeout))
-	if closed.open.fresh(scopeKeys(prefix, cached).pause) {
+	if closed.open.fresh(scopeKeys(prefix, cached).Pause) {
 		t.Error("fail closed: the cache is trusted a StoreTimeout after Redis last answered")
 	}
 	storeDown("fail closed, the cached scope after a silence", closed.admit(ctx, cached, 1, false))

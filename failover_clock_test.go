@@ -72,7 +72,7 @@ func runClockSkew(t *testing.T, shift time.Duration) {
 	rc := s.NodeClient(t, s.Replica(t))
 	eventuallyWithin(t, foWait, "the replica has both pauses", func() bool {
 		for _, g := range []*Gate{remembers, forgets} {
-			if n, err := rc.Exists(ctx, scopeKeys(g.cfg.Prefix, sc).pause).Result(); err != nil || n != 1 {
+			if n, err := rc.Exists(ctx, scopeKeys(g.cfg.Prefix, sc).Pause).Result(); err != nil || n != 1 {
 				return false
 			}
 		}
@@ -151,10 +151,10 @@ func TestFailoverClusterDefaultReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bare.Get(ctx, k.pause).Err(); err != nil { // its layout is loaded
+	if err := bare.Get(ctx, k.Pause).Err(); err != nil { // its layout is loaded
 		t.Fatal(err)
 	}
-	m, err := rdb.MasterForKey(ctx, k.pause)
+	m, err := rdb.MasterForKey(ctx, k.Pause)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestFailoverClusterDefaultReload(t *testing.T) {
 		return err == nil && !st.Until.Before(p.Until)
 	})
 	took := time.Since(promotedAt)
-	bareErr := bare.Get(ctx, k.pause).Err()
+	bareErr := bare.Get(ctx, k.Pause).Err()
 	t.Logf("the gate answered from the new master, paused, %v after the promotion (re-asserted: %d); a bare client with the same defaults then: %v",
 		took.Round(time.Millisecond), g.mem.reasserted.Load(), bareErr)
 	if took > foStoreTimeout+foSlack {

@@ -52,7 +52,7 @@ func clusterLossTarget(t *testing.T) lossTarget {
 		prefix: func(t *testing.T) string { return c.Prefix(t) },
 		client: func(t *testing.T) redis.UniversalClient { return c.Client(t) },
 		masterOf: func(t *testing.T, s Scope) string {
-			m, err := probe.MasterForKey(context.Background(), scopeKeys("x", s).pause)
+			m, err := probe.MasterForKey(context.Background(), scopeKeys("x", s).Pause)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,14 +210,14 @@ func runLostPause(t *testing.T, target lossTarget) {
 			if err != nil || st.Until.IsZero() {
 				t.Fatalf("State(%v) after the refusal = %v, %v; want paused", s, st, err)
 			}
-			recorded[scopeKeys(f.prefix, s).pause] = st.Until.UnixMilli()
+			recorded[scopeKeys(f.prefix, s).Pause] = st.Until.UnixMilli()
 		}
 	}
 	// Gate 1 of the fleets that remember heard every pause announced.
 	for _, f := range fleets[:2] {
 		eventuallyWithin(t, foWait, "gate 1 heard the pauses announced", func() bool {
 			for _, s := range f.scopes {
-				if e, ok := f.gates[1].mem.get(scopeKeys(f.prefix, s).pause, time.Now()); !ok || e.untilMs != recorded[scopeKeys(f.prefix, s).pause] {
+				if e, ok := f.gates[1].mem.get(scopeKeys(f.prefix, s).Pause, time.Now()); !ok || e.untilMs != recorded[scopeKeys(f.prefix, s).Pause] {
 					return false
 				}
 			}
@@ -303,7 +303,7 @@ func runLostPause(t *testing.T, target lossTarget) {
 		var worst time.Duration
 		missing := 0
 		for _, s := range f.scopes {
-			key := scopeKeys(f.prefix, s).pause
+			key := scopeKeys(f.prefix, s).Pause
 			d, ok := back[key]
 			if !ok {
 				missing++

@@ -89,7 +89,7 @@ func clusterTarget(t *testing.T, kill bool) foTarget {
 		client: func(t *testing.T) redis.UniversalClient { return c.Client(t) },
 		masterOf: func(t *testing.T, s Scope) string {
 			// The scope's keys share the hash tag {provider:account}
-			// (DESIGN.md, Keys): the tag alone routes to their slot.
+			// (DESIGN.md, schema.Keys): the tag alone routes to their slot.
 			m, err := probe.MasterForKey(context.Background(), "{"+s.Provider+":"+s.Account+"}")
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -203,7 +205,7 @@ func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "quotagate"
 	}
-	c.Prefix = braceEscaper.Replace(c.Prefix) // the scope's tag must stay the hash tag
+	c.Prefix = schema.Prefix(c.Prefix) // the scope's tag must stay the hash tag
 	def(&c.MaxPause, 12*time.Hour)
 	c.MaxPause = max(c.MaxPause, MinPause)
 	def(&c.FallbackPause, time.Minute)
@@ -402,8 +404,8 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 }
 
 // pause is Pause for a valid scope s whose keys are k.
-func (g *Gate) pause(ctx context.Context, s Scope, k keys, d time.Duration, r refusalFacts) (Pause, error) {
-	g.open.forget(k.pause) // before the round trip: this worker stops at once
+func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r refusalFacts) (Pause, error) {
+	g.open.forget(k.Pause) // before the round trip: this worker stops at once
 	until, rem, _, err := g.store.pause(ctx, k, g.clamp(d), r, g.limitsOf(s)...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
@@ -443,8 +445,8 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	g.open.forget(scopeKeys(g.cfg.Prefix, s).pause)
-	g.mem.drop(scopeKeys(g.cfg.Prefix, s).pause)
+	g.open.forget(scopeKeys(g.cfg.Prefix, s).Pause)
+	g.mem.drop(scopeKeys(g.cfg.Prefix, s).Pause)
 	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}

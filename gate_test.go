@@ -92,7 +92,7 @@ func TestGatePauseSteps(t *testing.T) {
 					if !state.Until.IsZero() || state.Remaining != 0 {
 						t.Errorf("step %d: State = %v, want open", i, state)
 					}
-					if c.mr.Exists(k.pause) {
+					if c.mr.Exists(k.Pause) {
 						t.Errorf("step %d: open, yet the pause key exists", i)
 					}
 					continue
@@ -100,10 +100,10 @@ func TestGatePauseSteps(t *testing.T) {
 				if !state.Until.Equal(t0.Add(st.until)) {
 					t.Errorf("step %d: State.Until = %v, want t0+%v", i, state.Until, st.until)
 				}
-				if ttl := c.mr.TTL(k.pause); ttl != st.remaining {
+				if ttl := c.mr.TTL(k.Pause); ttl != st.remaining {
 					t.Errorf("step %d: TTL %v, want the remaining %v (expiry at the deadline)", i, ttl, st.remaining)
 				}
-				if v, _ := c.mr.Get(k.pause); v != strconv.FormatInt(t0.Add(st.until).UnixMilli(), 10) {
+				if v, _ := c.mr.Get(k.Pause); v != strconv.FormatInt(t0.Add(st.until).UnixMilli(), 10) {
 					t.Errorf("step %d: record %q, want Unix ms %d", i, v, t0.Add(st.until).UnixMilli())
 				}
 			}
@@ -131,7 +131,7 @@ func TestGatePause(t *testing.T) {
 				t.Fatalf("Pause(20s).Remaining = %v", p1.Remaining)
 			}
 			if e.real() {
-				checkExpireAt(t, e.rdb, k.pause, p1.Until)
+				checkExpireAt(t, e.rdb, k.Pause, p1.Until)
 			} else {
 				e.clock.advance(3 * time.Second)
 			}
@@ -152,7 +152,7 @@ func TestGatePause(t *testing.T) {
 				t.Errorf("longer Pause = %v, %v; want a deadline after %v", p3, err, p1.Until)
 			}
 			if e.real() {
-				checkExpireAt(t, e.rdb, k.pause, p3.Until)
+				checkExpireAt(t, e.rdb, k.Pause, p3.Until)
 			}
 
 			// Other scopes are not paused.
@@ -206,7 +206,7 @@ func TestGateClamp(t *testing.T) {
 		if p.Remaining != tc.want || !p.Until.Equal(t0.Add(tc.want)) {
 			t.Errorf("MaxPause %v: Pause(%v) = %v; want %v", tc.maxPause, tc.d, p, tc.want)
 		}
-		if ttl := c.mr.TTL(scopeKeys("quotagate", Scope{Provider: "ups"}).pause); ttl != tc.want {
+		if ttl := c.mr.TTL(scopeKeys("quotagate", Scope{Provider: "ups"}).Pause); ttl != tc.want {
 			t.Errorf("MaxPause %v: Pause(%v) left TTL %v, want %v", tc.maxPause, tc.d, ttl, tc.want)
 		}
 	}
@@ -446,7 +446,7 @@ func TestGateWrongTypeIsMalformed(t *testing.T) {
 			e := b.open(t)
 			ctx := context.Background()
 			s := Scope{Provider: "ups", Account: "acct-1"}
-			if err := e.rdb.HSet(ctx, scopeKeys(e.prefix, s).pause, "f", "v").Err(); err != nil {
+			if err := e.rdb.HSet(ctx, scopeKeys(e.prefix, s).Pause, "f", "v").Err(); err != nil {
 				t.Fatal(err)
 			}
 			g := New(e.rdb, Config{Prefix: e.prefix, StoreTimeout: 10 * time.Second})
@@ -658,7 +658,7 @@ func TestMaxHolders(t *testing.T) {
 	eventually(t, "the first worker holds", func() bool {
 		g.holders.mu.Lock()
 		defer g.holders.mu.Unlock()
-		return g.holders.n[scopeKeys(g.cfg.Prefix, s).pause] == 1
+		return g.holders.n[scopeKeys(g.cfg.Prefix, s).Pause] == 1
 	})
 	var d *Deferral
 	if err := g.admit(context.Background(), s, 1, false); !errors.As(err, &d) || d.Reason != ReasonPaused {

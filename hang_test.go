@@ -49,7 +49,7 @@ func TestHangBoundsGoroutines(t *testing.T) {
 	// of its own).
 	var warm sync.WaitGroup
 	for range workers {
-		warm.Go(func() { rdb.BLPop(ctx, 100*time.Millisecond, k.pause+":warm") })
+		warm.Go(func() { rdb.BLPop(ctx, 100*time.Millisecond, k.Pause+":warm") })
 	}
 	warm.Wait()
 	if n := rdb.PoolStats().IdleConns; n < workers {

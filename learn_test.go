@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // step is one admission of a table: advance the miniredis clock, then admit
@@ -16,7 +18,7 @@ type step struct {
 	wait    time.Duration
 }
 
-func runSteps(t *testing.T, c *miniClock, st *store, k keys, steps []step) {
+func runSteps(t *testing.T, c *miniClock, st *store, k schema.Keys, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		c.advance(s.advance)
@@ -107,13 +109,13 @@ func TestAdmitStackedLimits(t *testing.T) {
 	// Nothing of the refused admission was spent: the TAT is the third
 	// admission's, and the window holds 3.
 	tatUS := t0.Add(300 * ms).UnixMicro()
-	if got, _ := c.mr.Get(k.limit(0, PerSecond(10, 2))); got != strconv.FormatInt(tatUS, 10) {
+	if got, _ := c.mr.Get(limitKey(k, 0, PerSecond(10, 2))); got != strconv.FormatInt(tatUS, 10) {
 		t.Errorf("TAT = %s, want %d", got, tatUS)
 	}
-	if got := c.mr.HGet(k.limit(1, FixedWindow(3, time.Second)), strconv.FormatInt(t0.UnixMicro(), 10)); got != "3" {
+	if got := c.mr.HGet(limitKey(k, 1, FixedWindow(3, time.Second)), strconv.FormatInt(t0.UnixMicro(), 10)); got != "3" {
 		t.Errorf("window count = %q, want 3", got)
 	}
-	if k.limit(0, PerSecond(1, 1)) != k.tat || k.limit(1, FixedWindow(3, time.Second)) != k.base+"win2" {
-		t.Errorf("limit keys %q %q", k.limit(0, PerSecond(1, 1)), k.limit(1, FixedWindow(3, time.Second)))
+	if limitKey(k, 0, PerSecond(1, 1)) != k.Tat || limitKey(k, 1, FixedWindow(3, time.Second)) != k.Base+"win2" {
+		t.Errorf("limit keys %q %q", limitKey(k, 0, PerSecond(1, 1)), limitKey(k, 1, FixedWindow(3, time.Second)))
 	}
 }

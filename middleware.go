@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/hibiken/asynq"
 )
 
@@ -57,7 +59,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			}
 			at := attemptOf(ctx, t)
 			k := scopeKeys(g.cfg.Prefix, s)
-			g.holders.enter(k.pause, g.now())
+			g.holders.enter(k.Pause, g.now())
 			c := g.classOf(ctx, t)
 			gr, err := g.admission(ctx, s, k, g.cost(t), at.last, c, true)
 			if err != nil {
@@ -91,7 +93,7 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 		return
 	}
-	g.slots.wake(ta.keys.pause, startAnswerWakes) // a slow start's answer lets two more go
+	g.slots.wake(ta.keys.Pause, startAnswerWakes) // a slow start's answer lets two more go
 }
 
 // releaseTask releases the lease of the task's admission, unless its
@@ -109,7 +111,7 @@ func (g *Gate) releaseTask(ctx context.Context, s Scope, ta *taskAdmission) {
 // (a store that stalled a moment answers again: the measured failures were
 // timeouts of a loaded machine), and then logged: the lease expires by
 // itself (Limit.Period), its slot lost until then.
-func (g *Gate) release(ctx context.Context, s Scope, k keys, gr grant) {
+func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant) {
 	if gr.lease == "" {
 		return
 	}
@@ -122,7 +124,7 @@ func (g *Gate) release(ctx context.Context, s Scope, k keys, gr grant) {
 			}
 		}()
 	}
-	g.slots.wake(k.pause, gr.cost)
+	g.slots.wake(k.Pause, gr.cost)
 }
 
 // refused records the refusal that the handler returned in err (unless the
@@ -179,10 +181,10 @@ type grant struct {
 // waiter's place first (holders.join): without one, the admission reserves
 // no slot ahead (admitRequest.nowOnly) and any wait is a deferral, so one
 // scope's waiting never takes every worker from the other scopes' tasks.
-func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
+func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
-	if len(ls) == 0 && g.open.fresh(k.pause) {
-		g.uncounted.add(k.pause, int64(cost))
+	if len(ls) == 0 && g.open.fresh(k.Pause) {
+		g.uncounted.add(k.Pause, int64(cost))
 		g.metrics.admission(s.Provider, c, outcomeAdmitted)
 		return gr, nil
 	}
@@ -193,15 +195,15 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 	var inFlight time.Duration // held so far for a slot in flight
 	for {
 		gen := g.open.begin()
-		counts := g.uncounted.take(k.pause)
+		counts := g.uncounted.take(k.Pause)
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
-		joined := worker && g.holders.join(k.pause, g.inside.Load(), g.now(), mustHold)
+		joined := worker && g.holders.join(k.Pause, g.inside.Load(), g.now(), mustHold)
 		leave := func() {
 			if joined {
 				joined = false
-				g.holders.leave(k.pause)
+				g.holders.leave(k.Pause)
 			}
 		}
 		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: lease,
@@ -209,7 +211,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 		switch {
 		case err != nil:
 			leave() // nothing reserved to wait for: a deferral, or fail open or closed
-			g.uncounted.add(k.pause, counts)
+			g.uncounted.add(k.Pause, counts)
 			if lease != "" {
 				// The script may have taken the lease before the call failed:
 				// give it back (a lease never taken is released as nothing),
@@ -246,7 +248,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 		switch v.act {
 		case run:
 			if a.cacheable {
-				g.open.remember(k.pause, gen)
+				g.open.remember(k.Pause, gen)
 			}
 			g.metrics.admission(s.Provider, c, outcomeAdmitted)
 			g.metrics.wait(s.Provider, c, v.wait)
@@ -261,7 +263,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			return gr, nil
 		case holdPause:
 			slot := a.reason == reasonInFlight
-			if slot && inFlight >= p.maxHold || worker && !joined || !g.holders.acquire(k.pause, c, v.holders) {
+			if slot && inFlight >= p.maxHold || worker && !joined || !g.holders.acquire(k.Pause, c, v.holders) {
 				leave()
 				return gr, g.deferred(s, c, v.deferral)
 			}
@@ -269,12 +271,12 @@ func (g *Gate) admission(ctx context.Context, s Scope, k keys, cost int, mustHol
 			g.metrics.wait(s.Provider, c, v.wait)
 			if slot {
 				t0 := g.now()
-				err = g.slots.wait(ctx, k.pause, v.wait)
+				err = g.slots.wait(ctx, k.Pause, v.wait)
 				inFlight += max(g.now().Sub(t0), time.Millisecond)
 			} else {
 				err = sleep(ctx, v.wait)
 			}
-			g.holders.release(k.pause, c)
+			g.holders.release(k.Pause, c)
 			leave()
 		case hold:
 			g.metrics.admission(s.Provider, c, outcomeHeld)

@@ -217,13 +217,13 @@ func TestConcurrentState(t *testing.T) {
 	if err != nil || gr.lease == "" {
 		t.Fatalf("after a release: %+v, %v; want admitted", gr, err)
 	}
-	if !c.mr.Exists(k.limit(0, l)) {
+	if !c.mr.Exists(limitKey(k, 0, l)) {
 		t.Fatal("no leases in Redis")
 	}
 	if err := g.Resume(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if c.mr.Exists(k.limit(0, l)) {
+	if c.mr.Exists(limitKey(k, 0, l)) {
 		t.Fatal("Resume left the leases")
 	}
 	for i := range 2 {

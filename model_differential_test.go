@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -293,7 +295,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
-			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
+			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start},
 				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt,
 				e.obs.alt, boolArg(e.obs.millis))
 			if err != nil {
@@ -368,8 +370,8 @@ const (
 	diffLend    = 2 * time.Second
 )
 
-func refuseKeys(k keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget, k.start}, nil)
+func refuseKeys(k schema.Keys, ls []Limit) []string {
+	ks, _ := limitArgs(k, ls, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start}, nil)
 	return ks
 }
 
@@ -381,14 +383,14 @@ func refuseArgs(st *store, ls []Limit, e diffEvent) []any {
 	if e.operator {
 		hinted = 2
 	}
-	_, args := limitArgs(keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts, e.alt})
+	_, args := limitArgs(schema.Keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts, e.alt})
 	return args
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
 // as the scripts read them: the loader the differential test compares
 // with, written apart from the Lua.
-func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p params, now int64) scopeState {
+func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limit, p params, now int64) scopeState {
 	ctx := context.Background()
 	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
 	hash := func(key string) map[string]string {
@@ -402,7 +404,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 	windows := func(key string) *windowState {
 		w := &windowState{counts: map[int64]int64{}}
 		for f, v := range hash(key) {
-			if f == fieldOrigin {
+			if f == schema.FieldOrigin {
 				w.origin = num(v)
 			} else {
 				w.counts[num(f)] = num(v)
@@ -424,22 +426,22 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 		return log
 	}
 	var s scopeState
-	s.pause.untilMs = get(k.pause)
-	by, _ := rdb.Get(ctx, k.pauseBy).Result()
+	s.pause.untilMs = get(k.Pause)
+	by, _ := rdb.Get(ctx, k.PauseBy).Result()
 	s.pause.operator = by == "operator"
-	s.line.next = get(k.line)
-	s.iline.next = get(k.iline)
-	c := hash(k.class)
+	s.line.next = get(k.Line)
+	s.iline.next = get(k.ILine)
+	c := hash(k.Class)
 	s.class = classState{seen: num(c["seen"]), claims: num(c["claims"]), claimed: num(c["claimed"])}
 	for i, l := range ls {
 		if l.Fixed {
-			s.limits = append(s.limits, limitState{fixed: true, win: windows(k.limit(i, l))})
+			s.limits = append(s.limits, limitState{fixed: true, win: windows(limitKey(k, i, l))})
 		} else if l.Sliding {
-			s.limits = append(s.limits, limitState{sliding: true, log: zlog(k.limit(i, l)), win: &windowState{}})
+			s.limits = append(s.limits, limitState{sliding: true, log: zlog(limitKey(k, i, l)), win: &windowState{}})
 		} else if l.Concurrent {
-			zs, err := rdb.ZRangeWithScores(ctx, k.limit(i, l), 0, -1).Result()
+			zs, err := rdb.ZRangeWithScores(ctx, limitKey(k, i, l), 0, -1).Result()
 			if err != nil {
-				t.Fatalf("ZRANGE %s: %v", k.limit(i, l), err)
+				t.Fatalf("ZRANGE %s: %v", limitKey(k, i, l), err)
 			}
 			var ls []lease
 			for _, z := range zs {
@@ -449,25 +451,25 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k keys, ls []Limit, p pa
 			slices.SortFunc(ls, compareLeases)
 			s.limits = append(s.limits, limitState{concurrent: true, leases: ls, win: &windowState{}})
 		} else {
-			s.limits = append(s.limits, limitState{tat: get(k.limit(i, l)), win: &windowState{}})
+			s.limits = append(s.limits, limitState{tat: get(limitKey(k, i, l)), win: &windowState{}})
 		}
 	}
-	b := hash(k.budget)
+	b := hash(k.Budget)
 	_, known := b["remaining"]
 	s.budget = budgetState{known: known, remaining: num(b["remaining"]), reset: num(b["reset"]), limit: num(b["limit"]),
 		seq: num(b["seq"]), refilled: num(b["refilled"]), probeAt: num(b["probeAt"]), silent: b["silent"] == "1", expires: num(b["expires"]),
 		per: num(b["per"]), at: num(b["at"]), dist: num(b["dist"]), distSeq: num(b["distSeq"]),
 		window: num(b["window"]), first: num(b["first"]), held: b["held"] == "1", down: b["down"] == "1", answered: num(b["answered"]),
 		millis: b["millis"] == "1"}
-	l := hash(k.learn)
+	l := hash(k.Learn)
 	s.learn = learnState{limit: num(l["limit"]), window: num(l["window"]), best: num(l["best"]), since: num(l["since"]),
 		admits: num(l["admits"]), alignAt: num(l["alignAt"]), alignPrec: num(l["alignPrec"]), absorb: num(l["absorb"]),
 		refused: num(l["refused"]), probeAt: num(l["probeAt"]), frozen: num(l["frozen"]), secondary: num(l["secondary"]), paced: num(l["paced"]), expires: num(l["expires"])}
-	s.lwin = *windows(k.learnWin)
-	s.llog = limitState{sliding: true, log: zlog(k.learnLog)}
-	f := hash(k.fallback)
+	s.lwin = *windows(k.LearnWin)
+	s.llog = limitState{sliding: true, log: zlog(k.LearnLog)}
+	f := hash(k.Fallback)
 	s.fall = fallbackState{level: num(f["level"]), probeAt: num(f["probeAt"]), expires: num(f["expires"])}
-	g := hash(k.start)
+	g := hash(k.Start)
 	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
 		over: g["over"] == "1", expires: num(g["expires"])}
 	s.normalize(p, now)

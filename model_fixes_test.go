@@ -45,7 +45,7 @@ func TestResumeLiftsEverything(t *testing.T) {
 	if err := g.admit(ctx, s, 1, false); err != nil {
 		t.Errorf("after Resume: %v, want admitted at once", err)
 	}
-	for _, key := range []string{k.pause, k.line} {
+	for _, key := range []string{k.Pause, k.Line} {
 		if c.mr.Exists(key) {
 			t.Errorf("%s left after Resume", key)
 		}
@@ -126,7 +126,7 @@ func TestProbeAfterVerdict(t *testing.T) {
 	if err := g.admit(ctx, s, 1, false); err == nil {
 		t.Fatal("admitted while paused")
 	}
-	if c.mr.Exists(scopeKeys("qgtest", s).budget) {
+	if c.mr.Exists(scopeKeys("qgtest", s).Budget) {
 		t.Error("a deferred first contact marked a probe")
 	}
 }

@@ -93,7 +93,7 @@ func TestSlidingState(t *testing.T) {
 		t.Fatalf("State = %+v, %v; want a limit backlog of %v", st, err, want)
 	}
 	k := scopeKeys("qgtest", s)
-	if !c.mr.Exists(k.limit(0, SlidingWindow(3, 10*time.Second))) {
+	if !c.mr.Exists(limitKey(k, 0, SlidingWindow(3, 10*time.Second))) {
 		t.Fatal("no log in Redis")
 	}
 	if err := g.Resume(ctx, s); err != nil {

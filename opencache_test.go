@@ -112,7 +112,7 @@ func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
 	t.Cleanup(func() { g.Close() })
 	ctx := context.Background()
 	s := Scope{Provider: "ups"}
-	k := scopeKeys(g.cfg.Prefix, s).pause
+	k := scopeKeys(g.cfg.Prefix, s).Pause
 	eventually(t, "the scope is remembered open", func() bool {
 		g.admit(ctx, s, 1, false)
 		return g.open.fresh(k)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,7 +74,7 @@ type scanPage struct {
 // pausedScopes returns the scopes of the pause keys found by SCAN, at most
 // limit of them (then with ErrTruncated).
 func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
-	pattern := scopeKeyPattern(g.cfg.Prefix)
+	pattern := schema.KeyPattern(g.cfg.Prefix)
 	var (
 		mu        sync.Mutex
 		seen      = make(map[Scope]bool)

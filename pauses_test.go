@@ -24,7 +24,7 @@ var oddScopes = []Scope{
 func TestScopeOfPauseKey(t *testing.T) {
 	for _, prefix := range []string{"quotagate", "q:x", "q%7B", "*"} {
 		for _, s := range oddScopes {
-			key := scopeKeys(prefix, s).pause
+			key := scopeKeys(prefix, s).Pause
 			if got, ok := scopeOfPauseKey(prefix, key); !ok || got != s {
 				t.Errorf("prefix %q: %q decodes to %+v, %v; want %+v", prefix, key, got, ok, s)
 			}
@@ -57,18 +57,18 @@ func TestScopeOfPauseKey(t *testing.T) {
 // from its key, and every key that decodes is the key of what it decodes to.
 func FuzzScopeOfPauseKey(f *testing.F) {
 	for _, s := range oddScopes {
-		f.Add(s.Provider, s.Account, scopeKeys("quotagate", s).pause)
+		f.Add(s.Provider, s.Account, scopeKeys("quotagate", s).Pause)
 	}
 	f.Add("ups", "a", "quotagate:{ups:a%3a}:pause")
 	f.Fuzz(func(t *testing.T, provider, account, key string) {
 		s := Scope{Provider: provider, Account: account}
 		if s.Validate() == nil {
-			if got, ok := scopeOfPauseKey("quotagate", scopeKeys("quotagate", s).pause); !ok || got != s {
+			if got, ok := scopeOfPauseKey("quotagate", scopeKeys("quotagate", s).Pause); !ok || got != s {
 				t.Errorf("%+v round-trips to %+v, %v", s, got, ok)
 			}
 		}
 		if got, ok := scopeOfPauseKey("quotagate", key); ok {
-			if back := scopeKeys("quotagate", got).pause; back != key {
+			if back := scopeKeys("quotagate", got).Pause; back != key {
 				t.Errorf("%q decodes to %+v whose key is %q", key, got, back)
 			}
 		}
@@ -102,16 +102,16 @@ func TestPausesList(t *testing.T) {
 				t.Fatal(err)
 			}
 			limited := Scope{Provider: "limited"}
-			if err := e.rdb.Set(ctx, scopeKeys(prefix, limited).tat, "1", 0).Err(); err != nil {
+			if err := e.rdb.Set(ctx, scopeKeys(prefix, limited).Tat, "1", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			now := redisNow(t, e.rdb)
 			for key, v := range map[string]any{
 				prefix + ":{foreign}:pause":                             now.Add(time.Hour).UnixMilli(),
-				scopeKeys(prefix, Scope{Provider: "bad"}).pause:         "soon",
-				scopeKeys(prefix, Scope{Provider: "past"}).pause:        now.Add(-time.Second).UnixMilli(),
-				scopeKeys(prefix, Scope{Provider: "far"}).pause:         now.Add(13 * time.Hour).UnixMilli(), // beyond MaxPause
-				scopeKeys(prefix, Scope{Provider: "wrong"}).pause + "x": now.Add(time.Hour).UnixMilli(),
+				scopeKeys(prefix, Scope{Provider: "bad"}).Pause:         "soon",
+				scopeKeys(prefix, Scope{Provider: "past"}).Pause:        now.Add(-time.Second).UnixMilli(),
+				scopeKeys(prefix, Scope{Provider: "far"}).Pause:         now.Add(13 * time.Hour).UnixMilli(), // beyond MaxPause
+				scopeKeys(prefix, Scope{Provider: "wrong"}).Pause + "x": now.Add(time.Hour).UnixMilli(),
 			} {
 				if err := e.rdb.Set(ctx, key, v, 0).Err(); err != nil {
 					t.Fatal(err)

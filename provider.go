@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // Scope is the accounting boundary of a remote quota: every request made
@@ -97,7 +99,7 @@ type scopeCtx struct {
 // then waits in-process), and the pause the Transport recorded for a
 // refusal, so the Middleware does not record the same refusal twice.
 type taskAdmission struct {
-	keys     keys // of the task's scope
+	keys     schema.Keys // of the task's scope
 	unspent  atomic.Bool
 	mustHold bool
 	class    Class

@@ -128,8 +128,8 @@ func unescapeTag(tag string) (Scope, bool) {
 func checkScopeKeys(t *testing.T, prefix string, s Scope) string {
 	t.Helper()
 	k := scopeKeys(prefix, s)
-	tag := hashTag(k.pause)
-	for kind, key := range map[string]string{"pause": k.pause, "tat": k.tat, "line": k.line} {
+	tag := hashTag(k.Pause)
+	for kind, key := range map[string]string{"pause": k.Pause, "tat": k.Tat, "line": k.Line} {
 		if !strings.HasPrefix(key, prefix+":{") || !strings.HasSuffix(key, "}:"+kind) {
 			t.Errorf("%v: key %q, want %s:{…}:%s", s, key, prefix, kind)
 		}

@@ -60,6 +60,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -469,12 +471,12 @@ func (g *Gate) reassertRuns() {
 // received at recv: when a says the pause is absent or earlier, it is
 // re-asserted and again is set (ask again: the scope is paused). When the
 // re-assertion fails, known is the remembered pause as an answer (defer).
-func (g *Gate) recheck(ctx context.Context, k keys, a admission, recv time.Time) (again bool, known *admission) {
-	e, ok := g.mem.get(k.pause, recv)
+func (g *Gate) recheck(ctx context.Context, k schema.Keys, a admission, recv time.Time) (again bool, known *admission) {
+	e, ok := g.mem.get(k.Pause, recv)
 	if !ok || !e.lostFrom(a, recv, g.cfg.StoreTimeout, g.mem.since(e)) {
 		return false, nil
 	}
-	r, err := g.reassertOne(ctx, k.pause, e)
+	r, err := g.reassertOne(ctx, k.Pause, e)
 	if err != nil {
 		kp, _ := g.knownPause(k, g.now())
 		return false, &kp
@@ -485,8 +487,8 @@ func (g *Gate) recheck(ctx context.Context, k keys, a admission, recv time.Time)
 // knownPause returns, as an admission answer at now, the pause of k this
 // gate remembers in force, if any: what the store would answer had it not
 // lost or failed it.
-func (g *Gate) knownPause(k keys, now time.Time) (admission, bool) {
-	e, ok := g.mem.get(k.pause, now)
+func (g *Gate) knownPause(k schema.Keys, now time.Time) (admission, bool) {
+	e, ok := g.mem.get(k.Pause, now)
 	if !ok {
 		return admission{}, false
 	}
@@ -496,9 +498,9 @@ func (g *Gate) knownPause(k keys, now time.Time) (admission, bool) {
 
 // noteAnswer remembers the pause an admission answer a (received at recv)
 // says is in force.
-func (g *Gate) noteAnswer(k keys, a admission) {
+func (g *Gate) noteAnswer(k schema.Keys, a admission) {
 	if a.code == paused && a.reason == reasonPause && a.untilDeadline > 0 {
-		g.mem.note(k.pause, a.untilDeadline, a.nowMicros/1000, g.now(), a.byOperator)
+		g.mem.note(k.Pause, a.untilDeadline, a.nowMicros/1000, g.now(), a.byOperator)
 	}
 }
 
@@ -550,9 +552,9 @@ func (g *Gate) heard(a announcement, recv time.Time) {
 
 // notePause remembers the pause of k that the store says is in force
 // until until, remaining rem by Redis TIME, as the answer arrives.
-func (g *Gate) notePause(k keys, until time.Time, rem time.Duration, operator bool) {
+func (g *Gate) notePause(k schema.Keys, until time.Time, rem time.Duration, operator bool) {
 	u := until.UnixMilli()
-	g.mem.note(k.pause, u, u-rem.Milliseconds(), g.now(), operator)
+	g.mem.note(k.Pause, u, u-rem.Milliseconds(), g.now(), operator)
 }
 
 // close stops the re-assertions of a closed gate.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // TestFailoverMemoryBound: the memory keeps at most maxRemembered pauses,
@@ -107,7 +109,7 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	now := func() time.Time { return c.now }
 	g := newWith(rdb, Config{Prefix: "qg", Tuning: Tuning{OpenCache: -1, MaxHold: -1}}, hooks{now: now})
 	defer g.Close()
-	pause := func(account string) (Scope, keys, int64) {
+	pause := func(account string) (Scope, schema.Keys, int64) {
 		t.Helper()
 		s := Scope{Provider: "ups", Account: account}
 		p, err := g.Pause(ctx, s, 30*time.Second)
@@ -123,21 +125,21 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 			t.Fatalf("%s: admit = %v, want a deferral as paused", what, err)
 		}
 	}
-	is := func(k keys, want int64, what string) {
+	is := func(k schema.Keys, want int64, what string) {
 		t.Helper()
-		if got, _ := c.mr.Get(k.pause); got != strconv.FormatInt(want, 10) {
+		if got, _ := c.mr.Get(k.Pause); got != strconv.FormatInt(want, 10) {
 			t.Errorf("%s: the pause is %q, want %d", what, got, want)
 		}
 	}
 
 	s, k, until := pause("lost")
-	c.mr.Del(k.pause) // lost
+	c.mr.Del(k.Pause) // lost
 	deferred(s, "the pause lost")
 	is(k, until, "re-asserted")
-	if ttl := c.mr.TTL(k.pause); ttl <= 0 || ttl > 30*time.Second {
+	if ttl := c.mr.TTL(k.Pause); ttl <= 0 || ttl > 30*time.Second {
 		t.Errorf("the re-asserted pause expires in %v, want at its deadline", ttl)
 	}
-	c.mr.Set(k.pause, strconv.FormatInt(until+5_000, 10)) // a later deadline stays
+	c.mr.Set(k.Pause, strconv.FormatInt(until+5_000, 10)) // a later deadline stays
 	deferred(s, "a later deadline")
 	is(k, until+5_000, "a later deadline in force")
 
@@ -169,10 +171,10 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	if err := g.admit(ctx, s, 1, false); err != nil {
 		t.Fatalf("after Resume: admit = %v, want admitted", err)
 	}
-	if c.mr.Exists(k.pause) {
+	if c.mr.Exists(k.Pause) {
 		t.Error("the resumed pause was re-asserted")
 	}
-	if _, ok := g.mem.get(k.pause, c.now); ok {
+	if _, ok := g.mem.get(k.Pause, c.now); ok {
 		t.Error("the resumed pause is still remembered")
 	}
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // Refusal is the error a handler returns, or wraps, when the provider refused
@@ -59,7 +61,7 @@ func (r *recorded) Unwrap() error { return r.err }
 // refusal.alt) and returns the pause in force, or false when the store
 // could not record it. It runs even when the task's context has ended: the
 // refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, k keys, hint, alt time.Duration) (Pause, bool) {
+func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration) (Pause, bool) {
 	d := hint
 	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
 	if hint > 0 && alt > 0 {
@@ -71,11 +73,11 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint, alt time.Durat
 	if hint%time.Second == 0 {
 		facts.precision = time.Second // "try again in 5 seconds": read to the second
 	}
-	g.open.forget(k.pause) // before the round trip: this worker stops at once
-	facts.counts = g.uncounted.take(k.pause)
+	g.open.forget(k.Pause) // before the round trip: this worker stops at once
+	facts.counts = g.uncounted.take(k.Pause)
 	until, rem, moved, err := g.store.pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, g.limitsOf(s)...)
 	if err != nil {
-		g.uncounted.add(k.pause, facts.counts)
+		g.uncounted.add(k.Pause, facts.counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
@@ -90,7 +92,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k keys, hint, alt time.Durat
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	} else { // a request already on its way when the scope paused
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
-			"until", until, "absorbed", g.absorbed.add(k.pause+" "+until.String()))
+			"until", until, "absorbed", g.absorbed.add(k.Pause+" "+until.String()))
 	}
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,12 +72,12 @@ var luaConstants = func() string {
 	for _, k := range slices.Sorted(maps.Keys(c)) {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
-	b.WriteString("}\nlocal F = {origin = '" + fieldOrigin + "'}\n")
-	b.WriteString("local budgetFields = " + luaList(budgetFields) + "\n")
-	b.WriteString("local learnFields = " + luaList(learnFields) + "\n")
-	b.WriteString("local classFields = " + luaList(classFields) + "\n")
-	b.WriteString("local fallbackFields = " + luaList(fallbackFields) + "\n")
-	b.WriteString("local startFields = " + luaList(startFields) + "\n")
+	b.WriteString("}\nlocal F = {origin = '" + schema.FieldOrigin + "'}\n")
+	b.WriteString("local budgetFields = " + luaList(schema.BudgetFields) + "\n")
+	b.WriteString("local learnFields = " + luaList(schema.LearnFields) + "\n")
+	b.WriteString("local classFields = " + luaList(schema.ClassFields) + "\n")
+	b.WriteString("local fallbackFields = " + luaList(schema.FallbackFields) + "\n")
+	b.WriteString("local startFields = " + luaList(schema.StartFields) + "\n")
 	return b.String()
 }()
 
@@ -268,3 +270,32 @@ func namedReply(v any, names []string) (map[string]int64, map[string]string, err
 	}
 	return ints, texts, nil
 }
+
+// luaHash is the load and save of a record hash: hrecord reads fields
+// (integers, 0 when absent or malformed) into a record of key, every field
+// 0 when its expires has passed (a record past it is none); hsave writes
+// the fields of R (a boolean as 1 or 0), all but skip, to R.key, expiring a
+// margin after R.expires (µs); a record whose expires is 0 is deleted.
+const luaHash = `
+local function hrecord(key, fields)
+  local v = hload(key, fields)
+  local R = {key = key}
+  for _, f in ipairs(fields) do R[f] = int(v[f]) or 0 end
+  if R.expires <= now_us then
+    for _, f in ipairs(fields) do R[f] = 0 end
+  end
+  return R
+end
+local function hsave(R, fields, skip)
+  redis.call('DEL', R.key)
+  if R.expires == 0 then return end
+  local args = {}
+  for _, f in ipairs(fields) do
+    local v = R[f]
+    if type(v) == 'boolean' then v = v and 1 or 0 end
+    if f ~= skip then args[#args + 1] = f; args[#args + 1] = num(v) end
+  end
+  redis.call('HSET', R.key, unpack(args))
+  redis.call('PEXPIREAT', R.key, math.ceil(R.expires / 1000) + C.margin)
+end
+`

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,9 +52,9 @@ func TestStorePauseRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := e.rdb.Get(ctx, k.pause).Result()
+			raw, err := e.rdb.Get(ctx, k.Pause).Result()
 			if err != nil {
-				t.Fatalf("GET %s: %v", k.pause, err)
+				t.Fatalf("GET %s: %v", k.Pause, err)
 			}
 			if !unixInteger.MatchString(raw) {
 				t.Fatalf("stored deadline %q is not an integer", raw)
@@ -64,8 +66,8 @@ func TestStorePauseRecord(t *testing.T) {
 				t.Errorf("remaining %v, want in (0, 30s]", rem)
 			}
 			if e.real() {
-				checkExpireAt(t, e.rdb, k.pause, until)
-				pttl, err := e.rdb.PTTL(ctx, k.pause).Result()
+				checkExpireAt(t, e.rdb, k.Pause, until)
+				pttl, err := e.rdb.PTTL(ctx, k.Pause).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +79,7 @@ func TestStorePauseRecord(t *testing.T) {
 			if rem != 30*time.Second || !until.Equal(t0.Add(30*time.Second)) {
 				t.Errorf("pause = %v, %v; want %v, 30s", until, rem, t0.Add(30*time.Second))
 			}
-			if ttl := e.clock.mr.TTL(k.pause); ttl != rem {
+			if ttl := e.clock.mr.TTL(k.Pause); ttl != rem {
 				t.Errorf("TTL = %v, want the remaining %v", ttl, rem)
 			}
 		})
@@ -117,7 +119,7 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	// The record expires at the deadline itself (PX, not a rounded EX):
 	// wait for Redis to drop it, then it must be gone for good.
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		n, err := rdb.Exists(ctx, k.pause).Result()
+		n, err := rdb.Exists(ctx, k.Pause).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +149,7 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, err := rdb.PExpireTime(ctx, k.pause).Result()
+		exp, err := rdb.PExpireTime(ctx, k.Pause).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +188,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mr.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
-	if !c.mr.Exists(k.pause) {
+	if !c.mr.Exists(k.Pause) {
 		t.Fatal("setup: the key should linger")
 	}
 	p, err := st.state(ctx, k)
@@ -220,7 +222,7 @@ func TestStoreMalformedRecord(t *testing.T) {
 				"0",
 			} {
 				k := scopeKeys(e.prefix, Scope{Provider: "malformed", Account: strconv.Itoa(i)})
-				if err := e.rdb.Set(ctx, k.pause, v, 0).Err(); err != nil {
+				if err := e.rdb.Set(ctx, k.Pause, v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				p, err := st.state(ctx, k)
@@ -239,11 +241,11 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if rem <= 0 || rem > 10*time.Second {
 					t.Errorf("record %q: pause remaining %v, want the new 10s pause", v, rem)
 				}
-				raw, _ := e.rdb.Get(ctx, k.pause).Result()
+				raw, _ := e.rdb.Get(ctx, k.Pause).Result()
 				if raw != strconv.FormatInt(until.UnixMilli(), 10) {
 					t.Errorf("record %q: after pause the record is %q, want %d", v, raw, until.UnixMilli())
 				}
-				if ttl, _ := e.rdb.PTTL(ctx, k.pause).Result(); ttl <= 0 || ttl > 10*time.Second+time.Millisecond { // +1ms: TestPauseExpiresAtDeadline
+				if ttl, _ := e.rdb.PTTL(ctx, k.Pause).Result(); ttl <= 0 || ttl > 10*time.Second+time.Millisecond { // +1ms: TestPauseExpiresAtDeadline
 					t.Errorf("record %q: after pause PTTL %v, want in (0, 10s]", v, ttl)
 				}
 			}
@@ -262,24 +264,24 @@ func TestStoreWrongType(t *testing.T) {
 			st := testStore(e.rdb, e.prefix)
 			hk := scopeKeys(e.prefix, Scope{Provider: "wrongtype", Account: "hash"})
 			lk := scopeKeys(e.prefix, Scope{Provider: "wrongtype", Account: "list"})
-			if err := e.rdb.HSet(ctx, hk.pause, "deadline", "1").Err(); err != nil {
+			if err := e.rdb.HSet(ctx, hk.Pause, "deadline", "1").Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.rdb.LPush(ctx, lk.pause, "1").Err(); err != nil {
+			if err := e.rdb.LPush(ctx, lk.Pause, "1").Err(); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []keys{hk, lk} {
+			for _, k := range []schema.Keys{hk, lk} {
 				if p, err := st.state(ctx, k); err != nil || p.Remaining != 0 {
-					t.Errorf("%s: remaining %v, %v; want open", k.pause, p.Remaining, err)
+					t.Errorf("%s: remaining %v, %v; want open", k.Pause, p.Remaining, err)
 				}
 				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
-					t.Errorf("%s: admit %+v, %v; want admitted", k.pause, a, err)
+					t.Errorf("%s: admit %+v, %v; want admitted", k.Pause, a, err)
 				}
 				if _, rem, _, err := st.pause(ctx, k, 10*time.Second, exactPause); err != nil || rem != 10*time.Second {
-					t.Errorf("%s: pause %v, %v; want 10s", k.pause, rem, err)
+					t.Errorf("%s: pause %v, %v; want 10s", k.Pause, rem, err)
 				}
-				if typ := e.rdb.Type(ctx, k.pause).Val(); typ != "string" {
-					t.Errorf("%s: type %q after Pause, want a string deadline", k.pause, typ)
+				if typ := e.rdb.Type(ctx, k.Pause).Val(); typ != "string" {
+					t.Errorf("%s: type %q after Pause, want a string deadline", k.Pause, typ)
 				}
 			}
 		})
@@ -295,7 +297,7 @@ type admitStep struct {
 	wait    time.Duration
 }
 
-func runAdmitSteps(t *testing.T, c *miniClock, st *store, k keys, l Limit, hold time.Duration, steps []admitStep) {
+func runAdmitSteps(t *testing.T, c *miniClock, st *store, k schema.Keys, l Limit, hold time.Duration, steps []admitStep) {
 	t.Helper()
 	for i, s := range steps {
 		c.advance(s.advance)
@@ -439,7 +441,7 @@ func TestAdmitPaused(t *testing.T) {
 		// at its instant (TAT = t0 + burst × interval), however many peers
 		// were deferred.
 		wantTAT := strconv.FormatInt(t0.Add(300*ms).UnixMicro(), 10)
-		if got, _ := c.mr.Get(k.tat); got != wantTAT {
+		if got, _ := c.mr.Get(k.Tat); got != wantTAT {
 			t.Errorf("TAT while paused = %s, want %s", got, wantTAT)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -519,7 +521,7 @@ func TestAdmitBothBackends(t *testing.T) {
 					t.Errorf("admission %d: code %d wait %v; want code %d wait in [%v, %v]", i, a.code, a.wait, want.code, low, want.max)
 				}
 			}
-			for _, key := range []string{k.tat, k.line} {
+			for _, key := range []string{k.Tat, k.Line} {
 				raw, err := e.rdb.Get(ctx, key).Result()
 				if err != nil || !unixInteger.MatchString(raw) {
 					t.Errorf("%s = %q, %v; want an integer", key, raw, err)
@@ -614,7 +616,7 @@ func pauseRace(t *testing.T, gates []*Gate, prefix string, s Scope) {
 	if final.Remaining <= 0 || final.Remaining > longest {
 		t.Errorf("%v: final remaining %v, want in (0, %v]", s, final.Remaining, longest)
 	}
-	checkExpireAt(t, gates[0].store.rdb, scopeKeys(prefix, s).pause, final.Until)
+	checkExpireAt(t, gates[0].store.rdb, scopeKeys(prefix, s).Pause, final.Until)
 }
 
 func slicesMax(ds []time.Duration) time.Duration {
@@ -730,7 +732,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb, release := hangingRedis(t)
 	st := &store{rdb: rdb, prefix: "qgtest", timeout: 50 * time.Millisecond, maxPause: time.Hour}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	v, _, err := st.run(context.Background(), "state", admitScript, admitReply, []string{k.pause, k.line, k.budget, k.learn, k.learnWin}, 1, 0, time.Hour.Milliseconds(), 0, 1, 0)
+	v, _, err := st.run(context.Background(), "state", admitScript, admitReply, []string{k.Pause, k.Line, k.Budget, k.Learn, k.LearnWin}, 1, 0, time.Hour.Milliseconds(), 0, 1, 0)
 	if !errors.Is(err, ErrStoreTimeout) || v != nil {
 		t.Fatalf("run = %v, %v; want nil, ErrStoreTimeout", v, err)
 	}
@@ -800,7 +802,7 @@ func TestLimit(t *testing.T) {
 
 func TestScopeKeys(t *testing.T) {
 	k := scopeKeys("quotagate", Scope{Provider: "ups", Account: "acct-1"})
-	if k.pause != "quotagate:{ups:acct-1}:pause" || k.tat != "quotagate:{ups:acct-1}:tat" || k.line != "quotagate:{ups:acct-1}:line" {
+	if k.Pause != "quotagate:{ups:acct-1}:pause" || k.Tat != "quotagate:{ups:acct-1}:tat" || k.Line != "quotagate:{ups:acct-1}:line" {
 		t.Errorf("keys %+v", k)
 	}
 	scopes := []Scope{
@@ -823,7 +825,7 @@ func TestScopeKeys(t *testing.T) {
 	if a, b := scopeKeys("p", Scope{Provider: "a:b", Account: "c"}), scopeKeys("p", Scope{Provider: "a", Account: "b:c"}); a == b {
 		t.Errorf(`("a:b","c") and ("a","b:c") share keys %+v`, a)
 	}
-	if a, b := scopeKeys("one", Scope{Provider: "ups"}), scopeKeys("two", Scope{Provider: "ups"}); a.pause == b.pause {
+	if a, b := scopeKeys("one", Scope{Provider: "ups"}), scopeKeys("two", Scope{Provider: "ups"}); a.Pause == b.Pause {
 		t.Error("the prefix does not separate gates")
 	}
 }

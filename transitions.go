@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,11 +60,11 @@ var reasons = map[string]reason{"pause": reasonPause, "budget": reasonBudget, "p
 	"limit": reasonLimit, "learned": reasonLearned, "inflight": reasonInFlight}
 
 // limitArgs appends the keys and arguments of the configured limits ls.
-func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
+func limitArgs(k schema.Keys, ls []Limit, ks []string, args []any) ([]string, []any) {
 	args = append(args, len(ls))
 	for i, l := range ls {
 		sp := specOf(l)
-		ks = append(ks, k.limit(i, l))
+		ks = append(ks, limitKey(k, i, l))
 		kind := 0
 		if sp.fixed {
 			kind = 1
@@ -76,18 +78,18 @@ func limitArgs(k keys, ls []Limit, ks []string, args []any) ([]string, []any) {
 	return ks, args
 }
 
-func (s *store) admit(ctx context.Context, k keys, r admitRequest) (admission, error) {
+func (s *store) admit(ctx context.Context, k schema.Keys, r admitRequest) (admission, error) {
 	dry := 0
 	if r.dry {
 		dry = 1
 	} else if r.nowOnly {
 		dry = 2
 	}
-	line := k.line
+	line := k.Line
 	if r.class == Interactive {
-		line = k.iline
+		line = k.ILine
 	}
-	ks, args := limitArgs(k, r.limits, []string{k.pause, line, k.budget, k.learn, k.learnWin, k.pauseBy, k.class, k.fallback, k.learnLog, k.start},
+	ks, args := limitArgs(k, r.limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start},
 		[]any{max(r.cost, 1), r.hold.Microseconds(), s.maxPause.Milliseconds(), r.probe.Microseconds(), dry, answerTimeout(r.hold).Microseconds(), r.counts,
 			int(r.class), s.reserve, s.lend.Microseconds(), r.lease})
 	var v map[string]int64
@@ -142,7 +144,7 @@ type refusalFacts struct {
 // and returns the deadline in force, the time remaining until it (both per
 // Redis TIME), and whether it moved the deadline (a refusal of a request
 // sent before the pause moves nothing).
-func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFacts, ls ...Limit) (until time.Time, remaining time.Duration, moved bool, err error) {
+func (s *store) pause(ctx context.Context, k schema.Keys, d time.Duration, r refusalFacts, ls ...Limit) (until time.Time, remaining time.Duration, moved bool, err error) {
 	hinted := 0
 	if r.hinted {
 		hinted = 1
@@ -150,11 +152,11 @@ func (s *store) pause(ctx context.Context, k keys, d time.Duration, r refusalFac
 	if r.operator {
 		hinted = 2
 	}
-	ks, args := limitArgs(k, ls, []string{k.pause, k.learn, k.learnWin, k.pauseBy, k.fallback, k.learnLog, k.budget, k.start},
+	ks, args := limitArgs(k, ls, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start},
 		[]any{d.Milliseconds(), s.maxPause.Milliseconds(), hinted, r.precision.Microseconds(), s.channel(), r.counts, r.alt.Milliseconds()})
 	var v map[string]int64
 	if s.durable > 0 {
-		v, err = s.runDurable(ctx, k.pause, ks, args)
+		v, err = s.runDurable(ctx, k.Pause, ks, args)
 	} else {
 		v, _, err = s.run(ctx, "pause", refuseScript, refuseReply, ks, args...)
 	}
@@ -189,7 +191,7 @@ func (s *store) runDurable(ctx context.Context, route string, ks []string, args 
 // state reads what the gate knows of a scope whose configured limits are
 // ls: a dry admission (see Gate.State), as interactive work sees the
 // scope (the whole of its capacity, no reserve left for another class).
-func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
+func (s *store) state(ctx context.Context, k schema.Keys, ls ...Limit) (Pause, error) {
 	a, err := s.admit(ctx, k, admitRequest{limits: ls, cost: 1, dry: true, class: Interactive})
 	if err != nil {
 		return Pause{}, err
@@ -199,8 +201,8 @@ func (s *store) state(ctx context.Context, k keys, ls ...Limit) (Pause, error) {
 
 // observe records an observation of a scope whose configured limits are
 // ls (see observeScript).
-func (s *store) observe(ctx context.Context, k keys, o observation, ls ...Limit) error {
-	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.budget, k.learn, k.pause, k.fallback, k.start},
+func (s *store) observe(ctx context.Context, k schema.Keys, o observation, ls ...Limit) error {
+	_, _, err := s.run(ctx, "observe", observeScript, observeReply, []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start},
 		o.remaining, o.reset, o.limit, o.prec, o.seq, s.channel(), o.opened, longestFixed(ls), boolArg(o.refused), o.rtt, o.alt, boolArg(o.millis))
 	return err
 }
@@ -220,11 +222,11 @@ func longestFixed(ls []Limit) int64 {
 // release ends the lease of an admission (its id and cost) on the
 // concurrency limits among ls (scopeState.release); it reports whether a
 // lease was held (a second release of one id finds none).
-func (s *store) release(ctx context.Context, k keys, id string, cost int, ls []Limit) (bool, error) {
+func (s *store) release(ctx context.Context, k schema.Keys, id string, cost int, ls []Limit) (bool, error) {
 	var ks []string
 	for i, l := range ls {
 		if specOf(l).concurrent {
-			ks = append(ks, k.limit(i, l))
+			ks = append(ks, limitKey(k, i, l))
 		}
 	}
 	if len(ks) == 0 || id == "" {
@@ -258,17 +260,17 @@ func (s *store) channel() string { return s.prefix + ":paused" }
 // resume deletes every record that holds the scope back (scopeState.resume):
 // its pause, line, budget, learned windows, hintless episode, slow start and the state
 // of its limits.
-func (s *store) resume(ctx context.Context, k keys, ls []Limit) error {
-	del := []string{k.pause, k.pauseBy, k.line, k.iline, k.class, k.budget, k.learnWin, k.learnLog, k.fallback, k.start}
+func (s *store) resume(ctx context.Context, k schema.Keys, ls []Limit) error {
+	del := []string{k.Pause, k.PauseBy, k.Line, k.ILine, k.Class, k.Budget, k.LearnWin, k.LearnLog, k.Fallback, k.Start}
 	for i, l := range ls {
-		del = append(del, k.limit(i, l))
+		del = append(del, limitKey(k, i, l))
 	}
 	// Limits configured elsewhere (another gate's LimitOf) are found by kind.
 	for i := range 4 {
-		del = append(del, k.limit(i, Limit{}), k.limit(i, Limit{Fixed: true}), k.limit(i, Limit{Sliding: true}), k.limit(i, Limit{Concurrent: true}))
+		del = append(del, limitKey(k, i, Limit{}), limitKey(k, i, Limit{Fixed: true}), limitKey(k, i, Limit{Sliding: true}), limitKey(k, i, Limit{Concurrent: true}))
 	}
 	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
-		return resumeScript.Run(ctx, s.rdb, append([]string{k.resumed}, del...), s.maxPause.Milliseconds(), s.channel()).Result()
+		return resumeScript.Run(ctx, s.rdb, append([]string{k.Resumed}, del...), s.maxPause.Milliseconds(), s.channel()).Result()
 	})
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/schema"
+
 	"github.com/quotagate/quotagate/hint"
 )
 
@@ -64,7 +66,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	var gr grant
-	var k keys
+	var k schema.Keys
 	if sc.task != nil {
 		k = sc.task.keys
 	} else {
@@ -149,7 +151,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	}
 	g.observed.Store(true)
 	k := scopeKeys(g.cfg.Prefix, s)
-	at, seen := g.silent.Load(k.pause)
+	at, seen := g.silent.Load(k.Pause)
 	report := !seen || g.now().Sub(at.(time.Time)) >= silentFor
 	gr := grant{}
 	if sc, ok := ctx.Value(scopeCtxKey{}).(scopeCtx); ok && sc.task != nil && sc.scope == s {
@@ -235,13 +237,13 @@ const silentFor = 10 * time.Minute
 // response that advertises nothing is recorded only when report is set: it
 // answers a first contact's probe (the scope's peers wait for it), or
 // Observe has not told Redis in a while.
-func (g *Gate) observe(ctx context.Context, s Scope, k keys, o observation, report bool) error {
+func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o observation, report bool) error {
 	if o.remaining >= 0 {
-		g.silent.Delete(k.pause)
+		g.silent.Delete(k.Pause)
 	} else if !report {
 		return nil
 	} else {
-		g.rememberSilent(k.pause)
+		g.rememberSilent(k.Pause)
 	}
 	err := g.store.observe(context.WithoutCancel(ctx), k, o, g.limitsOf(s)...)
 	if err != nil {
@@ -249,7 +251,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k keys, o observation, repo
 		return err
 	}
 	if o.opened > 0 {
-		g.slots.wake(k.pause, startAnswerWakes) // a slow start's answer lets two more go
+		g.slots.wake(k.Pause, startAnswerWakes) // a slow start's answer lets two more go
 	}
 	if o.remaining >= 0 {
 		g.metrics.budgetObserved(s.Provider)

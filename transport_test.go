@@ -277,7 +277,7 @@ func TestOneRefusalOneRecord(t *testing.T) {
 		}
 		got = append(got, m.Payload)
 	}
-	if len(got) != 1 || parseAnnouncement(got[0]).key != scopeKeys("quotagate", s).pause {
+	if len(got) != 1 || parseAnnouncement(got[0]).key != scopeKeys("quotagate", s).Pause {
 		t.Errorf("announcements for one 429: %q, want exactly one", got)
 	}
 	if n := strings.Count(logs.String(), "scope paused"); n != 1 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quotagate/quotagate"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // closedAddr returns a loopback host:port where nothing listens.
@@ -263,7 +264,7 @@ func testKeysMatch(t *testing.T, rdb redis.UniversalClient, prefix string, r []s
 	kinds := map[string]bool{}
 	for _, k := range keys {
 		kind, ok := strings.CutPrefix(k, base)
-		if !ok || !(numberedKind.MatchString(kind) || slices.Contains(scopeKinds, kind)) {
+		if !ok || !(numberedKind.MatchString(kind) || slices.Contains(schema.Kinds, kind)) {
 			t.Errorf("key %q: not %q followed by a known kind", k, base)
 		}
 		kinds[kind] = true

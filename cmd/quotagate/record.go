@@ -3,36 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
-// The key names below follow the layout the library documents on its keys
-// type (store.go), which it does not export:
-//
-//	<prefix>:{<provider>:<account>}:<kind>
-//
-// with provider and account escaped ('%', ':', '{', '}' become %25, %3A,
-// %7B, %7D). TestKeysMatchTheLibrary checks them against the keys a Gate
-// writes, so a change of layout in the library fails there, not silently
-// here.
-
-// scopeKinds are the kinds of key of one scope that have fixed names; the
-// second and further limits add numbered ones (tat2, win3, slog2, conc2, ...).
-var scopeKinds = []string{"pause", "tat", "win", "slog", "conc", "line", "budget", "learn", "lwin", "llog", "fallback", "start"}
-
-var (
-	keyEscaper  = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
-	globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
-)
+// The key names come from internal/schema, as the library builds them.
 
 // scopeKeyBase returns the part every key of s under prefix starts with,
 // "<prefix>:{<provider>:<account>}:".
 func scopeKeyBase(prefix string, s quotagate.Scope) string {
-	return prefix + ":{" + keyEscaper.Replace(s.Provider) + ":" + keyEscaper.Replace(s.Account) + "}:"
+	return schema.ScopeKeys(prefix, s.Provider, s.Account).Base
 }
 
 // errNoSuchScope is the answer of state and resume for a scope with no
@@ -55,8 +38,8 @@ func (e errNoSuchScope) Error() string {
 // scope's keys, on the node that holds its slot, finds numbered limits.
 func hasRecord(ctx context.Context, rdb redis.UniversalClient, prefix string, s quotagate.Scope) (bool, error) {
 	base := scopeKeyBase(prefix, s)
-	keys := make([]string, len(scopeKinds))
-	for i, k := range scopeKinds {
+	keys := make([]string, len(schema.Kinds))
+	for i, k := range schema.Kinds {
 		keys[i] = base + k
 	}
 	n, err := rdb.Exists(ctx, keys...).Result()
@@ -69,7 +52,7 @@ func hasRecord(ctx context.Context, rdb redis.UniversalClient, prefix string, s 
 			return false, err
 		}
 	}
-	pattern := globEscaper.Replace(base) + "*"
+	pattern := schema.BasePattern(base)
 	var cursor uint64
 	for {
 		found, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
