@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/model"
 )
 
 // The admission decision. The Middleware and the Transport ask Redis one
@@ -92,7 +94,7 @@ type verdict struct {
 //     asynq's whole-second wake-ups then leave no gap in the pace. (Waking
 //     before the deadline would ask again and take a second slot.)
 func decide(a admission, p policy, u float64) verdict {
-	if a.code == admitted {
+	if a.code == model.Admitted {
 		return verdict{act: run, wait: a.wait}
 	}
 	reopenHold := time.Duration(0)
@@ -100,7 +102,7 @@ func decide(a admission, p policy, u float64) verdict {
 		reopenHold = p.maxHold + asynqTick
 	}
 	wait := a.wait
-	if a.code == paused && !a.spread {
+	if a.code == model.Paused && !a.spread {
 		wait += jitter(min(p.jitter, wait/10), u)
 	}
 	if p.mustHold {
@@ -109,12 +111,12 @@ func decide(a admission, p policy, u float64) verdict {
 	// holdSoon: limited, and the instant is not a reserved slot (fixed
 	// windows, the learned limit, a bucket while a reserve is in force) or
 	// the task is interactive: hold and ask again if it is near.
-	holdSoon := a.code == limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
-	if a.limited && (a.spread || a.code == limited) && !holdSoon {
+	holdSoon := a.code == model.Limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
+	if a.limited && (a.spread || a.code == model.Limited) && !holdSoon {
 		wait = max(wait-p.maxHold, a.until.Sub(a.now))
 	}
 	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until, Operator: a.byOperator}
-	if a.code == limited && !holdSoon {
+	if a.code == model.Limited && !holdSoon {
 		return verdict{act: deferTask, wait: wait, deferral: d}
 	}
 	// A short pause, or holdSoon: ask again when the instant comes.
@@ -123,7 +125,7 @@ func decide(a admission, p policy, u float64) verdict {
 		if a.reopen > 0 {
 			holders = int(min(a.reopen, int64(p.maxHolders)))
 		}
-		if a.reason == reasonInFlight && p.maxHolders > 0 {
+		if a.reason == model.ReasonInFlight && p.maxHolders > 0 {
 			holders = math.MaxInt32
 		}
 		return verdict{act: holdPause, wait: a.wait, holders: holders, deferral: d}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/model"
 )
 
 // TestDecide walks the admission decision through its rules, one step per
@@ -13,20 +15,20 @@ func TestDecide(t *testing.T) {
 	const ms = time.Millisecond
 	now := t0
 	at := func(d time.Duration) time.Time { return now.Add(d) }
-	open := func(wait time.Duration) admission { return admission{code: admitted, wait: wait, now: now} }
+	open := func(wait time.Duration) admission { return admission{code: model.Admitted, wait: wait, now: now} }
 	pausedFor := func(wait, deadline time.Duration) admission {
-		return admission{code: paused, wait: wait, until: at(deadline), now: now}
+		return admission{code: model.Paused, wait: wait, until: at(deadline), now: now}
 	}
-	pausedForReason := func(wait, deadline time.Duration, r reason) admission {
+	pausedForReason := func(wait, deadline time.Duration, r model.Reason) admission {
 		a := pausedFor(wait, deadline)
 		a.reason = r
 		return a
 	}
-	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != admitted; return a }
+	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != model.Admitted; return a }
 	withWindow := func(a admission) admission { a.limited = true; return a } // fixed windows: no spread
 	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
 	inFlight := func(wait time.Duration) admission { // a concurrency limit with every slot taken
-		return admission{code: limited, reason: reasonInFlight, wait: wait, now: now, limited: true, unreserved: true}
+		return admission{code: model.Limited, reason: model.ReasonInFlight, wait: wait, now: now, limited: true, unreserved: true}
 	}
 	plain := policy{maxHold: 1500 * ms, jitter: time.Second, maxHolders: 12}
 	last := plain
@@ -63,15 +65,15 @@ func TestDecide(t *testing.T) {
 		{"paused with a limit: slot after the deadline, woken maxHold early", withLimit(pausedFor(12*time.Second, 10*time.Second)), plain, 0.5, deferTask, 10500 * ms, 0, 10500 * ms, ReasonPaused},
 		{"paused with a limit: never before the deadline", withLimit(pausedFor(10200*ms, 10*time.Second)), plain, 0.5, deferTask, 10 * time.Second, 0, 10 * time.Second, ReasonPaused},
 		{"paused with fixed windows only: wake early, as without a limit", withWindow(pausedFor(9*time.Second, 9*time.Second)), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonPaused},
-		{"limited: slot woken maxHold early", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
-		{"learned window within a hold: hold a place, ask again as it opens", reopening(withWindow(admission{code: limited, reason: reasonLearned, wait: 800 * ms, now: now}), 5), plain, 0.5, holdPause, 800 * ms, 5, 800 * ms, ReasonLearned},
-		{"learned window beyond a hold: deferred, woken maxHold early", withWindow(admission{code: limited, reason: reasonLearned, wait: 4 * time.Second, now: now}), plain, 0.5, deferTask, 2500 * ms, 0, 2500 * ms, ReasonLearned},
-		{"spent budget: deferred to its reset, woken early to hold", pausedForReason(9*time.Second, 9*time.Second, reasonBudget), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonBudget},
-		{"interactive, its limit's slot within a hold: hold, not asynq's whole seconds", withLimit(admission{code: limited, reason: reasonLimit, wait: 2 * time.Second, now: now}), interactive, 0.5, holdPause, 2 * time.Second, 12, 2 * time.Second, ReasonLimited},
-		{"interactive, its slot beyond a hold: deferred, woken maxHold early", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), interactive, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
-		{"interactive, a window within a hold: hold", withWindow(admission{code: limited, reason: reasonLimit, wait: 900 * ms, now: now}), interactive, 0.5, holdPause, 900 * ms, 12, 900 * ms, ReasonLimited},
+		{"limited: slot woken maxHold early", withLimit(admission{code: model.Limited, reason: model.ReasonLimit, wait: 5 * time.Second, now: now}), plain, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"learned window within a hold: hold a place, ask again as it opens", reopening(withWindow(admission{code: model.Limited, reason: model.ReasonLearned, wait: 800 * ms, now: now}), 5), plain, 0.5, holdPause, 800 * ms, 5, 800 * ms, ReasonLearned},
+		{"learned window beyond a hold: deferred, woken maxHold early", withWindow(admission{code: model.Limited, reason: model.ReasonLearned, wait: 4 * time.Second, now: now}), plain, 0.5, deferTask, 2500 * ms, 0, 2500 * ms, ReasonLearned},
+		{"spent budget: deferred to its reset, woken early to hold", pausedForReason(9*time.Second, 9*time.Second, model.ReasonBudget), plain, 0.5, deferTask, 6500 * ms, 0, 6500 * ms, ReasonBudget},
+		{"interactive, its limit's slot within a hold: hold, not asynq's whole seconds", withLimit(admission{code: model.Limited, reason: model.ReasonLimit, wait: 2 * time.Second, now: now}), interactive, 0.5, holdPause, 2 * time.Second, 12, 2 * time.Second, ReasonLimited},
+		{"interactive, its slot beyond a hold: deferred, woken maxHold early", withLimit(admission{code: model.Limited, reason: model.ReasonLimit, wait: 5 * time.Second, now: now}), interactive, 0.5, deferTask, 3500 * ms, 0, 3500 * ms, ReasonLimited},
+		{"interactive, a window within a hold: hold", withWindow(admission{code: model.Limited, reason: model.ReasonLimit, wait: 900 * ms, now: now}), interactive, 0.5, holdPause, 900 * ms, 12, 900 * ms, ReasonLimited},
 		{"last attempt: hold a long pause (with jitter)", pausedFor(9*time.Second, 9*time.Second), last, 0.5, hold, 9*time.Second + 450*ms, 0, 0, 0},
-		{"last attempt: hold a limited slot", withLimit(admission{code: limited, reason: reasonLimit, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
+		{"last attempt: hold a limited slot", withLimit(admission{code: model.Limited, reason: model.ReasonLimit, wait: 5 * time.Second, now: now}), last, 0.5, hold, 5 * time.Second, 0, 0, 0},
 	} {
 		v := decide(tc.a, tc.p, tc.u)
 		if v.act != tc.act || v.wait != tc.wait || v.act == holdPause && v.holders != tc.holders {

@@ -134,3 +134,81 @@ func mustDialect(t *testing.T, name string) sim.Dialect {
 	}
 	return d
 }
+
+// TestConcurrentState: a concurrency limit with every slot taken defers a
+// task (holding disabled) as in flight, State and Pauses show the scope
+// waiting for that reason, a release lets the next task in, and Resume
+// drops every lease.
+func TestConcurrentState(t *testing.T) {
+	c, rdb := newMini(t)
+	ctx := context.Background()
+	s := Scope{Provider: "acme", Account: "a"}
+	l := Concurrent(2)
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {l}}, Tuning: Tuning{MaxHold: -1}},
+		hooks{now: func() time.Time { return c.now }})
+	defer g.Close()
+	k := scopeKeys("qgtest", s)
+	var grants []grant
+	for i := range 2 {
+		gr, err := g.admission(ctx, s, k, 1, false, Background, false)
+		if err != nil || gr.lease == "" {
+			t.Fatalf("admission %d: %+v, %v; want admitted with a lease", i, gr, err)
+		}
+		grants = append(grants, gr)
+	}
+	_, err := g.admission(ctx, s, k, 1, false, Background, false)
+	var d *Deferral
+	if !errors.As(err, &d) || d.Reason != ReasonInFlight {
+		t.Fatalf("a third with both slots taken: %v, want a deferral in flight", err)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || st.Reason != ReasonInFlight || st.Until.IsZero() {
+		t.Fatalf("State = %+v, %v; want waiting in flight", st, err)
+	}
+	ps, err := g.Pauses(ctx)
+	if err != nil || len(ps) != 1 || ps[0].Scope != s || ps[0].Reason != ReasonInFlight {
+		t.Fatalf("Pauses = %+v, %v; want the scope, in flight", ps, err)
+	}
+	g.release(ctx, s, k, grants[0])
+	gr, err := g.admission(ctx, s, k, 1, false, Background, false)
+	if err != nil || gr.lease == "" {
+		t.Fatalf("after a release: %+v, %v; want admitted", gr, err)
+	}
+	if !c.mr.Exists(limitKey(k, 0, l)) {
+		t.Fatal("no leases in Redis")
+	}
+	if err := g.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if c.mr.Exists(limitKey(k, 0, l)) {
+		t.Fatal("Resume left the leases")
+	}
+	for i := range 2 {
+		if _, err := g.admission(ctx, s, k, 1, false, Background, false); err != nil {
+			t.Fatalf("after Resume, admission %d: %v", i, err)
+		}
+	}
+	// A lease never released comes back a lease's life later.
+	c.advance(DefaultLease)
+	if _, err := g.admission(ctx, s, k, 1, false, Background, false); err != nil {
+		t.Fatalf("a lease's life later: %v, want admitted", err)
+	}
+}
+
+// TestConcurrentPanics: Concurrent refuses a limit of no request in
+// flight, with a message that says why.
+func TestConcurrentPanics(t *testing.T) {
+	for _, n := range []int{0, -3} {
+		func() {
+			defer func() {
+				if r, _ := recover().(string); r == "" {
+					t.Errorf("Concurrent(%d) did not panic", n)
+				}
+			}()
+			Concurrent(n)
+		}()
+	}
+	if got := Concurrent(5).String(); got != "5 in flight" {
+		t.Errorf("String = %q", got)
+	}
+}

@@ -90,4 +90,23 @@
 // Every deadline lives in Redis under <prefix>:{<provider>:<account>}:...,
 // one hash tag per scope, so the gate runs on a single Redis or a Redis
 // Cluster alike.
+//
+// # Where each idea lives
+//
+// This package is the API a user reads: Scope (provider.go), NewTask and
+// ScopeOf (task.go), Refusal, Deferral and IsFailure (refusal.go),
+// Middleware (middleware.go), RetryDelay (retrydelay.go), Transport
+// (transport.go), Limit (limit.go), Class (class.go), Gate with State,
+// Pauses, Pause, Resume and Close (gate.go, pauses.go) and Collector
+// (metrics.go), with the admission loop that acts on the model's verdict
+// (admission.go) and the open cache (opencache.go). Below it, each layer
+// importing only those under it:
+//
+//	internal/model   the admission model: the Go rules, their Lua fragments, the scripts
+//	internal/schema  key names, key kinds and record fields (the command imports them too)
+//	internal/redistest  real redis-server, Cluster and Sentinel for the tests
+//	internal/sim     the provider simulator of the demo and the benchmark matrix
+//	hint             what providers send: Retry-After, vendor headers, JSON, prose
+//	cmd/quotagate, inspect  the operator's command and the inspector page
+//	tracking, example  the user's domain and the runnable demo
 package quotagate

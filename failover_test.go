@@ -167,7 +167,7 @@ type foFleet struct {
 	deferredBy map[string][2]int // per task ID, deferrals as paused by each gate
 	worst      time.Duration     // the longest admission
 	storeDown  []time.Time       // deferrals as store unavailable (fail closed)
-	refusedAt  []time.Time       // when each refusal was returned
+	refusedAt  []time.Time       // when each model.Refusal was returned
 }
 
 func runFailover(t *testing.T, target foTarget, kill bool) {

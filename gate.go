@@ -11,15 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
-// MinPause is the shortest pause the gate records or defers for: a hint of
-// zero, a negative one or a few milliseconds never makes a busy loop.
-const MinPause = time.Second
+// MinPause is the shortest pause the gate records or defers for, one
+// second: a hint of zero, a negative one or a few milliseconds never makes
+// a busy loop.
+const MinPause = model.MinPause
 
 // Config configures a Gate. The zero value works; every field states its
 // default, and a zero or negative duration means the default unless the
@@ -373,12 +375,12 @@ func (p Pause) String() string {
 // pauseOf is the Pause that a dry admission a of s describes.
 func pauseOf(s Scope, a admission) Pause {
 	p := Pause{Scope: s, Budget: a.budget, Learned: a.learned, LimitBacklog: a.limitBacklog}
-	if a.code == admitted {
+	if a.code == model.Admitted {
 		return p
 	}
 	p.Reason = publicReason(a.reason)
 	p.Until = a.now.Add(a.wait)
-	if a.code == paused {
+	if a.code == model.Paused {
 		p.Until = a.until
 	}
 	p.Remaining = p.Until.Sub(a.now.Truncate(time.Millisecond)) // deadlines are whole ms
@@ -447,7 +449,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	}
 	g.open.forget(scopeKeys(g.cfg.Prefix, s).Pause)
 	g.mem.drop(scopeKeys(g.cfg.Prefix, s).Pause)
-	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)); err != nil {
+	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}
 	return nil

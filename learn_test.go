@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 )
 
@@ -49,14 +50,14 @@ func TestAdmitFixedWindow(t *testing.T) {
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		r := fw(FixedWindow(3, time.Second))
 		runSteps(t, c, st, k, []step{
-			{0, r, admitted, 0}, {0, r, admitted, 0}, {0, r, admitted, 0}, // the window's rate at once
-			{0, r, limited, 1050 * ms},        // full: the next window, a period and windowSettle on
-			{0, r, limited, 1050 * ms},        // fixed windows open at once: no spread
-			{800 * ms, r, admitted, 250 * ms}, // past the head: a slot of the next window, within hold
-			{250 * ms, r, admitted, 0},        // the next window: 2 left
-			{0, r, admitted, 0},               //
-			{0, r, limited, 1050 * ms},        // full again
-			{300 * ms, r, limited, 750 * ms},  // a new window's head is over at +250ms
+			{0, r, model.Admitted, 0}, {0, r, model.Admitted, 0}, {0, r, model.Admitted, 0}, // the window's rate at once
+			{0, r, model.Limited, 1050 * ms},        // full: the next window, a period and windowSettle on
+			{0, r, model.Limited, 1050 * ms},        // fixed windows open at once: no spread
+			{800 * ms, r, model.Admitted, 250 * ms}, // past the head: a slot of the next window, within hold
+			{250 * ms, r, model.Admitted, 0},        // the next window: 2 left
+			{0, r, model.Admitted, 0},               //
+			{0, r, model.Limited, 1050 * ms},        // full again
+			{300 * ms, r, model.Limited, 750 * ms},  // a new window's head is over at +250ms
 		})
 	})
 	t.Run("unaligned: only the head", func(t *testing.T) {
@@ -65,9 +66,9 @@ func TestAdmitFixedWindow(t *testing.T) {
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		r := fw(FixedWindow(5, time.Second))
 		runSteps(t, c, st, k, []step{
-			{0, r, admitted, 0},
-			{300 * ms, r, limited, 750 * ms}, // 4 left, but the head is over: the next window
-			{500 * ms, r, admitted, 250 * ms},
+			{0, r, model.Admitted, 0},
+			{300 * ms, r, model.Limited, 750 * ms}, // 4 left, but the head is over: the next window
+			{500 * ms, r, model.Admitted, 250 * ms},
 		})
 	})
 	t.Run("aligned by a refusal", func(t *testing.T) {
@@ -81,14 +82,14 @@ func TestAdmitFixedWindow(t *testing.T) {
 		}
 		r := fw(FixedWindow(2, 5*time.Second))
 		runSteps(t, c, st, k, []step{
-			{0, r, paused, time.Second},
-			{time.Second, r, admitted, 0}, // the window t0+1s..t0+6s
-			{3 * time.Second, r, admitted, 0},
-			{0, r, limited, 2 * time.Second}, // full: the next window, at t0+6s
-			{1500 * ms, r, limited, 500 * ms},
-			{400 * ms, r, admitted, 100 * ms}, // a slot at t0+6s, reserved within hold
-			{100 * ms, r, admitted, 0},
-			{4 * time.Second, r, limited, time.Second}, // t0+10s: in the window's last second (the reset's precision)
+			{0, r, model.Paused, time.Second},
+			{time.Second, r, model.Admitted, 0}, // the window t0+1s..t0+6s
+			{3 * time.Second, r, model.Admitted, 0},
+			{0, r, model.Limited, 2 * time.Second}, // full: the next window, at t0+6s
+			{1500 * ms, r, model.Limited, 500 * ms},
+			{400 * ms, r, model.Admitted, 100 * ms}, // a slot at t0+6s, reserved within hold
+			{100 * ms, r, model.Admitted, 0},
+			{4 * time.Second, r, model.Limited, time.Second}, // t0+10s: in the window's last second (the reset's precision)
 		})
 	})
 }
@@ -102,9 +103,9 @@ func TestAdmitStackedLimits(t *testing.T) {
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
 	r := admitRequest{limits: []Limit{PerSecond(10, 2), FixedWindow(3, time.Second)}, hold: 250 * ms}
 	runSteps(t, c, st, k, []step{
-		{0, r, admitted, 0}, {0, r, admitted, 0}, // the GCRA burst
-		{0, r, admitted, 100 * ms}, // GCRA's next slot, inside the window's head
-		{0, r, limited, 1050 * ms}, // the window is full: its next one, beyond hold
+		{0, r, model.Admitted, 0}, {0, r, model.Admitted, 0}, // the GCRA burst
+		{0, r, model.Admitted, 100 * ms}, // GCRA's next slot, inside the window's head
+		{0, r, model.Limited, 1050 * ms}, // the window is full: its next one, beyond hold
 	})
 	// Nothing of the refused admission was spent: the TAT is the third
 	// admission's, and the window holds 3.

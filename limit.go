@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // Limit is a proactive throughput limit: the budget a provider grants one
@@ -190,6 +192,9 @@ func (l Limit) String() string {
 
 func (l Limit) burst() int { return max(l.Burst, 1) }
 
+// spec is l as the model has it.
+func (l Limit) spec() model.LimitSpec { return model.Spec(l.kind(), l.Rate, l.Period, l.burst()) }
+
 // interval is the emission interval in whole microseconds, rounded up so the
 // limit is never exceeded by rounding.
 func (l Limit) interval() int64 {
@@ -219,11 +224,21 @@ func (l Limit) capacity(hold time.Duration) int64 {
 	return int64(l.burst()) + hold.Microseconds()/max(l.interval(), 1)
 }
 
+// ErrLimits is returned (wrapped) for a task whose scope has more limits
+// configured than a scope may have (16): Resume finds a scope's limits by
+// their numbered keys, and would not lift those beyond.
+var ErrLimits = fmt.Errorf("quotagate: more than %d limits configured for one scope", schema.MaxLimits)
+
 // checkCost returns an error wrapping ErrCost when the cost of t exceeds
-// the capacity of a limit of s.
+// the capacity of a limit of s, and one wrapping ErrLimits when s has more
+// limits than a scope may have.
 func (g *Gate) checkCost(s Scope, t *asynq.Task) error {
 	cost := int64(g.cost(t))
-	for _, l := range g.limitsOf(s) {
+	ls := g.limitsOf(s)
+	if len(ls) > schema.MaxLimits {
+		return fmt.Errorf("%w: %d for %s", ErrLimits, len(ls), s.Provider)
+	}
+	for _, l := range ls {
 		if c := l.capacity(g.cfg.Tuning.MaxHold); cost > c {
 			return fmt.Errorf("%w: cost %d, limit %v of %s admits at most %d", ErrCost, cost, l, s.Provider, c)
 		}

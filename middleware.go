@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
 	"github.com/hibiken/asynq"
@@ -54,7 +55,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			g.inside.Add(1)
 			defer g.inside.Add(-1)
 			if err := g.checkCost(s, t); err != nil {
-				g.cfg.Logger.Error("quotagate: archiving a task whose cost no limit can ever admit", "type", t.Type(), "provider", s.Provider, "err", err)
+				g.cfg.Logger.Error("quotagate: archiving a task that no limit of its scope can ever admit", "type", t.Type(), "provider", s.Provider, "err", err)
 				return exhausted{err}
 			}
 			at := attemptOf(ctx, t)
@@ -89,11 +90,11 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 	if ta.grant.opens == 0 || !ta.answered.CompareAndSwap(false, true) {
 		return
 	}
-	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, observation{remaining: -2, opened: ta.grant.opens}); err != nil {
+	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, model.Observation{Remaining: -2, Opened: ta.grant.opens}); err != nil {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 		return
 	}
-	g.slots.wake(ta.keys.Pause, startAnswerWakes) // a slow start's answer lets two more go
+	g.slots.wake(ta.keys.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 }
 
 // releaseTask releases the lease of the task's admission, unless its
@@ -262,7 +263,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 			}
 			return gr, nil
 		case holdPause:
-			slot := a.reason == reasonInFlight
+			slot := a.reason == model.ReasonInFlight
 			if slot && inFlight >= p.maxHold || worker && !joined || !g.holders.acquire(k.Pause, c, v.holders) {
 				leave()
 				return gr, g.deferred(s, c, v.deferral)
@@ -297,7 +298,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 // otherwise: 64 random bits, unique among the leases of a scope.
 func (g *Gate) leaseID(ls []Limit) string {
 	for _, l := range ls {
-		if specOf(l).concurrent {
+		if l.Concurrent {
 			return strconv.FormatUint(rand.Uint64(), 36)
 		}
 	}

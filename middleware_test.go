@@ -291,7 +291,7 @@ type mwRecorder struct {
 
 type mwOutcome struct {
 	deferrals []Deferral
-	refusals  []Pause // the pause in force the middleware wrapped each refusal with
+	refusals  []Pause // the pause in force the middleware wrapped each model.Refusal with
 	errs      []string
 }
 

@@ -3,13 +3,13 @@ package quotagate
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/quotagate/quotagate/internal/model"
 )
 
 // The correctness items of the model issue, one test each; every one
@@ -104,7 +104,7 @@ func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
 		t.Fatal("refusal not recorded")
 	}
 	for _, key := range c.mr.Keys() {
-		if ttl := c.mr.TTL(key); ttl <= 0 || ttl > time.Duration(learnTTL)*time.Microsecond+expiryMargin {
+		if ttl := c.mr.TTL(key); ttl <= 0 || ttl > time.Duration(model.LearnTTL)*time.Microsecond+model.ExpiryMargin {
 			t.Errorf("%s: TTL %v, want within the learned state's life", key, ttl)
 		}
 	}
@@ -145,49 +145,6 @@ func TestCostBeyondCapacityIsArchived(t *testing.T) {
 			t.Errorf("%v: ProcessTask = %v (handler ran %v); want archived with ErrCost", l, err, ran)
 		}
 		g.Close()
-	}
-}
-
-// TestModelNeverAdmitsOverALimit: under stacked limits (a bucket and two
-// fixed windows whose windows start with the scope's first admission), any
-// sequence of admissions keeps every limit: no window of any length period
-// holds more than its rate, and the bucket's conformance holds between any
-// two admissions. (Before, the search for the earliest instant returned
-// after a few rounds without a final check.)
-func TestModelNeverAdmitsOverALimit(t *testing.T) {
-	ls := []Limit{PerSecond(10, 3), FixedWindow(4, 2*time.Second), FixedWindow(7, 5*time.Second)}
-	p := params{hold: 250_000, maxPause: 3600_000}
-	for _, l := range ls {
-		p.limits = append(p.limits, specOf(l))
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for run := range 50 {
-		var m scopeState
-		m.normalize(p, 0)
-		now := int64(1_000_000_000_000)
-		type adm struct{ at, cost int64 }
-		var got []adm
-		for range 400 {
-			now += int64(r.IntN(300_000))
-			cost := int64(1 + r.IntN(2))
-			if d := m.admit(p, now, cost, Background); d.code == admitted {
-				got = append(got, adm{now + d.wait, cost})
-			}
-		}
-		for i := range got {
-			for _, l := range ls {
-				sum := int64(0)
-				for j := i; j < len(got) && got[j].at < got[i].at+l.Period.Microseconds(); j++ {
-					sum += got[j].cost
-					if !l.Fixed && sum > int64(l.burst())+(got[j].at-got[i].at)/l.interval() {
-						t.Fatalf("run %d: %v: %d units between %d and %d", run, l, sum, got[i].at, got[j].at)
-					}
-				}
-				if l.Fixed && sum > int64(l.Rate) {
-					t.Fatalf("run %d: %v: %d units within one period from %d", run, l, sum, got[i].at)
-				}
-			}
-		}
 	}
 }
 
@@ -320,66 +277,6 @@ func TestSilentNotesPruned(t *testing.T) {
 	}
 }
 
-// TestModelLiveness: from any state a random sequence reaches (refusals
-// with and without hints, budgets of every kind, probes never answered,
-// learned limits, hintless episodes), once the pause, the budget's reset, a probe's timeout
-// and one window have passed, a request is admitted: no reachable state
-// keeps a scope from asking the provider: it is admitted, or (a limit,
-// configured or learned) within one more window. And a deadline in force
-// never moves earlier.
-func TestModelLiveness(t *testing.T) {
-	for i := range 400 {
-		r := rand.New(rand.NewPCG(uint64(i), 3))
-		ls := diffConfigs[i%len(diffConfigs)]
-		p := params{hold: 250_000, maxPause: 3600_000, probe: 2_500_000 * int64(i%2), answer: 1_250_000}
-		for _, l := range ls {
-			p.limits = append(p.limits, specOf(l))
-		}
-		var m scopeState
-		m.normalize(p, 0)
-		now := int64(1_000_000_000_000)
-		for _, e := range diffEvents(r, 120, false, i%8 < 4) {
-			switch e.kind {
-			case 'a':
-				m.report(p, now, e.counts)
-				m.admit(p, now, e.cost, Background)
-			case 'r':
-				before := m.pause.untilMs
-				inForce := m.pause.inForce(p, now)
-				d, _ := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator})
-				if inForce && d < before {
-					t.Fatalf("seq %d: the deadline moved earlier: %d → %d", i, before, d)
-				}
-			case 'o':
-				m.observe(p, now, e.obs)
-			case 'z':
-				m.resume(p)
-			case 't':
-				now += e.advance.Microseconds()
-			}
-		}
-		horizon := max(m.pause.untilMs*1000, m.budget.reset, m.budget.probeAt+p.probe, m.learn.probeAt+p.answer, m.fall.probeAt+p.answer, m.line.next, now)
-		window := m.learn.window
-		for _, l := range p.limits {
-			window = max(window, l.per*l.n) // a bucket's whole burst, or a window
-		}
-		at := horizon + window + 1
-		d := m.admit(p, at, 1, Background)
-		switch {
-		case d.code == admitted:
-		case d.code == limited && d.wait <= window: // a window's last second (a reset read to the second), or a bucket's next token
-		default:
-			t.Fatalf("seq %d (limits %v): at %d, past every deadline and a window (%d): %+v; state %+v", i, ls, at, window, d, canonical(m))
-		}
-		// That admission may have been a probe, never answered: its
-		// timeout and a window later, the scope asks again.
-		at += p.probe + p.answer + window + 1
-		if d := m.admit(p, at, 1, Background); d.code == paused || d.code == limited && d.wait > window {
-			t.Fatalf("seq %d (limits %v): an unanswered probe holds the scope: %+v; state %+v", i, ls, d, canonical(m))
-		}
-	}
-}
-
 // TestOneLogLinePerPause: of the refusals of one pause, the one that moved
 // the deadline logs at INFO; those of requests already on their way log at
 // DEBUG, with a count.
@@ -401,81 +298,5 @@ func TestOneLogLinePerPause(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "absorbed=3") {
 		t.Errorf("no DEBUG line counting the 3 absorbed refusals:\n%s", out)
-	}
-}
-
-// TestSlotAheadKeepsTheWindowSpent: a fixed window spent whole, its
-// windows realigned by a reset header since (its counts under two
-// starts), and an admission a moment before the next window that takes a
-// slot in it: the admissions after it still find the window of now
-// spent. (Before, spending the slot dropped the counts older than one
-// period before the slot's window, which the window of now still counted:
-// 19 requests went at once into the provider's closed window on every
-// configured fixed-window cell with budget headers of the matrix, and
-// fixed/reset-ms stalled.)
-func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
-	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
-	const t0 = 1_700_000_000_000_000
-	var s scopeState
-	for i := range int64(40) {
-		at := t0 + 6_000 + i*1_000
-		if i >= 20 { // after a response's reset header: the provider's window ends at t0 + 5 s, read to the second
-			at += 20_000
-		}
-		if i == 20 {
-			s.learn.align(at, t0+5_040_000, 1_000_000)
-		}
-		if d := s.admit(p, at, 1, Background); d.code != admitted || d.wait != 0 {
-			t.Fatalf("admission %d of the first window: %+v", i, d)
-		}
-	}
-	now := int64(t0 + 4_020_000)
-	if d := s.admit(p, now, 1, Background); d.code != admitted || now+d.wait != t0+5_040_000 {
-		t.Fatalf("a moment before the next window: %+v, want its first slot", d)
-	}
-	for i := range int64(19) {
-		if d := s.admit(p, now+1_000*(i+1), 1, Background); d.code == admitted && d.wait == 0 {
-			t.Fatalf("admission %d after the slot ahead went at once, into the spent window", i)
-		}
-	}
-}
-
-// TestAlignedWindowLeavesItsPredecessor: a configured window of 40 per 5 s
-// spends 14 at the head of its unaligned window, then a response's reset
-// (in milliseconds) aligns the windows 25 ms after the origin's; the
-// aligned window that opens at that reset counts none of the 14, which the
-// provider counted in the window before it. (Before, it counted them as an
-// overlapping predecessor's: the first aligned window got 26 of its 40 and
-// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.) Nor does
-// a window realigned a millisecond earlier count its predecessor.
-func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
-	p := params{limits: []limitSpec{{fixed: true, per: 5_000_000, n: 40}}, hold: 1_500_000, maxPause: 43_200_000}
-	const t0 = 1_700_000_000_000_000
-	var s scopeState
-	for i := range int64(40) {
-		at := t0 + 40_000 + i*2_000
-		if i == 14 { // the first answer: the window ends 5.025 s after t0, read to the millisecond
-			s.observe(p, at, observation{remaining: 39, reset: t0 + 5_025_000 - at, limit: 40, prec: 1_000})
-		}
-		if d := s.admit(p, at, 1, Background); d.code != admitted || d.wait != 0 {
-			t.Fatalf("admission %d of the first window: %+v", i, d)
-		}
-	}
-	if d := s.admit(p, t0+200_000, 1, Background); d.code == admitted && d.wait == 0 {
-		t.Fatalf("a 41st admission in the first window: %+v", d)
-	}
-	for i := range int64(40) {
-		if d := s.admit(p, t0+5_025_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
-			t.Fatalf("admission %d of the aligned window: %+v", i, d)
-		}
-	}
-	// The next reading of the reset is a millisecond earlier (its jitter):
-	// the window it aligns overlaps the one recorded only by the tail where
-	// that one admits nothing, and counts none of its 40.
-	s.observe(p, t0+5_100_000, observation{remaining: 0, reset: 4_924_000, limit: 40, prec: 1_000})
-	for i := range int64(40) {
-		if d := s.admit(p, t0+10_024_000+i*1_000, 1, Background); d.code != admitted || d.wait != 0 {
-			t.Fatalf("admission %d of the window realigned a millisecond earlier: %+v", i, d)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/hint"
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/sim"
 )
 
@@ -53,16 +54,16 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	const start, sendDelay = 40_000, 2_000
 	const t0 = 1_700_000_000_000_000 // µs: a whole second, a multiple of every window
 	maxHold := 1_500_000 * time.Microsecond
-	p := params{hold: maxHold.Microseconds(), maxPause: 12 * 3600 * 1000, answer: answerTimeout(maxHold).Microseconds()}
+	p := model.Params{Hold: maxHold.Microseconds(), MaxPause: 12 * 3600 * 1000, Answer: answerTimeout(maxHold).Microseconds()}
 	if !plain {
-		p.probe = (maxHold + asynqTick).Microseconds()
+		p.Probe = (maxHold + asynqTick).Microseconds()
 		for _, l := range limits {
-			p.limits = append(p.limits, specOf(l))
+			p.Limits = append(p.Limits, l.spec())
 		}
 	}
-	model := q.New(time.UnixMicro(t0))
-	var m scopeState
-	m.normalize(p, t0)
+	provider := q.New(time.UnixMicro(t0))
+	var m model.State
+	m.Normalize(p, t0)
 	var r shapeRun
 	ev := &simQueue{}
 	for i := range workers {
@@ -108,12 +109,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			break
 		}
 		if plain {
-			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
+			m.Forget()
 		}
 		at := time.UnixMicro(e.at)
 		if !e.resp && e.ok { // a request admitted earlier arrives at the provider
 			r.requests++
-			resp, body, delay, rep := shapeSend(model, d, at)
+			resp, body, delay, rep := shapeSend(provider, d, at)
 			pending[e.worker], bodies[e.worker], accepted[e.worker] = resp, body, rep.Decision.OK
 			trace("%.3f send ok=%v rem=%d", float64(e.at-t0)/1e6, rep.Decision.OK, rep.State.Remaining)
 			heap.Push(ev, simEvent{at: e.at + delay.Microseconds() + latency, worker: e.worker, resp: true})
@@ -123,10 +124,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			resp, body, fl := pending[e.worker], bodies[e.worker], inflight[e.worker]
 			delete(pending, e.worker)
 			if accepted[e.worker] { // as Server.answered: an accepted request leaves the flight
-				model.Release(at)
+				provider.Release(at)
 			}
 			if fl.lease != "" { // the Transport: the response arrived
-				m.release(p, e.at, fl.lease)
+				m.Release(p, e.at, fl.lease)
 				w.wakeSlot(e.at, 1)
 			}
 			refused := hint.IsRefusal(resp)
@@ -136,16 +137,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				if !refused {
 					opened = fl.opens
 				}
-				if o.remaining >= 0 {
-					counter := m.budget.window > 0
-					o.seq, o.opened, o.rtt = fl.seq, opened, e.at-fl.at
-					m.observe(p, e.at, o)
-					if !counter && m.budget.window > 0 {
-						trace("%.3f counter: a window of %.3f s, a unit every %d µs", float64(e.at-t0)/1e6, float64(m.budget.window)/1e6, m.budget.per)
-					}
-					trace("%.3f observed remaining %d (seq %d of %d: %d left) reset %d µs: aligned at %.3f", float64(e.at-t0)/1e6, o.remaining, fl.seq, m.budget.seq, m.budget.remaining, o.reset, float64(m.learn.alignAt-t0)/1e6)
-				} else if opened > 0 || m.budget.probeAt > 0 {
-					m.observe(p, e.at, observation{remaining: -1, seq: fl.seq, opened: opened})
+				if o.Remaining >= 0 {
+					o.Seq, o.Opened, o.RTT = fl.seq, opened, e.at-fl.at
+					m.Observe(p, e.at, o)
+					trace("%.3f observed remaining %d (seq %d) reset %d µs: %v", float64(e.at-t0)/1e6, o.Remaining, fl.seq, o.Reset, m)
+				} else if opened > 0 || m.Probing() {
+					m.Observe(p, e.at, model.Observation{Remaining: -1, Seq: fl.seq, Opened: opened})
 				}
 			}
 			if !refused {
@@ -153,28 +150,28 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				r.end = e.at - t0
 			} else {
 				wait, _ := hint.FromAt(resp, body, at)
-				rf := refusal{pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), hinted: wait > 0, prec: 1000}
+				rf := model.Refusal{Pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), Hinted: wait > 0, Prec: 1000}
 				if alt := altHint(wait, o); alt > 0 { // as the Transport records it
-					rf.alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
+					rf.Alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
 				}
 				if wait <= 0 {
 					// Config.FallbackPause: the cap of a hintless episode's
 					// pause, or the plain pause's whole pause (pause.go's
 					// pauseFallback), which learns nothing
-					rf.pause, rf.hinted = time.Minute.Milliseconds(), plain
+					rf.Pause, rf.Hinted = time.Minute.Milliseconds(), plain
 				}
 				if wait%time.Second == 0 {
-					rf.prec = 1_000_000
+					rf.Prec = 1_000_000
 				}
-				dl, _ := m.refuse(p, e.at, rf)
+				dl, _ := m.Refuse(p, e.at, rf)
 				// retried by asynq: RetryDelay's max(hint, the pause in
 				// force), or the plain pause's remaining pause
 				own := int64(0) // a hint's own wait (the plain pause's: its whole pause)
-				if rf.hinted {
-					own = rf.pause * 1000
+				if rf.Hinted {
+					own = rf.Pause * 1000
 				}
 				aq.retry = append(aq.retry, asynqRetry(e.at, max(own, dl*1000-e.at), plain))
-				trace("%.3f refused hint %v deadline %.3f learn n=%d w=%.1f", float64(e.at-t0)/1e6, wait, float64(dl*1000-t0)/1e6, m.learn.limit, float64(m.learn.window)/1e6)
+				trace("%.3f refused hint %v deadline %.3f: %v", float64(e.at-t0)/1e6, wait, float64(dl*1000-t0)/1e6, m)
 			}
 			has[e.worker] = false
 			heap.Push(ev, simEvent{at: e.at, worker: e.worker})
@@ -192,8 +189,8 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			continue
 		}
 		sends++
-		trace("%.3f admit w%d wait %.3f opens=%v fprobe=%v align=%.3f n=%d lprobe=%d", float64(e.at-t0)/1e6, e.worker, float64(dec.wait)/1e6, dec.opens > 0, m.fall.probeAt > 0, float64(m.learn.alignAt-t0)/1e6, m.learn.limit, m.learn.probeAt)
-		inflight[e.worker] = flight{seq: dec.seq, opens: dec.opens, at: e.at + dec.wait, lease: id}
+		trace("%.3f admit w%d wait %.3f opens=%v: %v", float64(e.at-t0)/1e6, e.worker, float64(dec.Wait)/1e6, dec.Opens > 0, m)
+		inflight[e.worker] = flight{seq: dec.Seq, opens: dec.Opens, at: e.at + dec.Wait, lease: id}
 		// sent then: 1–3 ms after the admission, the first request of a run
 		// the slowest (a connection dialled), as measured by the example's
 		// traces (sim.Arrival's Entered and At)
@@ -201,7 +198,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		if sends == 1 {
 			delay = sendDelay * 3 / 2
 		}
-		heap.Push(ev, simEvent{at: e.at + dec.wait + delay, worker: e.worker, ok: true})
+		heap.Push(ev, simEvent{at: e.at + dec.Wait + delay, worker: e.worker, ok: true})
 	}
 	return r
 }
@@ -209,9 +206,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 // shapeSend is the provider's side of one request arriving at at: its
 // answer, in d, to be read back when it arrives (after its Delay and the
 // latency).
-func shapeSend(model sim.Model, d sim.Dialect, at time.Time) (*http.Response, []byte, time.Duration, sim.Reply) {
-	decision := model.Take(at)
-	rep := sim.Reply{Now: at, Decision: decision, State: model.State(at)}
+func shapeSend(provider sim.Model, d sim.Dialect, at time.Time) (*http.Response, []byte, time.Duration, sim.Reply) {
+	decision := provider.Take(at)
+	rep := sim.Reply{Now: at, Decision: decision, State: provider.State(at)}
 	h := http.Header{}
 	h.Set("Date", at.UTC().Format(http.TimeFormat))
 	status, body := d.Write(h, rep)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/sim"
 )
 
@@ -94,7 +95,7 @@ func (q *simQueue) Pop() any {
 type simResult struct {
 	requests, accepted int
 	end                int64 // µs from the start to the last acceptance
-	deadlineEarlier    bool  // a refusal moved the deadline earlier
+	deadlineEarlier    bool  // a model.Refusal moved the deadline earlier
 }
 
 // simulate runs polls tasks with workers workers (latency µs each way and
@@ -104,16 +105,16 @@ type simResult struct {
 // simTrace, when set, hears every admission and refusal of simulate.
 var simTrace func(format string, args ...any)
 
-func simulate(p params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
-	var m scopeState
-	m.normalize(p, 0)
+func simulate(p model.Params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
+	var m model.State
+	m.Normalize(p, 0)
 	const t0 = 1_000_000_000_000 // µs: any instant
 	var r simResult
 	ev := &simQueue{}
 	for i := range workers {
 		heap.Push(ev, simEvent{at: t0, worker: i})
 	}
-	w := &simWorkers{ev: ev, pol: policy{maxHold: time.Duration(p.hold) * time.Microsecond, maxHolders: 12}, holding: make([]bool, workers),
+	w := &simWorkers{ev: ev, pol: policy{maxHold: time.Duration(p.Hold) * time.Microsecond, maxHolders: 12}, holding: make([]bool, workers),
 		// no place: deferred through asynq (whole seconds, forwarded every
 		// DelayedTaskCheckInterval: half of 1 s on average)
 		wake: func(at, delay int64, _ int) int64 { return at + ceilSecond(delay) + 500_000 }}
@@ -124,28 +125,27 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 			continue
 		}
 		if plain {
-			m.learn, m.budget, m.lwin, m.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
+			m.Forget()
 		}
 		if e.resp {
 			if e.ok {
 				r.accepted++
 				r.end = e.at - t0
 				if e.opens > 0 {
-					m.observe(p, e.at, observation{remaining: -2, opened: e.opens})
+					m.Observe(p, e.at, model.Observation{Remaining: -2, Opened: e.opens})
 				}
 			} else {
 				started--
 				hint := (e.hint + 999_999) / 1_000_000 * 1000
-				rf := refusal{pause: max(hint, 1000), hinted: true, prec: 1_000_000}
+				rf := model.Refusal{Pause: max(hint, 1000), Hinted: true, Prec: 1_000_000}
 				if e.hint < 0 { // no hint: Config.FallbackPause caps the episode's pause
-					rf = refusal{pause: 60_000, hinted: plain, prec: 1_000_000} // the plain pause's is all of it
+					rf = model.Refusal{Pause: 60_000, Hinted: plain, Prec: 1_000_000} // the plain pause's is all of it
 				}
-				before := m.pause.untilMs
-				d, _ := m.refuse(p, e.at, rf)
-				r.deadlineEarlier = r.deadlineEarlier || d < before && m.pause.inForce(p, e.at)
+				before := m.Deadline()
+				d, _ := m.Refuse(p, e.at, rf)
+				r.deadlineEarlier = r.deadlineEarlier || d < before && m.PausedAt(p, e.at)
 				if simTrace != nil {
-					simTrace("%.3f refused hint %dms deadline %.3f learn n=%d w=%.1f best=%d since=%.3f admits=%d absorb=%.3f", float64(e.at-t0)/1e6, hint, float64(d*1000-t0)/1e6,
-						m.learn.limit, float64(m.learn.window)/1e6, m.learn.best, float64(m.learn.since-t0)/1e6, m.learn.admits, float64(m.learn.absorb-t0)/1e6)
+					simTrace("%.3f refused hint %dms deadline %.3f: %v", float64(e.at-t0)/1e6, hint, float64(d*1000-t0)/1e6, m)
 				}
 			}
 			if started < polls {
@@ -160,11 +160,11 @@ func simulate(p params, q simQuota, workers, polls int, latency int64, plain boo
 		started++
 		r.requests++
 		if simTrace != nil && !plain {
-			simTrace("%.3f admit at +%dms", float64(e.at-t0)/1e6, d.wait/1000)
+			simTrace("%.3f admit at +%dms", float64(e.at-t0)/1e6, d.Wait/1000)
 		}
-		send := e.at + d.wait
+		send := e.at + d.Wait
 		ok, wait := q.take(send + latency)
-		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait, opens: d.opens})
+		heap.Push(ev, simEvent{at: send + 2*latency, worker: e.worker, resp: true, ok: ok, hint: wait, opens: d.Opens})
 	}
 	return r
 }
@@ -210,20 +210,20 @@ func (w *simWorkers) wakeSlot(now int64, n int) {
 // says. It returns the decision, the admission's lease id, and whether
 // the task is sent (at e.at + d.wait); when it is not, the worker's next
 // event is queued.
-func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, string, bool) {
+func (w *simWorkers) admit(m *model.State, p model.Params, e simEvent) (model.Decision, string, bool) {
 	if w.gen == nil {
 		w.gen, w.slotSince = map[int]int{}, map[int]int64{}
 	}
 	w.slotWaiting = slices.DeleteFunc(w.slotWaiting, func(x int) bool { return x == e.worker })
 	w.leases++
 	id := "l" + strconv.Itoa(w.leases)
-	d := m.admitLease(p, e.at, 1, Background, id)
-	a := admission{code: d.code, reason: d.reason, wait: time.Duration(d.wait) * time.Microsecond, now: time.UnixMicro(e.at),
-		reopen: d.reopen, limited: d.limited, spread: d.spread, unreserved: d.unreserved}
-	if d.until != 0 {
-		a.until = time.UnixMilli(d.until)
+	d := m.AdmitLease(p, e.at, 1, model.Background, id)
+	a := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond, now: time.UnixMicro(e.at),
+		reopen: d.Reopen, limited: d.Limited, spread: d.Spread, unreserved: d.Unreserved}
+	if d.Until != 0 {
+		a.until = time.UnixMilli(d.Until)
 	}
-	slot := d.reason == reasonInFlight
+	slot := d.Reason == model.ReasonInFlight
 	since, waited := w.slotSince[e.worker]
 	if !slot || !waited {
 		since = e.at
@@ -231,7 +231,7 @@ func (w *simWorkers) admit(m *scopeState, p params, e simEvent) (decision, strin
 	delete(w.slotSince, e.worker)
 	switch v := decide(a, w.pol, 0.5); v.act {
 	case hold, holdPause:
-		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.hold) {
+		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.Hold) {
 			w.setHolding(e.worker, false)
 			w.deferTo(e, v.deferral.Delay.Microseconds())
 			return d, "", false
@@ -281,7 +281,7 @@ func ceilSecond(us int64) int64 { return (us + 999_999) / 1_000_000 * 1_000_000 
 // learning completes every poll, wastes no more than the plain shared
 // pause, and is not slower than it by more than 5% + 0.5 s.
 func TestModelLearningOnlyHelps(t *testing.T) {
-	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
+	p := model.Params{Hold: 1_500_000, MaxPause: 12 * 3600 * 1000, Answer: 2_500_000}
 	for _, tc := range []struct {
 		name  string
 		quota func() simQuota
@@ -389,7 +389,7 @@ func TestModelSimTrace(t *testing.T) {
 	}
 	simTrace = t.Logf
 	defer func() { simTrace = nil }()
-	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
+	p := model.Params{Hold: 1_500_000, MaxPause: 12 * 3600 * 1000, Answer: 2_500_000}
 	switch simTraceCase {
 	case "bucket":
 		simulate(p, &simBucket{per: 125_000, burst: 10}, 20, 200, 12_500, false)
@@ -422,7 +422,7 @@ func (o *simOutage) take(t int64) (bool, int64) {
 // completes within a pause of the outage's end. The plain shared pause
 // sends its fleet once a minute.
 func TestModelHintlessOutage(t *testing.T) {
-	p := params{hold: 1_500_000, maxPause: 12 * 3600 * 1000, answer: 2_500_000}
+	p := model.Params{Hold: 1_500_000, MaxPause: 12 * 3600 * 1000, Answer: 2_500_000}
 	const outage = 600_000_000
 	const t0 = 1_000_000_000_000 // simulate's
 	for _, plain := range []bool{false, true} {

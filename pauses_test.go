@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // oddScopes are scopes whose fields hold every character the key encoding
@@ -222,5 +224,56 @@ func TestPausesStoreDown(t *testing.T) {
 	ps, err := g.Pauses(context.Background())
 	if err == nil || ps != nil || !strings.Contains(err.Error(), "list pauses") {
 		t.Errorf("Pauses = %v, %v; want the connection error", ps, err)
+	}
+}
+
+// TestResumeLiftsLimitsConfiguredElsewhere: Resume, on a gate that
+// configures nothing, deletes the state of every limit another gate
+// configured for the scope, whatever its index or kind: here six, two of
+// each kind beyond the first.
+func TestResumeLiftsLimitsConfiguredElsewhere(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	six := []Limit{PerSecond(100, 100), FixedWindow(100, time.Minute), SlidingWindow(100, time.Minute),
+		PerSecond(200, 100), FixedWindow(200, time.Minute), SlidingWindow(200, time.Minute)}
+	configured := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": six}, Tuning: Tuning{MaxHold: -1}},
+		hooks{now: func() time.Time { return c.now }})
+	defer configured.Close()
+	bare := newWith(rdb, Config{Prefix: "qgtest"}, hooks{now: func() time.Time { return c.now }})
+	defer bare.Close()
+	ctx := context.Background()
+	if err := configured.admit(ctx, s, 1, false); err != nil {
+		t.Fatalf("first admission: %v", err)
+	}
+	k := scopeKeys("qgtest", s)
+	for i, l := range six {
+		if !c.mr.Exists(limitKey(k, i, l)) {
+			t.Fatalf("limit %d (%v): no state recorded at %s", i, l, limitKey(k, i, l))
+		}
+	}
+	if err := bare.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range six {
+		if key := limitKey(k, i, l); c.mr.Exists(key) {
+			t.Errorf("limit %d (%v): %s left after Resume", i, l, key)
+		}
+	}
+}
+
+// TestTooManyLimitsIsArchived: a scope with more limits than a scope may
+// have (Resume could not find them all) is refused with ErrLimits.
+func TestTooManyLimitsIsArchived(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	many := make([]Limit, schema.MaxLimits+1)
+	for i := range many {
+		many[i] = PerSecond(100+i, 10)
+	}
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": many}}, hooks{now: func() time.Time { return c.now }})
+	defer g.Close()
+	err := g.checkCost(s, NewTask("poll", nil, s))
+	if !errors.Is(err, ErrLimits) {
+		t.Fatalf("checkCost with %d limits = %v, want ErrLimits", len(many), err)
 	}
 }

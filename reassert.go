@@ -60,6 +60,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
 	"github.com/redis/go-redis/v9"
@@ -252,7 +253,7 @@ func (m *memory) inForce(now time.Time) map[string]remembered {
 // remembered before the store last recovered (memory.since).
 func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration, otherClock bool) bool {
 	heldUs := a.nowMicros // open: held until now
-	if a.code == paused {
+	if a.code == model.Paused {
 		heldUs += a.wait.Microseconds()
 	}
 	if e.untilMs*1000 > heldUs {
@@ -325,44 +326,6 @@ func (g *Gate) pingMasters(keys []string) (err error) {
 	return err
 }
 
-// reassertReply names the fields of the re-assertion's reply.
-var reassertReply = []string{"deadline", "now", "moved", "resumed"}
-
-// reassertScript re-asserts a remembered pause: unless the scope was
-// resumed since the pause was known in force, the deadline becomes the
-// later of the one in force, the remembered one and now plus the
-// remaining time the gate measured, within MaxPause (the pause
-// transition, pause_refuse), and a deadline it moved is announced as a
-// refusal's is. The remaining time moves a deadline in force only when it
-// ends more than the slack later (as lostFrom: the gate's measure is late
-// by up to an answer's transit, and must not creep).
-//
-// KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
-// ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
-// the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
-// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
-// ARGV[7] the slack, ms
-// returns: reassertReply (deadline 0: no pause in force)
-var reassertScript = redis.NewScript(luaPrelude + luaConstants + luaPause +
-	"local REPLY = " + luaList(reassertReply) + "\n" + `
-C.maxPause = tonumber(ARGV[4])
-local P = pause_load(KEYS[1])
-local r = int(redis.pcall('GET', KEYS[3]))
-if r and r >= tonumber(ARGV[3]) then
-  return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
-end
-local abs, rel = tonumber(ARGV[1]), math.min(now_ms + tonumber(ARGV[2]), now_ms + C.maxPause)
-if abs - now_ms > C.maxPause then abs = 0 end
-local want = math.max(abs, rel)
-if P and rel <= P + tonumber(ARGV[7]) then want = abs end
-if want <= now_ms or (P and P >= want) then
-  return reply(REPLY, {deadline = P or 0, now = now_us})
-end
-local d = pause_refuse(KEYS[1], KEYS[2], P, want - now_ms, ARGV[6] == '1')
-redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(d) .. ' ' .. num(now_ms))
-return reply(REPLY, {deadline = d, now = now_us, moved = true})
-`)
-
 // reasserted is what a re-assertion did.
 type reasserted struct {
 	until   time.Time // the deadline in force after it; zero: none
@@ -371,7 +334,7 @@ type reasserted struct {
 	resumed bool      // the scope was resumed since: nothing re-asserted
 }
 
-// reassert runs reassertScript for the remembered pause e of key, at now
+// reassert runs model.ReassertScript for the remembered pause e of key, at now
 // by this process's clock.
 func (s *store) reassert(ctx context.Context, key string, e remembered, now time.Time) (reasserted, error) {
 	base := strings.TrimSuffix(key, "pause")
@@ -383,7 +346,7 @@ func (s *store) reassert(ctx context.Context, key string, e remembered, now time
 	if s.otherClock != nil && s.otherClock(e) {
 		rem = int64(math.Ceil(float64(e.end.Sub(now)) / float64(time.Millisecond)))
 	}
-	v, _, err := s.run(ctx, "pause", reassertScript, reassertReply, []string{key, base + "pauseby", base + "resumed"},
+	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, []string{key, base + "pauseby", base + "resumed"},
 		e.untilMs, max(rem, 0), e.seenMs, s.maxPause.Milliseconds(), s.channel(), op, s.timeout.Milliseconds())
 	if err != nil {
 		return reasserted{}, err
@@ -493,13 +456,13 @@ func (g *Gate) knownPause(k schema.Keys, now time.Time) (admission, bool) {
 		return admission{}, false
 	}
 	wait := e.end.Sub(now)
-	return admission{code: paused, reason: reasonPause, wait: wait, until: now.Add(wait), now: now, byOperator: e.operator}, true
+	return admission{code: model.Paused, reason: model.ReasonPause, wait: wait, until: now.Add(wait), now: now, byOperator: e.operator}, true
 }
 
 // noteAnswer remembers the pause an admission answer a (received at recv)
 // says is in force.
 func (g *Gate) noteAnswer(k schema.Keys, a admission) {
-	if a.code == paused && a.reason == reasonPause && a.untilDeadline > 0 {
+	if a.code == model.Paused && a.reason == model.ReasonPause && a.untilDeadline > 0 {
 		g.mem.note(k.Pause, a.untilDeadline, a.nowMicros/1000, g.now(), a.byOperator)
 	}
 }

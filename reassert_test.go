@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 )
 
@@ -48,9 +49,9 @@ func TestFailoverLostFrom(t *testing.T) {
 	recv := time.Unix(1_000, 0)
 	e := remembered{untilMs: 2_000_000, seenMs: 1_990_000, end: recv.Add(10 * time.Second)}
 	ans := func(nowMs, untilMs int64) admission { // an answer of Redis TIME nowMs, paused until untilMs (0: open)
-		a := admission{code: admitted, nowMicros: nowMs * 1000}
+		a := admission{code: model.Admitted, nowMicros: nowMs * 1000}
 		if untilMs > 0 {
-			a.code, a.reason, a.wait, a.untilDeadline = paused, reasonPause, time.Duration(untilMs-nowMs)*time.Millisecond, untilMs
+			a.code, a.reason, a.wait, a.untilDeadline = model.Paused, model.ReasonPause, time.Duration(untilMs-nowMs)*time.Millisecond, untilMs
 		}
 		return a
 	}

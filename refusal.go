@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 )
 
@@ -149,17 +150,17 @@ const (
 )
 
 // publicReason names a model's reason.
-func publicReason(r reason) Reason {
+func publicReason(r model.Reason) Reason {
 	switch r {
-	case reasonBudget:
+	case model.ReasonBudget:
 		return ReasonBudget
-	case reasonProbe:
+	case model.ReasonProbe:
 		return ReasonProbe
-	case reasonLimit:
+	case model.ReasonLimit:
 		return ReasonLimited
-	case reasonLearned:
+	case model.ReasonLearned:
 		return ReasonLearned
-	case reasonInFlight:
+	case model.ReasonInFlight:
 		return ReasonInFlight
 	}
 	return ReasonPaused

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -94,7 +95,7 @@ func (s *store) run(ctx context.Context, op string, script *redis.Script, names 
 	if err != nil {
 		return nil, nil, err
 	}
-	return namedReply(v, names)
+	return model.NamedReply(v, names)
 }
 
 // bounded runs call within s.timeout. go-redis ignores context deadlines on

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
 	"github.com/redis/go-redis/v9"
@@ -196,7 +197,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 		t.Errorf("remaining = %+v, %v; want open", p, err)
 	}
 	a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
-	if err != nil || a.code != admitted {
+	if err != nil || a.code != model.Admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
 	until, rem, _, err := st.pause(ctx, k, 2*time.Second, exactPause)
@@ -230,7 +231,7 @@ func TestStoreMalformedRecord(t *testing.T) {
 					t.Errorf("record %q: remaining = %+v, %v; want open", v, p, err)
 				}
 				a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
-				if err != nil || a.code != admitted {
+				if err != nil || a.code != model.Admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
 				until, rem, _, err := st.pause(ctx, k, 10*time.Second, exactPause)
@@ -274,7 +275,7 @@ func TestStoreWrongType(t *testing.T) {
 				if p, err := st.state(ctx, k); err != nil || p.Remaining != 0 {
 					t.Errorf("%s: remaining %v, %v; want open", k.Pause, p.Remaining, err)
 				}
-				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != admitted {
+				if a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil || a.code != model.Admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.Pause, a, err)
 				}
 				if _, rem, _, err := st.pause(ctx, k, 10*time.Second, exactPause); err != nil || rem != 10*time.Second {
@@ -327,49 +328,49 @@ func TestAdmitLimit(t *testing.T) {
 		steps []admitStep
 	}{
 		{"burst 3, hold 250ms", PerSecond(10, 3), 250 * ms, []admitStep{
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 100 * ms},
-			{0, 1, admitted, 200 * ms},
-			{0, 1, limited, 300 * ms}, // the line: one interval apart
-			{0, 1, limited, 400 * ms},
-			{0, 1, limited, 500 * ms},
-			{300 * ms, 1, admitted, 0}, // the first slot of the line
-			{0, 1, admitted, 100 * ms},
-			{0, 1, admitted, 200 * ms},
-			{0, 1, limited, 300 * ms}, // the line resumes at its next free slot (t0+600ms)
-			{time.Second, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 100 * ms},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 100 * ms},
+			{0, 1, model.Admitted, 200 * ms},
+			{0, 1, model.Limited, 300 * ms}, // the line: one interval apart
+			{0, 1, model.Limited, 400 * ms},
+			{0, 1, model.Limited, 500 * ms},
+			{300 * ms, 1, model.Admitted, 0}, // the first slot of the line
+			{0, 1, model.Admitted, 100 * ms},
+			{0, 1, model.Admitted, 200 * ms},
+			{0, 1, model.Limited, 300 * ms}, // the line resumes at its next free slot (t0+600ms)
+			{time.Second, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 100 * ms},
 		}},
 		{"burst 1, no hold", PerSecond(10, 1), 0, []admitStep{
-			{0, 1, admitted, 0},
-			{0, 1, limited, 100 * ms},
-			{0, 1, limited, 200 * ms},
-			{50 * ms, 1, limited, 250 * ms},
-			{50 * ms, 1, admitted, 0},
-			{0, 1, limited, 300 * ms}, // line slots t0+100..t0+300 were handed out
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Limited, 100 * ms},
+			{0, 1, model.Limited, 200 * ms},
+			{50 * ms, 1, model.Limited, 250 * ms},
+			{50 * ms, 1, model.Admitted, 0},
+			{0, 1, model.Limited, 300 * ms}, // line slots t0+100..t0+300 were handed out
 		}},
 		{"burst below 1 means 1", Limit{Rate: 10, Period: time.Second, Burst: -3}, 0, []admitStep{
-			{0, 1, admitted, 0},
-			{0, 1, limited, 100 * ms},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Limited, 100 * ms},
 		}},
 		{"cost spends more", PerSecond(10, 3), 250 * ms, []admitStep{
-			{0, 2, admitted, 0},
-			{0, 2, admitted, 100 * ms},
-			{0, 2, limited, 300 * ms},
-			{0, 1, admitted, 200 * ms},
-			{0, 5, limited, 700 * ms},
+			{0, 2, model.Admitted, 0},
+			{0, 2, model.Admitted, 100 * ms},
+			{0, 2, model.Limited, 300 * ms},
+			{0, 1, model.Admitted, 200 * ms},
+			{0, 5, model.Limited, 700 * ms},
 		}},
 		{"per minute", PerMinute(2, 1), 0, []admitStep{
-			{0, 1, admitted, 0},
-			{0, 1, limited, 30 * time.Second},
-			{30 * time.Second, 1, admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Limited, 30 * time.Second},
+			{30 * time.Second, 1, model.Admitted, 0},
 		}},
 		{"no limit", Limit{}, 0, []admitStep{
-			{0, 1, admitted, 0}, {0, 1000, admitted, 0}, {0, 1, admitted, 0},
+			{0, 1, model.Admitted, 0}, {0, 1000, model.Admitted, 0}, {0, 1, model.Admitted, 0},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -400,12 +401,12 @@ func TestAdmitPaused(t *testing.T) {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, Limit{}, time.Second, []admitStep{
-			{0, 1, paused, 5 * time.Second},
-			{0, 1, paused, 5 * time.Second}, // every peer: the deadline, nothing spent
-			{4 * time.Second, 1, paused, time.Second},
-			{999 * ms, 1, paused, ms},
-			{ms, 1, admitted, 0},
-			{0, 1, admitted, 0},
+			{0, 1, model.Paused, 5 * time.Second},
+			{0, 1, model.Paused, 5 * time.Second}, // every peer: the deadline, nothing spent
+			{4 * time.Second, 1, model.Paused, time.Second},
+			{999 * ms, 1, model.Paused, ms},
+			{ms, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
 		})
 		if keys := c.mr.Keys(); len(keys) != 1 || keys[0] != "qgtest:{ups:}:learn" {
 			t.Errorf("keys left after the pause: %v, want the learning cycle the reopening began", keys)
@@ -419,7 +420,7 @@ func TestAdmitPaused(t *testing.T) {
 		c.advance(time.Second)
 		for _, l := range []Limit{{}, PerSecond(10, 3)} {
 			a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: 1, hold: 0})
-			if err != nil || a.code != paused || !a.until.Equal(t0.Add(5*time.Second)) {
+			if err != nil || a.code != model.Paused || !a.until.Equal(t0.Add(5*time.Second)) {
 				t.Errorf("limit %v: admit = %+v, %v; want paused until t0+5s", l, a, err)
 			}
 		}
@@ -433,9 +434,9 @@ func TestAdmitPaused(t *testing.T) {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
-			{0, 1, paused, 5 * time.Second}, // slots of the line from the deadline
-			{0, 1, paused, 5100 * ms},
-			{0, 1, paused, 5200 * ms},
+			{0, 1, model.Paused, 5 * time.Second}, // slots of the line from the deadline
+			{0, 1, model.Paused, 5100 * ms},
+			{0, 1, model.Paused, 5200 * ms},
 		})
 		// Nothing was spent by the deferrals: the pause emptied the bucket
 		// at its instant (TAT = t0 + burst × interval), however many peers
@@ -445,12 +446,12 @@ func TestAdmitPaused(t *testing.T) {
 			t.Errorf("TAT while paused = %s, want %s", got, wantTAT)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
-			{5 * time.Second, 1, admitted, 0}, // at the deadline: the bucket refilled during the pause
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 100 * ms}, // then at its rate
-			{0, 1, admitted, 200 * ms},
-			{0, 1, limited, 300 * ms}, // behind the three deferred slots
+			{5 * time.Second, 1, model.Admitted, 0}, // at the deadline: the bucket refilled during the pause
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 100 * ms}, // then at its rate
+			{0, 1, model.Admitted, 200 * ms},
+			{0, 1, model.Limited, 300 * ms}, // behind the three deferred slots
 		})
 	})
 	t.Run("keys expire once idle", func(t *testing.T) {
@@ -460,14 +461,14 @@ func TestAdmitPaused(t *testing.T) {
 		l := PerSecond(10, 3)
 		st.pause(context.Background(), k, 5*time.Second, exactPause, l)
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
-			{0, 1, paused, 5 * time.Second},
-			{0, 1, paused, 5100 * ms},
-			{5 * time.Second, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 0},
-			{0, 1, admitted, 100 * ms},
-			{0, 1, admitted, 200 * ms},
-			{0, 1, limited, 300 * ms},
+			{0, 1, model.Paused, 5 * time.Second},
+			{0, 1, model.Paused, 5100 * ms},
+			{5 * time.Second, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 0},
+			{0, 1, model.Admitted, 100 * ms},
+			{0, 1, model.Admitted, 200 * ms},
+			{0, 1, model.Limited, 300 * ms},
 		})
 		// Every key carries an expiry no later than the scope's horizon (its
 		// last slot): then nothing is left.
@@ -479,7 +480,7 @@ func TestAdmitPaused(t *testing.T) {
 			}
 			horizon = max(horizon, ttl)
 		}
-		if horizon == 0 || horizon > time.Second+expiryMargin {
+		if horizon == 0 || horizon > time.Second+model.ExpiryMargin {
 			t.Errorf("horizon %v, want in (0, 1s + margin]: the line is 400ms ahead", horizon)
 		}
 		c.advance(horizon)
@@ -511,7 +512,7 @@ func TestAdmitBothBackends(t *testing.T) {
 			for i, want := range []struct {
 				code int64
 				max  time.Duration
-			}{{admitted, 0}, {admitted, 0}, {limited, time.Hour}, {limited, 2 * time.Hour}} {
+			}{{model.Admitted, 0}, {model.Admitted, 0}, {model.Limited, time.Hour}, {model.Limited, 2 * time.Hour}} {
 				a := got[i]
 				low := want.max - time.Minute
 				if want.max == 0 {
@@ -535,7 +536,7 @@ func TestAdmitBothBackends(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, err := st.admit(ctx, k, admitRequest{limits: lims(Limit{}), cost: 1, hold: 0})
-			if err != nil || a.code != paused || a.wait <= 0 || a.wait > 30*time.Second {
+			if err != nil || a.code != model.Paused || a.wait <= 0 || a.wait > 30*time.Second {
 				t.Errorf("admit while paused = %+v, %v; want paused, wait in (0, 30s]", a, err)
 			}
 		})
@@ -713,7 +714,7 @@ func TestStoreTimeout(t *testing.T) {
 	if _, _, _, err := st.pause(ctx, k, time.Minute, exactPause); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("pause on a silent store: %v, want ErrStoreTimeout", err)
 	}
-	if err := st.resume(ctx, k, nil); !errors.Is(err, ErrStoreTimeout) {
+	if err := st.resume(ctx, k); !errors.Is(err, ErrStoreTimeout) {
 		t.Errorf("resume on a silent store: %v, want ErrStoreTimeout", err)
 	}
 
@@ -732,7 +733,7 @@ func TestStoreRunTimeoutRace(t *testing.T) {
 	rdb, release := hangingRedis(t)
 	st := &store{rdb: rdb, prefix: "qgtest", timeout: 50 * time.Millisecond, maxPause: time.Hour}
 	k := scopeKeys("qgtest", Scope{Provider: "ups"})
-	v, _, err := st.run(context.Background(), "state", admitScript, admitReply, []string{k.Pause, k.Line, k.Budget, k.Learn, k.LearnWin}, 1, 0, time.Hour.Milliseconds(), 0, 1, 0)
+	v, _, err := st.run(context.Background(), "state", model.AdmitScript, model.AdmitReply, []string{k.Pause, k.Line, k.Budget, k.Learn, k.LearnWin}, 1, 0, time.Hour.Milliseconds(), 0, 1, 0)
 	if !errors.Is(err, ErrStoreTimeout) || v != nil {
 		t.Fatalf("run = %v, %v; want nil, ErrStoreTimeout", v, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
 	"github.com/quotagate/quotagate/hint"
@@ -106,7 +107,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		opened = gr.opens
 	}
 	o := responseObservation(resp, t.g.now())
-	o.seq, o.opened, o.rtt = gr.seq, opened, rtt.Microseconds()
+	o.Seq, o.Opened, o.RTT = gr.seq, opened, rtt.Microseconds()
 	t.g.observe(ctx, sc.scope, k, o, gr.probe || opened > 0)
 	if !refused {
 		return resp, nil
@@ -158,7 +159,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 		gr = sc.task.grant // the task's admission: its sequence number
 	}
 	o := responseObservation(resp, g.now())
-	o.seq = gr.seq
+	o.Seq = gr.seq
 	if err := g.observe(ctx, s, k, o, report); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
@@ -181,27 +182,27 @@ func resetPrecision(reset time.Duration) time.Duration {
 // is a whole number under a name of seconds, how it may be read otherwise
 // (observation.alt, millis). The caller sets what the request tells (seq,
 // opened, rtt).
-func responseObservation(resp *http.Response, now time.Time) observation {
+func responseObservation(resp *http.Response, now time.Time) model.Observation {
 	b, ok := hint.BudgetFrom(resp, now)
 	if !ok {
-		return observation{remaining: -1}
+		return model.Observation{Remaining: -1}
 	}
-	o := observation{remaining: b.Remaining, reset: b.Reset.Microseconds(), limit: b.Limit, prec: resetPrecision(b.Reset).Microseconds(),
-		refused: isRefusal(resp)}
+	o := model.Observation{Remaining: b.Remaining, Reset: b.Reset.Microseconds(), Limit: b.Limit, Prec: resetPrecision(b.Reset).Microseconds(),
+		Refused: isRefusal(resp)}
 	switch b.ResetUnit {
 	case hint.ResetSeconds:
-		o.alt = (b.Reset / 1000).Microseconds() // N seconds read as N ms
+		o.Alt = (b.Reset / 1000).Microseconds() // N seconds read as N ms
 	case hint.ResetMillis:
-		o.millis = true
+		o.Millis = true
 	}
 	return o
 }
 
 // altHint is the refusal's hint wait read as milliseconds when it is the
 // reset of o, the budget its response advertises, written as a whole
-// number under a name of seconds (o.alt; refusal.alt), 0 otherwise.
-func altHint(wait time.Duration, o observation) time.Duration {
-	if o.alt > 0 && wait > 0 && wait.Microseconds() == o.reset {
+// number under a name of seconds (o.Alt; refusal.alt), 0 otherwise.
+func altHint(wait time.Duration, o model.Observation) time.Duration {
+	if o.Alt > 0 && wait > 0 && wait.Microseconds() == o.Reset {
 		return wait / 1000
 	}
 	return 0
@@ -237,8 +238,8 @@ const silentFor = 10 * time.Minute
 // response that advertises nothing is recorded only when report is set: it
 // answers a first contact's probe (the scope's peers wait for it), or
 // Observe has not told Redis in a while.
-func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o observation, report bool) error {
-	if o.remaining >= 0 {
+func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Observation, report bool) error {
+	if o.Remaining >= 0 {
 		g.silent.Delete(k.Pause)
 	} else if !report {
 		return nil
@@ -250,10 +251,10 @@ func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o observatio
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
 		return err
 	}
-	if o.opened > 0 {
-		g.slots.wake(k.Pause, startAnswerWakes) // a slow start's answer lets two more go
+	if o.Opened > 0 {
+		g.slots.wake(k.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 	}
-	if o.remaining >= 0 {
+	if o.Remaining >= 0 {
 		g.metrics.budgetObserved(s.Provider)
 	}
 	return nil

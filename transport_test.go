@@ -15,6 +15,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
+	"github.com/quotagate/quotagate/internal/model"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -188,7 +189,7 @@ func TestTransportSpendsTheMiddlewareAdmission(t *testing.T) {
 	g, trips := transportGate(t)
 	p := newProvider(t, 200, nil, "")
 	// Load the script first: go-redis falls back from EVALSHA to EVAL once.
-	if _, err := admitScript.Load(context.Background(), g.store.rdb).Result(); err != nil {
+	if _, err := model.AdmitScript.Load(context.Background(), g.store.rdb).Result(); err != nil {
 		t.Fatal(err)
 	}
 	c := &http.Client{Transport: g.Transport(nil)}
@@ -281,7 +282,7 @@ func TestOneRefusalOneRecord(t *testing.T) {
 		t.Errorf("announcements for one 429: %q, want exactly one", got)
 	}
 	if n := strings.Count(logs.String(), "scope paused"); n != 1 {
-		t.Errorf("%d \"scope paused\" log lines for one 429, want 1:\n%s", n, logs)
+		t.Errorf("%d \"scope model.Paused\" log lines for one 429, want 1:\n%s", n, logs)
 	}
 	if n := p.hits.Load(); n != 1 {
 		t.Errorf("provider hits = %d, want 1", n)

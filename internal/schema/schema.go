@@ -98,6 +98,11 @@ const (
 	Concurrent                  // leases in flight ("conc")
 )
 
+// MaxLimits is how many limits a scope may have configured: the keys of
+// its limits are numbered below it, so that Resume finds every one of
+// them, whichever gate configured it, without listing the keyspace.
+const MaxLimits = 16
+
 // LimitKinds are every kind of limit.
 var LimitKinds = []LimitKind{GCRA, Fixed, Sliding, Concurrent}
 

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"context"
@@ -53,7 +53,7 @@ type diffEvent struct {
 	operator bool
 	prec     int64 // µs
 	alt      int64 // refuse: the hint read as milliseconds (refusal.alt), ms
-	obs      observation
+	obs      Observation
 	advance  time.Duration
 }
 
@@ -105,30 +105,30 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 				e.alt = MinPause.Milliseconds() + int64(u.IntN(3000))
 			}
 		case x < 70:
-			o := observation{remaining: int64(r.IntN(7)) - 1, limit: []int64{0, 5}[r.IntN(2)], prec: []int64{1000, 1_000_000}[r.IntN(2)], seq: int64(r.IntN(8))}
+			o := Observation{Remaining: int64(r.IntN(7)) - 1, Limit: []int64{0, 5}[r.IntN(2)], Prec: []int64{1000, 1_000_000}[r.IntN(2)], Seq: int64(r.IntN(8))}
 			if silent {
-				o = observation{remaining: -1 - int64(r.IntN(2))}
+				o = Observation{Remaining: -1 - int64(r.IntN(2))}
 			}
 			if r.IntN(2) == 0 {
-				o.opened = -1 // the learned window's probe in force, if any (see diffRun)
+				o.Opened = -1 // the learned window's probe in force, if any (see diffRun)
 			}
-			if !silent && o.seq == 7 {
+			if !silent && o.Seq == 7 {
 				// the last admission's answer, its reset farther than the
 				// last reading's (see diffRun): a bucket telling when it is
 				// full, read in order
-				o.seq, o.reset = -1, -1
+				o.Seq, o.Reset = -1, -1
 			}
 			if r.IntN(3) > 0 {
-				o.reset = int64(1 + r.IntN(3_000_000))
+				o.Reset = int64(1 + r.IntN(3_000_000))
 			}
 			switch u.IntN(8) {
 			case 0: // a whole number of seconds that may be milliseconds: of the window in force, if any (see diffRun)
-				o.alt, o.prec = -1, 1_000_000
+				o.Alt, o.Prec = -1, 1_000_000
 			case 1: // read as milliseconds from a name of seconds
-				o.millis = true
+				o.Millis = true
 			}
-			o.refused = r.IntN(4) == 0 // a refusal's own headers (budget left: learnState.secondary)
-			o.rtt = o.seq * 7_000      // the answered request's round trip, sometimes beyond the reset's precision
+			o.Refused = r.IntN(4) == 0 // a refusal's own headers (budget left: learnState.secondary)
+			o.RTT = o.Seq * 7_000      // the answered request's round trip, sometimes beyond the reset's precision
 			e = diffEvent{kind: 'o', obs: o}
 		case x < 72:
 			e = diffEvent{kind: 'z'}
@@ -154,15 +154,15 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 // the first difference. It returns the number of events run.
 func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix string, ls []Limit, probe time.Duration, evs []diffEvent, seen map[string]int) int {
 	ctx := context.Background()
-	st := &store{rdb: rdb, prefix: prefix, timeout: 5 * time.Second, maxPause: time.Hour, reserve: diffReserve, lend: diffLend}
-	k := scopeKeys(prefix, Scope{Provider: "diff", Account: "a"})
-	p := params{hold: (250 * time.Millisecond).Microseconds(), maxPause: time.Hour.Milliseconds(), probe: probe.Microseconds(),
-		answer: answerTimeout(250 * time.Millisecond).Microseconds(), reserve: diffReserve, lend: diffLend.Microseconds()}
+	k := schema.ScopeKeys(prefix, "diff", "a")
+	channel := schema.Channel(prefix)
+	p := Params{Hold: (250 * time.Millisecond).Microseconds(), MaxPause: time.Hour.Milliseconds(), Probe: probe.Microseconds(),
+		Answer: diffAnswer.Microseconds(), Reserve: diffReserve, Lend: diffLend.Microseconds()}
 	for _, l := range ls {
-		p.limits = append(p.limits, specOf(l))
+		p.Limits = append(p.Limits, specOf(l))
 	}
-	var m scopeState
-	m.normalize(p, 0)
+	var m State
+	m.Normalize(p, 0)
 	opens := int64(0) // the last admission's answer id
 	for i, e := range evs {
 		var now int64
@@ -173,81 +173,77 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				id = "L" + strconv.Itoa(i)
 			}
 			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
-			a, err := st.admit(ctx, k, admitRequest{limits: ls, cost: int(e.cost), hold: 250 * time.Millisecond, probe: probe, counts: e.counts, class: e.class, lease: id, nowOnly: e.nowOnly})
-			if err != nil {
-				t.Fatalf("event %d %v: %v", i, e, err)
-			}
-			now = a.nowMicros
-			m.report(p, now, e.counts)
+			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
+				Answer: p.Answer, Counts: e.counts, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
+			v, txt := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
+			var got Decision
+			got, now = AdmitDecision(v, txt)
+			m.Report(p, now, e.counts)
 			kp := m.class.keeper(p, now, e.class == Interactive)
 			pe := p
-			pe.nowOnly = e.nowOnly
-			probing := m.budget.probeAt > 0 && now < m.budget.probeAt+p.probe && len(ls) == 0
-			d := m.admitLease(pe, now, e.cost, e.class, id)
-			if probing && e.nowOnly && d.code == admitted {
+			pe.NowOnly = e.nowOnly
+			probing := m.budget.probeAt > 0 && now < m.budget.probeAt+p.Probe && len(ls) == 0
+			d := m.AdmitLease(pe, now, e.cost, e.class, id)
+			if probing && e.nowOnly && d.Code == Admitted {
 				seen["now-only beside a probe"]++
 			}
-			got := decision{code: a.code, reason: a.reason, wait: a.wait.Microseconds(), until: a.untilDeadline, reopen: a.reopen,
-				probe: a.probe, opens: a.opens, seq: a.seq, byOp: a.byOperator, spread: a.spread, unreserved: a.unreserved, limited: a.limited, cache: a.cacheable}
 			if got != d {
 				t.Fatalf("event %d %v at %d:\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, got, d, evs[:i+1])
 			}
-			seen[fmt.Sprintf("code %d reason %d", d.code, d.reason)]++
+			seen[fmt.Sprintf("code %d reason %d", d.Code, d.Reason)]++
 			if kp.holds() {
-				seen[fmt.Sprintf("kept: code %d reason %d", d.code, d.reason)]++
+				seen[fmt.Sprintf("kept: code %d reason %d", d.Code, d.Reason)]++
 			}
 			if kp.lent > 0 && len(ls) > 0 {
-				seen[fmt.Sprintf("lent: code %d", d.code)]++
+				seen[fmt.Sprintf("lent: code %d", d.Code)]++
 			}
-			if d.probe {
+			if d.Probe {
 				seen["probe"]++
 			}
-			if m.budget.per > 0 && d.code == admitted && len(ls) == 0 {
+			if m.budget.per > 0 && d.Code == Admitted && len(ls) == 0 {
 				seen["budget refilled: admitted"]++
 			}
-			if m.budget.window > 0 && m.budget.refilled == m.budget.seq-e.cost && d.code == admitted && !d.probe {
+			if m.budget.window > 0 && m.budget.refilled == m.budget.seq-e.cost && d.Code == Admitted && !d.Probe {
 				seen["counter rolled: admitted"]++
 			}
 			if slidingIn(ls) {
-				seen[fmt.Sprintf("sliding: code %d", d.code)]++
+				seen[fmt.Sprintf("sliding: code %d", d.Code)]++
 			}
 			if concurrentIn(ls) {
-				seen[fmt.Sprintf("concurrent: code %d reason %d", d.code, d.reason)]++
+				seen[fmt.Sprintf("concurrent: code %d reason %d", d.Code, d.Reason)]++
 			}
-			if d.opens > 0 {
+			if d.Opens > 0 {
 				seen["opens"]++
-				opens = d.opens
+				opens = d.Opens
 			}
-			if d.reason == reasonInFlight && !concurrentIn(ls) {
+			if d.Reason == ReasonInFlight && !concurrentIn(ls) {
 				seen["slow start holds"]++
 			}
 			if m.start.over && m.start.answered > 0 {
 				seen["slow start over"]++
 			}
-			if d.opens > 0 && d.opens == m.fall.probeAt {
+			if d.Opens > 0 && d.Opens == m.fall.probeAt {
 				seen["hintless probe"]++
 			}
 			if l, ok := m.learn.spec(); ok {
 				seen[fmt.Sprintf("learned limit %d", min(l.n, 3))]++
 			}
-			if d.code == admitted && m.learn.frozen > now {
+			if d.Code == Admitted && m.learn.frozen > now {
 				seen["raises frozen"]++
 			}
-			if d.reason == reasonLearned && m.budget.known {
+			if d.Reason == ReasonLearned && m.budget.known {
 				seen["learned beside a budget"]++
 			}
 		case 'r':
-			v, _, err := st.run(ctx, "pause", refuseScript, refuseReply, refuseKeys(k, ls), refuseArgs(st, ls, e)...)
-			if err != nil {
-				t.Fatalf("event %d %v: %v", i, e, err)
-			}
+			ks, args := refuseCall(k, channel, ls, e)
+			v, _ := diffCall(t, rdb, RefuseScript, RefuseReply, ks, args, i, e)
 			now = v["now"]
-			m.report(p, now, e.counts)
+			m.Report(p, now, e.counts)
 			before, probed, w := slidingLen(m), m.learn.probeAt > 0, m.learn.window
 			at := m.learn.probeAt
 			probeIn := probed && slices.Contains(m.llog.log, at)
 			millis := e.alt > 0 && m.budget.millis
-			deadline, moved := m.refuse(p, now, refusal{pause: e.pause, hinted: e.hinted, prec: e.prec, operator: e.operator, alt: e.alt})
+			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt})
 			if millis && e.hinted {
 				seen["refusal read in milliseconds"]++
 			}
@@ -273,41 +269,37 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				t.Fatalf("event %d %v: script deadline %d moved %d, model %d %v; history %v", i, e, v["deadline"], v["moved"], deadline, moved, evs[:i+1])
 			}
 		case 'o':
-			if e.obs.opened == -1 {
-				e.obs.opened = m.learn.probeAt // or a hintless episode's probe
-				if e.obs.opened == 0 {
-					e.obs.opened = m.fall.probeAt
+			if e.obs.Opened == -1 {
+				e.obs.Opened = m.learn.probeAt // or a hintless episode's probe
+				if e.obs.Opened == 0 {
+					e.obs.Opened = m.fall.probeAt
 				}
-				if e.obs.opened == 0 {
-					e.obs.opened = opens // a slow start's admission
+				if e.obs.Opened == 0 {
+					e.obs.Opened = opens // a slow start's admission
 				}
 			}
-			if e.obs.seq == -1 {
-				e.obs.seq, e.obs.reset = m.budget.seq, m.budget.dist+e.obs.prec
+			if e.obs.Seq == -1 {
+				e.obs.Seq, e.obs.Reset = m.budget.seq, m.budget.dist+e.obs.Prec
 			}
-			if e.obs.alt == -1 { // N seconds, N ms the reset in force (if any)
-				n := 1 + (e.obs.seq*389)%3000 // ms
+			if e.obs.Alt == -1 { // N seconds, N ms the reset in force (if any)
+				n := 1 + (e.obs.Seq*389)%3000 // ms
 				if m.budget.reset > now && now > 0 {
 					n = max((m.budget.reset-now)/1000, 1)
 				}
-				e.obs.alt, e.obs.reset = n*1000, n*1_000_000
+				e.obs.Alt, e.obs.Reset = n*1000, n*1_000_000
 			}
-			if e.obs.opened > 0 && e.obs.opened == m.fall.probeAt {
+			if e.obs.Opened > 0 && e.obs.Opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
-			v, _, err := st.run(ctx, "observe", observeScript, observeReply, []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start},
-				e.obs.remaining, e.obs.reset, e.obs.limit, e.obs.prec, e.obs.seq, st.channel(), e.obs.opened, longestFixed(ls), boolArg(e.obs.refused), e.obs.rtt,
-				e.obs.alt, boolArg(e.obs.millis))
-			if err != nil {
-				t.Fatalf("event %d %v: %v", i, e, err)
-			}
+			ks, args := ObserveCall(k, e.obs, channel, specsOf(ls))
+			v, _ := diffCall(t, rdb, ObserveScript, ObserveReply, ks, args, i, e)
 			now = v["now"]
-			if w := longestFixed(ls); w > 0 && e.obs.remaining >= 0 && e.obs.reset > w+e.obs.prec {
+			if w := longestFixed(specsOf(ls)); w > 0 && e.obs.Remaining >= 0 && e.obs.Reset > w+e.obs.Prec {
 				seen["reset beyond the windows"]++
 			}
 			down, answered, millis := m.budget.down, m.start.answered, m.budget.millis
-			m.observe(p, now, e.obs)
-			if m.budget.millis && !millis && !e.obs.millis {
+			m.Observe(p, now, e.obs)
+			if m.budget.millis && !millis && !e.obs.Millis {
 				seen["resets read in milliseconds"]++
 			}
 			if m.start.answered > answered {
@@ -331,20 +323,24 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.lease < len(held) {
 				x = held[e.lease]
 			}
-			ok, err := st.release(ctx, k, x.id, int(x.cost), ls)
-			if err != nil {
-				t.Fatalf("event %d %v: %v", i, e, err)
+			n := int64(0)
+			if ks, args := ReleaseCall(k, specsOf(ls), x.id, x.cost); len(ks) > 0 {
+				var err error
+				if n, err = ReleaseScript.Run(ctx, rdb, ks, args...).Int64(); err != nil {
+					t.Fatalf("event %d %v: %v", i, e, err)
+				}
 			}
-			if ok {
+			if n > 0 {
 				seen["released"]++
 			}
 			now = diffNow(t, rdb)
-			m.release(p, now, x.id)
+			m.Release(p, now, x.id)
 		case 'z':
-			if err := st.resume(ctx, k, ls); err != nil {
+			ks, args := ResumeCall(k, p.MaxPause, channel)
+			if err := ResumeScript.Run(ctx, rdb, ks, args...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			m.resume(p)
+			m.Resume(p)
 			continue
 		case 't':
 			if clock != nil {
@@ -354,7 +350,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			continue
 		}
-		m.normalize(p, now)
+		m.Normalize(p, now)
 		got := loadScope(t, rdb, k, ls, p, now)
 		if w, g := canonical(m), canonical(got); !reflect.DeepEqual(w, g) {
 			t.Fatalf("event %d %v at %d: state differs\nscript %+v\nmodel  %+v\nhistory %v", i, e, now, g, w, evs[:i+1])
@@ -370,27 +366,42 @@ const (
 	diffLend    = 2 * time.Second
 )
 
-func refuseKeys(k schema.Keys, ls []Limit) []string {
-	ks, _ := limitArgs(k, ls, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start}, nil)
-	return ks
+// diffAnswer is the learned window's probe's timeout the differential
+// test runs with: the gate's (MaxHold and one asynq tick).
+const diffAnswer = 1250 * time.Millisecond
+
+// diffCall runs script with ks and args and decodes its named reply, or
+// fails the test at event i.
+func diffCall(t testing.TB, rdb redis.UniversalClient, script *redis.Script, names, ks []string, args []any, i int, e diffEvent) (map[string]int64, map[string]string) {
+	t.Helper()
+	raw, err := script.Run(context.Background(), rdb, ks, args...).Result()
+	if err != nil {
+		t.Fatalf("event %d %v: %v", i, e, err)
+	}
+	v, txt, err := NamedReply(raw, names)
+	if err != nil {
+		t.Fatalf("event %d %v: %v", i, e, err)
+	}
+	return v, txt
 }
 
-func refuseArgs(st *store, ls []Limit, e diffEvent) []any {
-	hinted := 0
+// refuseCall is the refusal of event e, as the gate records it.
+func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent) ([]string, []any) {
+	kind := Hintless
 	if e.hinted {
-		hinted = 1
+		kind = Hinted
 	}
 	if e.operator {
-		hinted = 2
+		kind = Operator
 	}
-	_, args := limitArgs(schema.Keys{}, ls, nil, []any{e.pause, st.maxPause.Milliseconds(), hinted, e.prec, st.channel(), e.counts, e.alt})
-	return args
+	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
+		Channel: channel, Counts: e.counts, Alt: e.alt}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
 // as the scripts read them: the loader the differential test compares
 // with, written apart from the Lua.
-func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limit, p params, now int64) scopeState {
+func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limit, p Params, now int64) State {
 	ctx := context.Background()
 	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
 	hash := func(key string) map[string]string {
@@ -425,7 +436,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		slices.Sort(log)
 		return log
 	}
-	var s scopeState
+	var s State
 	s.pause.untilMs = get(k.Pause)
 	by, _ := rdb.Get(ctx, k.PauseBy).Result()
 	s.pause.operator = by == "operator"
@@ -472,11 +483,11 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 	g := hash(k.Start)
 	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
 		over: g["over"] == "1", expires: num(g["expires"])}
-	s.normalize(p, now)
+	s.Normalize(p, now)
 	return s
 }
 
-// canonState is scopeState made comparable: pointers followed, empty maps
+// canonState is State made comparable: pointers followed, empty maps
 // and absent ones alike.
 type canonState struct {
 	Pause, Line, Iline int64
@@ -504,7 +515,7 @@ type canonWindows struct {
 	Counts map[int64]int64
 }
 
-func canonical(s scopeState) canonState {
+func canonical(s State) canonState {
 	win := func(w *windowState) canonWindows {
 		if w == nil {
 			return canonWindows{}
@@ -656,8 +667,8 @@ func TestDifferentialRefill(t *testing.T) {
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
 	tick := diffEvent{kind: 't', advance: 60 * time.Millisecond}
 	evs := []diffEvent{a, a, a,
-		{kind: 'o', obs: observation{remaining: 7, limit: 10, prec: 1000, seq: 3, reset: 375_000}},
-		a, {kind: 'o', obs: observation{remaining: 6, limit: 10, prec: 1000, seq: 4, reset: 376_000}}}
+		{kind: 'o', obs: Observation{Remaining: 7, Limit: 10, Prec: 1000, Seq: 3, Reset: 375_000}},
+		a, {kind: 'o', obs: Observation{Remaining: 6, Limit: 10, Prec: 1000, Seq: 4, Reset: 376_000}}}
 	for range 12 { // the budget spent, then admitted as it refills
 		evs = append(evs, a, a, tick)
 	}
@@ -680,7 +691,7 @@ func TestDifferentialCounter(t *testing.T) {
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
 	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
 	obs := func(rem, seq, reset int64) diffEvent {
-		return diffEvent{kind: 'o', obs: observation{remaining: rem, limit: 10, prec: 1_000_000, seq: seq, reset: reset}}
+		return diffEvent{kind: 'o', obs: Observation{Remaining: rem, Limit: 10, Prec: 1_000_000, Seq: seq, Reset: reset}}
 	}
 	evs := []diffEvent{a, obs(9, 1, 5_000_000)}
 	for i := range int64(9) {
@@ -732,7 +743,7 @@ func concurrentIn(ls []Limit) bool {
 
 // diffLeases are the leases the model holds, on every concurrency limit,
 // each once, in order.
-func diffLeases(s scopeState) []lease {
+func diffLeases(s State) []lease {
 	var out []lease
 	seen := map[string]bool{}
 	for _, l := range s.limits {
@@ -769,7 +780,7 @@ func slidingIn(ls []Limit) bool {
 }
 
 // slidingLen is how many entries the sliding logs of s hold.
-func slidingLen(s scopeState) int {
+func slidingLen(s State) int {
 	n := 0
 	for _, l := range s.limits {
 		n += len(l.log)
@@ -784,8 +795,8 @@ func slidingLen(s scopeState) int {
 func TestDifferentialStart(t *testing.T) {
 	c, rdb := newMini(t)
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
-	silent := diffEvent{kind: 'o', obs: observation{remaining: -1}}
-	answer := diffEvent{kind: 'o', obs: observation{remaining: -1, opened: -1}}
+	silent := diffEvent{kind: 'o', obs: Observation{Remaining: -1}}
+	answer := diffEvent{kind: 'o', obs: Observation{Remaining: -1, Opened: -1}}
 	tick := diffEvent{kind: 't', advance: 30 * time.Millisecond}
 	over := []diffEvent{a, silent, tick, tick} // diffRun's every ninth event from the fifth reserves nothing ahead: an admission
 	for range startAnswers / 2 {

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"testing"
@@ -38,9 +38,9 @@ func TestKeeperOf(t *testing.T) {
 // claims of interactive work deferred by a pause and its own line.
 func TestClassSteps(t *testing.T) {
 	lend := 5 * time.Second.Microseconds()
-	p := params{hold: 250 * ms, maxPause: 3_600_000, reserve: 200, lend: lend,
-		limits: []limitSpec{specOf(FixedWindow(10, time.Second))}}
-	var s scopeState
+	p := Params{Hold: 250 * ms, MaxPause: 3_600_000, Reserve: 200, Lend: lend,
+		Limits: []limitSpec{specOf(FixedWindow(10, time.Second))}}
+	var s State
 	type step struct {
 		name  string
 		at    int64
@@ -48,24 +48,24 @@ func TestClassSteps(t *testing.T) {
 		n     int   // admissions in a row (1 when 0)
 		code  int64 // of the last
 	}
-	run := func(st step) decision {
-		var d decision
+	run := func(st step) Decision {
+		var d Decision
 		for range max(st.n, 1) {
-			d = s.admit(p, st.at, 1, st.class)
+			d = s.Admit(p, st.at, 1, st.class)
 		}
 		return d
 	}
 	for _, st := range []step{
-		{name: "no interactive work yet: background spends the whole window", at: T0, class: Background, n: 10, code: admitted},
-		{name: "the window is spent for everyone", at: T0 + ms, class: Interactive, code: limited},
-		{name: "next window: interactive asks, and is admitted", at: T0 + 1000*ms, class: Interactive, code: admitted},
-		{name: "background takes 8 of the 9 left: 2 are the reserve", at: T0 + 1001*ms, class: Background, n: 7, code: admitted},
-		{name: "the reserve's first unit is not background's", at: T0 + 1002*ms, class: Background, code: limited},
-		{name: "interactive finds the reserve at once", at: T0 + 1003*ms, class: Interactive, n: 2, code: admitted},
-		{name: "lent: nothing interactive for LendAfter, background spends everything", at: T0 + 1003*ms + lend, class: Background, n: 10, code: admitted},
+		{name: "no interactive work yet: background spends the whole window", at: T0, class: Background, n: 10, code: Admitted},
+		{name: "the window is spent for everyone", at: T0 + ms, class: Interactive, code: Limited},
+		{name: "next window: interactive asks, and is admitted", at: T0 + 1000*ms, class: Interactive, code: Admitted},
+		{name: "background takes 8 of the 9 left: 2 are the reserve", at: T0 + 1001*ms, class: Background, n: 7, code: Admitted},
+		{name: "the reserve's first unit is not background's", at: T0 + 1002*ms, class: Background, code: Limited},
+		{name: "interactive finds the reserve at once", at: T0 + 1003*ms, class: Interactive, n: 2, code: Admitted},
+		{name: "lent: nothing interactive for LendAfter, background spends everything", at: T0 + 1003*ms + lend, class: Background, n: 10, code: Admitted},
 	} {
-		if d := run(st); d.code != st.code {
-			t.Fatalf("%s: code %d, want %d (%+v; state %+v)", st.name, d.code, st.code, d, s.class)
+		if d := run(st); d.Code != st.code {
+			t.Fatalf("%s: code %d, want %d (%+v; state %+v)", st.name, d.Code, st.code, d, s.class)
 		}
 	}
 
@@ -73,28 +73,28 @@ func TestClassSteps(t *testing.T) {
 	// the first slot of its own line, and background work leaves the
 	// claim (and the reserve) unspent until it is back.
 	now := T0 + 20_000*ms
-	s.admit(p, now, 1, Interactive) // interactive work asks again (admitted)
-	s.refuse(p, now+ms, refusal{pause: 2000, hinted: true, prec: ms})
+	s.Admit(p, now, 1, Interactive) // interactive work asks again (admitted)
+	s.Refuse(p, now+ms, Refusal{Pause: 2000, Hinted: true, Prec: ms})
 	for range 5 {
-		if d := s.admit(p, now+2*ms, 1, Background); d.code != paused {
+		if d := s.Admit(p, now+2*ms, 1, Background); d.Code != Paused {
 			t.Fatalf("background during the pause: %+v", d)
 		}
 	}
-	d := s.admit(p, now+3*ms, 1, Interactive)
-	if d.code != paused || now+3*ms+d.wait != now+2001*ms || s.class.claims != 1 {
-		t.Fatalf("interactive during the pause: %+v, back at %d, want the deadline %d; claims %d", d, now+3*ms+d.wait, now+2001*ms, s.class.claims)
+	d := s.Admit(p, now+3*ms, 1, Interactive)
+	if d.Code != Paused || now+3*ms+d.Wait != now+2001*ms || s.class.claims != 1 {
+		t.Fatalf("interactive during the pause: %+v, back at %d, want the deadline %d; claims %d", d, now+3*ms+d.Wait, now+2001*ms, s.class.claims)
 	}
 	back := now + 2001*ms
 	got := 0
 	for range 10 {
-		if d := s.admit(p, back, 1, Background); d.code == admitted {
+		if d := s.Admit(p, back, 1, Background); d.Code == Admitted {
 			got++
 		}
 	}
 	if got != 10-2-1 {
 		t.Errorf("background after the pause got %d of the window, want 10 - reserve 2 - claim 1 = 7", got)
 	}
-	if d := s.admit(p, back+ms, 1, Interactive); d.code != admitted || s.class.claims != 0 {
+	if d := s.Admit(p, back+ms, 1, Interactive); d.Code != Admitted || s.class.claims != 0 {
 		t.Errorf("the interactive task back from the pause: %+v, claims %d", d, s.class.claims)
 	}
 }
@@ -103,13 +103,13 @@ func TestClassSteps(t *testing.T) {
 // the bucket and still gets every token beyond it, so its pace is the
 // bucket's.
 func TestClassGCRA(t *testing.T) {
-	p := params{hold: 0, maxPause: 3_600_000, reserve: 200, lend: 30_000 * ms,
-		limits: []limitSpec{specOf(PerSecond(10, 10))}}
-	var s scopeState
-	s.admit(p, T0, 1, Interactive)
+	p := Params{Hold: 0, MaxPause: 3_600_000, Reserve: 200, Lend: 30_000 * ms,
+		Limits: []limitSpec{specOf(PerSecond(10, 10))}}
+	var s State
+	s.Admit(p, T0, 1, Interactive)
 	got := 0
 	for range 20 {
-		if s.admit(p, T0+ms, 1, Background).code == admitted {
+		if s.Admit(p, T0+ms, 1, Background).Code == Admitted {
 			got++
 		}
 	}
@@ -120,14 +120,14 @@ func TestClassGCRA(t *testing.T) {
 	// reserve; over 10 s it takes the bucket's whole rate.
 	taken := 0
 	for i := range int64(100) {
-		if s.admit(p, T0+1001*ms+i*100*ms, 1, Background).code == admitted {
+		if s.Admit(p, T0+1001*ms+i*100*ms, 1, Background).Code == Admitted {
 			taken++
 		}
 	}
 	if taken < 100 {
 		t.Errorf("background took %d of 100 tokens refilled one per 100 ms, want all of them (the reserve stays full)", taken)
 	}
-	if d := s.admit(p, T0+11_000*ms, 1, Interactive); d.code != admitted || d.wait != 0 {
+	if d := s.Admit(p, T0+11_000*ms, 1, Interactive); d.Code != Admitted || d.Wait != 0 {
 		t.Errorf("interactive behind a sweep running at the bucket's pace: %+v, want admitted at once", d)
 	}
 }
@@ -135,30 +135,30 @@ func TestClassGCRA(t *testing.T) {
 // TestClassBudget: the advertised budget's reserve is a share of its
 // advertised size, and while claims wait no background work probes.
 func TestClassBudget(t *testing.T) {
-	p := params{hold: 250 * ms, maxPause: 3_600_000, probe: 2500 * ms, reserve: 200, lend: 30_000 * ms}
-	var s scopeState
-	s.admit(p, T0, 1, Interactive) // first contact: its probe
-	s.observe(p, T0+30*ms, observation{remaining: 3, reset: 10_000 * ms, limit: 10, prec: ms, seq: 1})
-	if d := s.admit(p, T0+40*ms, 1, Background); d.code != admitted {
+	p := Params{Hold: 250 * ms, MaxPause: 3_600_000, Probe: 2500 * ms, Reserve: 200, Lend: 30_000 * ms}
+	var s State
+	s.Admit(p, T0, 1, Interactive) // first contact: its probe
+	s.Observe(p, T0+30*ms, Observation{Remaining: 3, Reset: 10_000 * ms, Limit: 10, Prec: ms, Seq: 1})
+	if d := s.Admit(p, T0+40*ms, 1, Background); d.Code != Admitted {
 		t.Fatalf("background with 3 left of 10 (2 kept): %+v", d)
 	}
-	d := s.admit(p, T0+50*ms, 1, Background)
-	if d.code != paused || d.reason != reasonBudget || T0+50*ms+d.wait != T0+10_030*ms {
+	d := s.Admit(p, T0+50*ms, 1, Background)
+	if d.Code != Paused || d.Reason != ReasonBudget || T0+50*ms+d.Wait != T0+10_030*ms {
 		t.Fatalf("background with 2 left of 10, both kept: %+v, want deferred until the reset (the reserve lapses later)", d)
 	}
-	if d := s.admit(p, T0+60*ms, 1, Interactive); d.code != admitted {
+	if d := s.Admit(p, T0+60*ms, 1, Interactive); d.Code != Admitted {
 		t.Fatalf("interactive with 2 left: %+v", d)
 	}
 	// The reset passes with an interactive task deferred: background may
 	// not be the probe.
-	s.admit(p, T0+70*ms, 1, Interactive)
-	if d := s.admit(p, T0+80*ms, 1, Interactive); d.code != paused || s.class.claims != 1 {
+	s.Admit(p, T0+70*ms, 1, Interactive)
+	if d := s.Admit(p, T0+80*ms, 1, Interactive); d.Code != Paused || s.class.claims != 1 {
 		t.Fatalf("interactive with the budget spent: %+v, claims %d", d, s.class.claims)
 	}
-	if d := s.admit(p, T0+10_030*ms, 1, Background); d.code != paused || d.reason != reasonProbe {
+	if d := s.Admit(p, T0+10_030*ms, 1, Background); d.Code != Paused || d.Reason != ReasonProbe {
 		t.Fatalf("background at the reset with an interactive task waiting: %+v, want to wait (it is not the probe)", d)
 	}
-	if d := s.admit(p, T0+10_040*ms, 1, Interactive); !d.probe {
+	if d := s.Admit(p, T0+10_040*ms, 1, Interactive); !d.Probe {
 		t.Fatalf("the interactive task back at the reset: %+v, want the probe", d)
 	}
 }

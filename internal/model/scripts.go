@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"fmt"
@@ -60,10 +60,10 @@ end
 var luaConstants = func() string {
 	c := map[string]int64{
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
-		"learnTTL": learnTTL, "margin": expiryMargin.Milliseconds(),
+		"learnTTL": LearnTTL, "margin": ExpiryMargin.Milliseconds(),
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
-		"slidingSettle": slidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
+		"slidingSettle": SlidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
 		"millisPrec":  millisPrec,
 		"millisRatio": millisRatio,
 	}
@@ -89,10 +89,10 @@ func luaList(v []string) string {
 	return "{" + strings.Join(q, ", ") + "}"
 }
 
-// expiryMargin is how long after the instant a record's values say it is
+// ExpiryMargin is how long after the instant a record's values say it is
 // over its key expires: expiry collects, it never decides (a key read a
 // moment before it expires says the same as no key).
-const expiryMargin = time.Second
+const ExpiryMargin = time.Second
 
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
@@ -102,11 +102,11 @@ func script(names []string, body string) *redis.Script {
 		"local REPLY = " + luaList(names) + "\n" + body)
 }
 
-// admitReply names the fields of the admission's reply (see decision).
-var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
+// AdmitReply names the fields of the admission's reply (see decision).
+var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
-// admitScript is the admission of one task (scopeState.admit); with dry
+// AdmitScript is the admission of one task (scopeState.admit); with dry
 // set it commits nothing and answers what an admission would, with what
 // the scope keeps (Gate.State).
 //
@@ -124,7 +124,7 @@ var admitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // log's with its settling time; a lease's life) or interval µs, rate,
 // burst or the requests in flight
 // returns: admitReply
-var admitScript = script(admitReply, luaAdmitBody)
+var AdmitScript = script(AdmitReply, luaAdmitBody)
 
 const luaAdmitBody = `
 local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[12])
@@ -150,10 +150,10 @@ if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.
 return reply(REPLY, r)
 `
 
-// refuseReply names the fields of the refusal's reply.
-var refuseReply = []string{"deadline", "now", "moved"}
+// RefuseReply names the fields of the refusal's reply.
+var RefuseReply = []string{"deadline", "now", "moved"}
 
-// refuseScript records a refusal, or a pause by hand (scopeState.refuse),
+// RefuseScript records a refusal, or a pause by hand (scopeState.refuse),
 // and announces the scope's pause key on the gate's channel, with the
 // deadline in force and the Redis TIME (ms), so that open caches forget the
 // scope and gates remember the pause (reassert.go).
@@ -169,7 +169,7 @@ var refuseReply = []string{"deadline", "now", "moved"}
 // milliseconds ms (0: not in question; refusal.alt)  ARGV[8] n, then the
 // limits as for admitScript
 // returns: refuseReply
-var refuseScript = script(refuseReply, luaRefuseBody)
+var RefuseScript = script(RefuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
 C.maxPause = tonumber(ARGV[2])
@@ -203,10 +203,10 @@ learn_save(L)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
 `
 
-// observeReply names the fields of the observation's reply.
-var observeReply = []string{"remaining", "reset", "now"}
+// ObserveReply names the fields of the observation's reply.
+var ObserveReply = []string{"remaining", "reset", "now"}
 
-// observeScript records the budget a response advertised
+// ObserveScript records the budget a response advertised
 // (scopeState.observe), and announces the scope when it has a budget it
 // did not have.
 //
@@ -226,7 +226,7 @@ var observeReply = []string{"remaining", "reset", "now"}
 // ARGV[12] millis (1: the reset was read as milliseconds from a name of
 // seconds; observation.alt, observation.millis)
 // returns: observeReply
-var observeScript = script(observeReply, luaObserveBody)
+var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
 local B = budget_load(KEYS[1])
@@ -248,9 +248,9 @@ if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `
 
-// namedReply decodes a script's named reply: every name of names, each
+// NamedReply decodes a script's named reply: every name of names, each
 // once, with an integer value, except those in text (string values).
-func namedReply(v any, names []string) (map[string]int64, map[string]string, error) {
+func NamedReply(v any, names []string) (map[string]int64, map[string]string, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) != 2*len(names) {
 		return nil, nil, fmt.Errorf("quotagate: unexpected script reply %v", v)
@@ -299,3 +299,71 @@ local function hsave(R, fields, skip)
   redis.call('PEXPIREAT', R.key, math.ceil(R.expires / 1000) + C.margin)
 end
 `
+
+// ReleaseScript ends a lease: its member removed from every concurrency
+// limit of the scope (a key of another type is left alone).
+//
+// KEYS[1…] the sorted sets of the scope's concurrency limits
+// ARGV[1] the lease's member, "<cost>:<id>"
+// returns: how many of the sets held it
+var ReleaseScript = redis.NewScript(`
+local n = 0
+for _, key in ipairs(KEYS) do
+  local r = redis.pcall('ZREM', key, ARGV[1])
+  if type(r) == 'number' then n = n + r end
+end
+return n
+`)
+
+// ResumeScript deletes the records that hold a scope back, notes when
+// (the gates re-assert no pause known in force only before it:
+// reassert.go) and announces that the scope was resumed.
+//
+// KEYS[1] resumed  KEYS[2] pause  KEYS[3…] the other records
+// ARGV[1] max pause ms (how long the note is kept: no pause known before
+// it can be in force longer)  ARGV[2] channel
+// returns: Redis TIME, Unix µs
+var ResumeScript = redis.NewScript(luaPrelude + `
+redis.call('DEL', unpack(KEYS, 2))
+redis.call('SET', KEYS[1], num(now_ms), 'PX', tonumber(ARGV[1]))
+redis.call('PUBLISH', ARGV[2], KEYS[2] .. ' resumed')
+return now_us
+`)
+
+// ReassertReply names the fields of the re-assertion's reply.
+var ReassertReply = []string{"deadline", "now", "moved", "resumed"}
+
+// ReassertScript re-asserts a remembered pause: unless the scope was
+// resumed since the pause was known in force, the deadline becomes the
+// later of the one in force, the remembered one and now plus the
+// remaining time the gate measured, within MaxPause (the pause
+// transition, pause_refuse), and a deadline it moved is announced as a
+// refusal's is. The remaining time moves a deadline in force only when it
+// ends more than the slack later (as lostFrom: the gate's measure is late
+// by up to an answer's transit, and must not creep).
+//
+// KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
+// ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
+// the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
+// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
+// ARGV[7] the slack, ms
+// returns: ReassertReply (deadline 0: no pause in force)
+var ReassertScript = redis.NewScript(luaPrelude + luaConstants + luaPause +
+	"local REPLY = " + luaList(ReassertReply) + "\n" + `
+C.maxPause = tonumber(ARGV[4])
+local P = pause_load(KEYS[1])
+local r = int(redis.pcall('GET', KEYS[3]))
+if r and r >= tonumber(ARGV[3]) then
+  return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
+end
+local abs, rel = tonumber(ARGV[1]), math.min(now_ms + tonumber(ARGV[2]), now_ms + C.maxPause)
+if abs - now_ms > C.maxPause then abs = 0 end
+local want = math.max(abs, rel)
+if P and rel <= P + tonumber(ARGV[7]) then want = abs end
+if want <= now_ms or (P and P >= want) then
+  return reply(REPLY, {deadline = P or 0, now = now_us})
+end
+local d = pause_refuse(KEYS[1], KEYS[2], P, want - now_ms, ARGV[6] == '1')
+redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(d) .. ' ' .. num(now_ms))
+return reply(REPLY, {deadline = d, now = now_us, moved = true})
+`)

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"testing"
@@ -17,29 +17,29 @@ const T0 = int64(1_700_000_000_000_000)
 
 // TestBudgetSteps walks the advertised budget through its rules.
 func TestBudgetSteps(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	var b budgetState
 	type step struct {
 		name    string
 		at      int64
-		obs     *observation // observe at at; else admit a cost of 1
+		obs     *Observation // observe at at; else admit a cost of 1
 		want    budgetVerdict
 		probe   bool // the admission is a probe
 		nowOnly bool // the task has no place to wait (params.nowOnly)
 	}
 	for _, s := range []step{
 		{name: "first contact: a probe", at: T0 + 0, want: budgetVerdict{probe: true}, probe: true},
-		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10*ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: reasonProbe}},
+		{name: "peers wait for its answer, looking every probePoll", at: T0 + 10*ms, want: budgetVerdict{at: T0 + 10*ms + probePoll, why: ReasonProbe}},
 		{name: "one with no place to wait goes, spending nothing", at: T0 + 15*ms, want: budgetVerdict{}, nowOnly: true},
-		{name: "answered: 1 left until 1 s", at: T0 + 30*ms, obs: &observation{remaining: 1, reset: 970 * ms, prec: ms, seq: 1}},
+		{name: "answered: 1 left until 1 s", at: T0 + 30*ms, obs: &Observation{Remaining: 1, Reset: 970 * ms, Prec: ms, Seq: 1}},
 		{name: "spend it", at: T0 + 40*ms, want: budgetVerdict{spend: true}},
-		{name: "spent: wait for the reset", at: T0 + 50*ms, want: budgetVerdict{at: T0 + 1000*ms, why: reasonBudget}},
+		{name: "spent: wait for the reset", at: T0 + 50*ms, want: budgetVerdict{at: T0 + 1000*ms, why: ReasonBudget}},
 		{name: "the reset passed: one probe asks", at: T0 + 1000*ms, want: budgetVerdict{probe: true}, probe: true},
-		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000*ms, want: budgetVerdict{at: T0 + 3050*ms, why: reasonProbe}},
+		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000*ms, want: budgetVerdict{at: T0 + 3050*ms, why: ReasonProbe}},
 		{name: "past the timeout: another probe", at: T0 + 3500*ms, want: budgetVerdict{probe: true}, probe: true},
-		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510*ms, obs: &observation{remaining: 9, reset: 5000 * ms, prec: ms, seq: 2}},
-		{name: "still waiting for the probe's own", at: T0 + 3520*ms, want: budgetVerdict{at: T0 + 3570*ms, why: reasonProbe}},
-		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530*ms, obs: &observation{remaining: 5, reset: 1500 * ms, prec: ms, seq: 4}},
+		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510*ms, obs: &Observation{Remaining: 9, Reset: 5000 * ms, Prec: ms, Seq: 2}},
+		{name: "still waiting for the probe's own", at: T0 + 3520*ms, want: budgetVerdict{at: T0 + 3570*ms, why: ReasonProbe}},
+		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530*ms, obs: &Observation{Remaining: 5, Reset: 1500 * ms, Prec: ms, Seq: 4}},
 		{name: "spend", at: T0 + 3540*ms, want: budgetVerdict{spend: true}},
 	} {
 		if s.obs != nil {
@@ -47,7 +47,7 @@ func TestBudgetSteps(t *testing.T) {
 			continue
 		}
 		pe := p
-		pe.nowOnly = s.nowOnly
+		pe.NowOnly = s.nowOnly
 		v := b.earliest(pe, s.at, 1, keeper{})
 		if v != s.want {
 			t.Fatalf("%s: earliest = %+v, want %+v (state %+v)", s.name, v, s.want, b)
@@ -65,7 +65,7 @@ func TestBudgetSteps(t *testing.T) {
 	// again, nothing held.
 	var q budgetState
 	q.spend(p, T0, 1, q.earliest(p, T0, 1, keeper{}))
-	q.observe(T0+20*ms, observation{remaining: -1})
+	q.observe(T0+20*ms, Observation{Remaining: -1})
 	if v := q.earliest(p, T0+30*ms, 1, keeper{}); !q.silent || v != (budgetVerdict{}) {
 		t.Errorf("after a silent answer: %+v, %+v; want silent and open", q, v)
 	}
@@ -73,11 +73,11 @@ func TestBudgetSteps(t *testing.T) {
 	// is (the pause holds the scope: a provider may refuse by a limit its
 	// budget does not tell, as GitHub's secondary limits do).
 	var r budgetState
-	r.observe(T0, observation{remaining: 10, reset: 5000 * ms, prec: ms})
+	r.observe(T0, Observation{Remaining: 10, Reset: 5000 * ms, Prec: ms})
 	for range 3 {
 		r.spend(p, T0+ms, 1, r.earliest(p, T0+ms, 1, keeper{})) // seq 1..3
 	}
-	r.observe(T0+2*ms, observation{remaining: 9, reset: 4998 * ms, prec: ms, seq: 1})
+	r.observe(T0+2*ms, Observation{Remaining: 9, Reset: 4998 * ms, Prec: ms, Seq: 1})
 	if r.remaining != 7 {
 		t.Errorf("answer of request 1 with 2 more on their way: remaining %d, want 7", r.remaining)
 	}
@@ -95,7 +95,7 @@ func TestBudgetSteps(t *testing.T) {
 // burst that arrived in reverse order (budgetState.above). A reset within
 // its precision (a bucket's next token, "1" second) is read as it is.
 func TestBudgetOvertakenSteps(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	const sec = 1_000_000
 	for _, tc := range []struct {
 		name        string
@@ -113,17 +113,17 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b budgetState
-			b.observe(T0, observation{remaining: 10, reset: tc.reset, prec: tc.prec})
+			b.observe(T0, Observation{Remaining: 10, Reset: tc.reset, Prec: tc.prec})
 			for range 4 {
 				b.spend(p, T0+ms, 1, b.earliest(p, T0+ms, 1, keeper{})) // seq 1..4
 			}
-			b.observe(T0+5*ms, observation{remaining: 9, reset: tc.reset - 5*ms, prec: tc.prec, seq: 1})
+			b.observe(T0+5*ms, Observation{Remaining: 9, Reset: tc.reset - 5*ms, Prec: tc.prec, Seq: 1})
 			if b.remaining != 6 {
 				t.Fatalf("after request 1's answer: remaining %d, want 6", b.remaining)
 			}
 			for i := 0; i < len(tc.obs); i += 2 {
 				at := T0 + 10*ms + int64(i)*ms
-				b.observe(at, observation{remaining: tc.obs[i], reset: T0 + tc.reset - at, prec: tc.prec, seq: tc.obs[i+1]})
+				b.observe(at, Observation{Remaining: tc.obs[i], Reset: T0 + tc.reset - at, Prec: tc.prec, Seq: tc.obs[i+1]})
 			}
 			if b.remaining != tc.want {
 				t.Errorf("remaining %d, want %d (%+v)", b.remaining, tc.want, b)
@@ -135,25 +135,25 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 	// first, never above the 0 it said (4 left for 4 requests; they
 	// arrived 1, 3, 4, 2).
 	var spent budgetState
-	spent.observe(T0, observation{remaining: 4, reset: 5 * sec, prec: ms})
+	spent.observe(T0, Observation{Remaining: 4, Reset: 5 * sec, Prec: ms})
 	for range 4 {
 		spent.spend(p, T0+ms, 1, spent.earliest(p, T0+ms, 1, keeper{}))
 	}
 	for i, o := range [][2]int64{{3, 1}, {2, 3}, {1, 4}, {0, 2}} {
 		at := T0 + 10*ms + int64(i)*ms
-		spent.observe(at, observation{remaining: o[0], reset: T0 + 5*sec - at, prec: ms, seq: o[1]})
+		spent.observe(at, Observation{Remaining: o[0], Reset: T0 + 5*sec - at, Prec: ms, Seq: o[1]})
 	}
 	if spent.remaining != 0 {
 		t.Errorf("a spent window read last by an overtaken answer: remaining %d, want 0 (%+v)", spent.remaining, spent)
 	}
 	// A reading of another window is read, whatever its order.
 	var b budgetState
-	b.observe(T0, observation{remaining: 10, reset: 5 * sec, prec: ms})
+	b.observe(T0, Observation{Remaining: 10, Reset: 5 * sec, Prec: ms})
 	for range 4 {
 		b.spend(p, T0+ms, 1, b.earliest(p, T0+ms, 1, keeper{}))
 	}
-	b.observe(T0+10*ms, observation{remaining: 8, reset: 4990 * ms, prec: ms, seq: 3})
-	b.observe(T0+11*ms, observation{remaining: 9, reset: 9989 * ms, prec: ms, seq: 2})
+	b.observe(T0+10*ms, Observation{Remaining: 8, Reset: 4990 * ms, Prec: ms, Seq: 3})
+	b.observe(T0+11*ms, Observation{Remaining: 9, Reset: 9989 * ms, Prec: ms, Seq: 2})
 	if b.remaining != 7 {
 		t.Errorf("2's answer in the next window: remaining %d, want 7 (%+v)", b.remaining, b)
 	}
@@ -167,26 +167,26 @@ func TestBudgetMillisSteps(t *testing.T) {
 	const sec = 1_000_000
 	for _, tc := range []struct {
 		name      string
-		first     observation // at T0
-		late      observation // at T0 + 18 s
+		first     Observation // at T0
+		late      Observation // at T0 + 18 s
 		wantReset int64       // µs after T0
 		millis    bool
 	}{
 		{"above an hour first (19987): the late 1947 is milliseconds",
-			observation{remaining: 9, reset: 19_987 * ms, prec: ms, millis: true},
-			observation{remaining: 0, reset: 1947 * sec, prec: sec, alt: 1947 * ms}, 18*sec + 1947*ms, true},
+			Observation{Remaining: 9, Reset: 19_987 * ms, Prec: ms, Millis: true},
+			Observation{Remaining: 0, Reset: 1947 * sec, Prec: sec, Alt: 1947 * ms}, 18*sec + 1947*ms, true},
 		{"an epoch's window first: 2000 in its last 2 s is milliseconds",
-			observation{remaining: 9, reset: 20 * sec, prec: sec},
-			observation{remaining: 0, reset: 2000 * sec, prec: sec, alt: 2000 * ms}, 20 * sec, true},
+			Observation{Remaining: 9, Reset: 20 * sec, Prec: sec},
+			Observation{Remaining: 0, Reset: 2000 * sec, Prec: sec, Alt: 2000 * ms}, 20 * sec, true},
 		{"seconds that fall in the window in force stay seconds (900, then 882)",
-			observation{remaining: 9, reset: 900 * sec, prec: sec, alt: 900 * ms},
-			observation{remaining: 0, reset: 882 * sec, prec: sec, alt: 882 * ms}, 900 * sec, false},
+			Observation{Remaining: 9, Reset: 900 * sec, Prec: sec, Alt: 900 * ms},
+			Observation{Remaining: 0, Reset: 882 * sec, Prec: sec, Alt: 882 * ms}, 900 * sec, false},
 		{"a bucket's time until full, 0.3 s in force, then 2: seconds",
-			observation{remaining: 9, reset: 18_300 * ms, prec: sec, alt: 18 * ms},
-			observation{remaining: 0, reset: 2 * sec, prec: sec, alt: 2 * ms}, 20 * sec, false},
+			Observation{Remaining: 9, Reset: 18_300 * ms, Prec: sec, Alt: 18 * ms},
+			Observation{Remaining: 0, Reset: 2 * sec, Prec: sec, Alt: 2 * ms}, 20 * sec, false},
 		{"a first reading of at most an hour is seconds: nothing tells otherwise",
-			observation{remaining: -1},
-			observation{remaining: 0, reset: 1947 * sec, prec: sec, alt: 1947 * ms}, 18*sec + 1947*sec, false},
+			Observation{Remaining: -1},
+			Observation{Remaining: 0, Reset: 1947 * sec, Prec: sec, Alt: 1947 * ms}, 18*sec + 1947*sec, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b budgetState
@@ -199,11 +199,11 @@ func TestBudgetMillisSteps(t *testing.T) {
 	}
 	// A refusal whose hint is such a reset pauses a scope whose resets are
 	// milliseconds for the milliseconds, another scope for the seconds.
-	p := params{}
+	p := Params{}
 	for _, millis := range []bool{true, false} {
-		var s scopeState
-		s.budget.observe(T0-18*sec, observation{remaining: 9, reset: 19_987 * ms, prec: ms, millis: millis})
-		deadline, _ := s.refuse(p, T0, refusal{pause: 1947_000, hinted: true, prec: sec, alt: 1947})
+		var s State
+		s.budget.observe(T0-18*sec, Observation{Remaining: 9, Reset: 19_987 * ms, Prec: ms, Millis: millis})
+		deadline, _ := s.Refuse(p, T0, Refusal{Pause: 1947_000, Hinted: true, Prec: sec, Alt: 1947})
 		want := T0/1000 + 1947_000
 		if millis {
 			want = T0/1000 + 1947
@@ -218,10 +218,10 @@ func TestBudgetMillisSteps(t *testing.T) {
 // that refuses with "try again in N seconds".
 func TestLearnSteps(t *testing.T) {
 	const sec = 1_000_000
-	hinted := refusal{hinted: true, prec: sec}
+	hinted := Refusal{Hinted: true, Prec: sec}
 	var l learnState
 	var w windowState
-	p := params{hold: 250 * ms}
+	p := Params{Hold: 250 * ms}
 	l.count(T0, 1) // the first contact starts the first cycle
 	for range 4 {
 		l.count(T0+10*ms, 1)
@@ -297,7 +297,7 @@ func TestLearnSteps(t *testing.T) {
 	// few admissions since the last refusal to learn again from: realign,
 	// keep n and w.
 	var w2 windowState
-	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, refusal{hinted: true, prec: ms}, true, false, &w2)
+	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, Refusal{Hinted: true, Prec: ms}, true, false, &w2)
 	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+8*sec+500*ms {
 		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 8.5 s", l)
 	}
@@ -316,7 +316,7 @@ func TestLearnSteps(t *testing.T) {
 	// sliding log's Retry-After, sliding-log/window of the matrix): the
 	// window has not begun where the learned one did, whatever it got
 	// accepted (nothing): realign, keep n and w.
-	pl := learnState{limit: 40, window: 5 * sec, best: 40, alignAt: T0, alignPrec: sec, since: T0, expires: T0 + learnTTL}
+	pl := learnState{limit: 40, window: 5 * sec, best: 40, alignAt: T0, alignPrec: sec, since: T0, expires: T0 + LearnTTL}
 	var pw windowState
 	ps, _ := pl.spec()
 	for range 40 {
@@ -332,22 +332,22 @@ func TestLearnSteps(t *testing.T) {
 		t.Errorf("a refused probe: %+v, want 40 per 5 s aligned at 10.03 s", pl)
 	}
 	// Forgotten learnTTL after the refusal that taught it.
-	var m scopeState
+	var m State
 	m.learn = l
-	m.normalize(params{maxPause: 3600_000}, l.refused+learnTTL)
+	m.Normalize(Params{MaxPause: 3600_000}, l.refused+LearnTTL)
 	if _, ok := m.learn.spec(); ok {
 		t.Errorf("learned state %+v outlived learnTTL", m.learn)
 	}
 }
 
 // TestRelearnSteps: a learned window's probe refused after a window spent
-// whole (40 of 40 per w accepted, no refusal) learns w again, keeping n,
+// whole (40 of 40 per w accepted, no Refusal) learns w again, keeping n,
 // when its wait says the provider's window ends inside the learned one and
 // the window that accepted the 40 then lasted, beyond the hint's precision,
 // longer than w; every refused probe realigns the windows to its deadline.
 func TestRelearnSteps(t *testing.T) {
 	const sec = 1_000_000
-	p := params{hold: 250 * ms}
+	p := Params{Hold: 250 * ms}
 	for _, tc := range []struct {
 		name   string
 		w      int64 // the learned window; the one from T0 was spent whole
@@ -382,7 +382,7 @@ func TestRelearnSteps(t *testing.T) {
 		{"a refusal after the probe's window: keep", 3 * sec, 0, 3500 * ms, 2000, sec, 3 * sec},
 		{"a window beyond an hour is a daily quota: keep", 3000 * sec, 0, 30 * ms, 1000 * 1000, sec, 3000 * sec},
 	} {
-		l := learnState{limit: 40, window: tc.w, best: 40, since: T0, alignAt: T0, alignPrec: sec, refused: T0 - tc.w, expires: T0 + learnTTL}
+		l := learnState{limit: 40, window: tc.w, best: 40, since: T0, alignAt: T0, alignPrec: sec, refused: T0 - tc.w, expires: T0 + LearnTTL}
 		var lw windowState
 		spec, _ := l.spec()
 		for range 40 {
@@ -396,7 +396,7 @@ func TestRelearnSteps(t *testing.T) {
 		lw.spend(spec, p, l.alignment(), at, 1)
 		now := at + tc.answer
 		D := (floorDiv(now, 1000) + tc.hint) * 1000 // the deadline in force (pauseState.refuse)
-		if over, probe := l.refuse(now, D, refusal{pause: tc.hint, hinted: true, prec: tc.prec}, true, false, &lw); !over || probe != at {
+		if over, probe := l.refuse(now, D, Refusal{Pause: tc.hint, Hinted: true, Prec: tc.prec}, true, false, &lw); !over || probe != at {
 			t.Fatalf("%s: the refusal did not end the learned windows, or named no refused probe (%v, %d)", tc.name, over, probe)
 		}
 		if l.window != tc.want || l.limit != 40 || l.alignAt != D || l.since != D || l.absorb != 0 || l.probeAt != 0 {
@@ -407,7 +407,7 @@ func TestRelearnSteps(t *testing.T) {
 
 // TestPauseSteps: the deadline only moves later; who moved it last is kept.
 func TestPauseSteps(t *testing.T) {
-	p := params{maxPause: 3600_000}
+	p := Params{MaxPause: 3600_000}
 	var s pauseState
 	for _, st := range []struct {
 		at, pauseMs int64
@@ -442,7 +442,7 @@ func TestSlidingSteps(t *testing.T) {
 	type step struct {
 		name string
 		at   int64
-		op   byte // 'e' earliest (and spend when it is at), 'h' hinted refusal, 'u' unhinted refusal
+		op   byte // 'e' earliest (and spend when it is at), 'h' hinted Refusal, 'u' unhinted refusal
 		cost int64
 		n    int64 // what the class may spend (0: all 3)
 		want int64 // the earliest instant ('e'), or the log's length after ('h', 'u')
@@ -470,12 +470,12 @@ func TestSlidingSteps(t *testing.T) {
 			if st.n > 0 {
 				v.n = st.n
 			}
-			got := s.earliest(v, params{}, alignment{}, st.at, st.at, st.cost)
+			got := s.earliest(v, Params{}, alignment{}, st.at, st.at, st.cost)
 			if got != st.want {
 				t.Fatalf("%s: earliest = %d, want T0%+d (log %v)", st.name, got, st.want-T0, s.log)
 			}
 			if got == st.at {
-				s.spend(v, params{}, alignment{}, st.at, st.at, st.cost, "")
+				s.spend(v, Params{}, alignment{}, st.at, st.at, st.cost, "")
 			}
 		case 'h', 'u':
 			s.refuse(l, st.at, st.op == 'h')
@@ -492,8 +492,8 @@ func TestSlidingSteps(t *testing.T) {
 // spent contradicts nothing.
 func TestSecondarySteps(t *testing.T) {
 	const sec = 1_000_000
-	hinted := refusal{pause: 5000, hinted: true, prec: sec}
-	p := params{hold: 250 * ms, maxPause: 3600_000}
+	hinted := Refusal{Pause: 5000, Hinted: true, Prec: sec}
+	p := Params{Hold: 250 * ms, MaxPause: 3600_000}
 	for _, tc := range []struct {
 		name      string
 		remaining int64 // what the refusal's own headers advertise
@@ -502,16 +502,16 @@ func TestSecondarySteps(t *testing.T) {
 		{"a refusal with budget left: the budget is not what refuses", 4000, true},
 		{"a refusal with the budget spent: the budget refuses", 0, false},
 	} {
-		var m scopeState
-		m.normalize(p, T0)
-		m.observe(p, T0, observation{remaining: 4995, reset: 3600 * sec, limit: 5000, prec: sec})
+		var m State
+		m.Normalize(p, T0)
+		m.Observe(p, T0, Observation{Remaining: 4995, Reset: 3600 * sec, Limit: 5000, Prec: sec})
 		for range 4 {
-			if d := m.admit(p, T0+10*ms, 1, Background); d.code != admitted {
+			if d := m.Admit(p, T0+10*ms, 1, Background); d.Code != Admitted {
 				t.Fatalf("%s: first window: %+v, want admitted", tc.name, d)
 			}
 		}
-		m.observe(p, T0+60*ms, observation{remaining: tc.remaining, reset: 3600 * sec, limit: 5000, prec: sec, refused: true})
-		m.refuse(p, T0+60*ms, hinted)
+		m.Observe(p, T0+60*ms, Observation{Remaining: tc.remaining, Reset: 3600 * sec, Limit: 5000, Prec: sec, Refused: true})
+		m.Refuse(p, T0+60*ms, hinted)
 		_, ok := m.learn.spec()
 		if ok && (m.learn.limit != 3 || m.learn.window != 5*sec) {
 			t.Fatalf("%s: learned %+v, want 3 per 5 s", tc.name, m.learn)
@@ -529,10 +529,10 @@ func TestSecondarySteps(t *testing.T) {
 // answered one ends the episode, and an unanswered one lets the others go
 // after its timeout.
 func TestFallbackSteps(t *testing.T) {
-	p := params{hold: 1500 * ms, maxPause: 3_600_000, answer: 2500 * ms}
+	p := Params{Hold: 1500 * ms, MaxPause: 3_600_000, Answer: 2500 * ms}
 	const capMs = 5000 // Config.FallbackPause, as the refusal carries it
-	var s scopeState
-	s.normalize(p, T0)
+	var s State
+	s.Normalize(p, T0)
 	type step struct {
 		name   string
 		at     int64
@@ -568,18 +568,18 @@ func TestFallbackSteps(t *testing.T) {
 	} {
 		switch {
 		case st.refuse:
-			if d, _ := s.refuse(p, st.at, refusal{pause: capMs}); d != st.want {
+			if d, _ := s.Refuse(p, st.at, Refusal{Pause: capMs}); d != st.want {
 				t.Fatalf("%s: deadline %d, want %d (state %+v)", st.name, d, st.want, s.fall)
 			}
 		case st.answer > 0:
-			s.observe(p, st.at, observation{remaining: -2, opened: st.answer})
+			s.Observe(p, st.at, Observation{Remaining: -2, Opened: st.answer})
 		default:
-			d := s.admit(p, st.at, 1, Background)
+			d := s.Admit(p, st.at, 1, Background)
 			got := int64(0)
-			if d.code != admitted {
-				got = st.at + d.wait
+			if d.Code != Admitted {
+				got = st.at + d.Wait
 			}
-			if got != st.want || (d.opens > 0) != st.probe || st.probe && (d.opens != st.at || d.cache) {
+			if got != st.want || (d.Opens > 0) != st.probe || st.probe && (d.Opens != st.at || d.Cache) {
 				t.Fatalf("%s: %+v, want asked again at %d (0: admitted), probe %v (state %+v)", st.name, d, st.want, st.probe, s.fall)
 			}
 		}
@@ -595,11 +595,11 @@ func TestFallbackSteps(t *testing.T) {
 func TestHintlessLearnSteps(t *testing.T) {
 	const sec = 1000 * ms
 	const capMs = 60_000 // Config.FallbackPause, as the refusal carries it
-	p := params{hold: 1500 * ms, maxPause: 3_600_000, answer: 2500 * ms}
-	hintless := refusal{pause: capMs}
-	fresh := func(p params) *scopeState {
-		var s scopeState
-		s.normalize(p, T0)
+	p := Params{Hold: 1500 * ms, MaxPause: 3_600_000, Answer: 2500 * ms}
+	hintless := Refusal{Pause: capMs}
+	fresh := func(p Params) *State {
+		var s State
+		s.Normalize(p, T0)
 		return &s
 	}
 
@@ -607,18 +607,18 @@ func TestHintlessLearnSteps(t *testing.T) {
 	// episode's second: deadline 1.1 s), 3 more on their way.
 	s := fresh(p)
 	for i := range 12 {
-		if d := s.admit(p, T0+10*ms+int64(i)*ms, 1, Background); d.code != admitted {
+		if d := s.Admit(p, T0+10*ms+int64(i)*ms, 1, Background); d.Code != Admitted {
 			t.Fatalf("first contact: %+v, want admitted", d)
 		}
 	}
-	if d, _ := s.refuse(p, T0+100*ms, hintless); d != (T0+1100*ms)/ms {
+	if d, _ := s.Refuse(p, T0+100*ms, hintless); d != (T0+1100*ms)/ms {
 		t.Fatalf("the first hintless refusal: deadline %d, want a second", d)
 	}
 	if s.learn.limit != 11 || s.learn.window != sec || s.learn.alignAt != T0+1100*ms {
 		t.Fatalf("learned %+v, want 11 per 1 s aligned at 1.1 s", s.learn)
 	}
 	for range 3 {
-		if d, _ := s.refuse(p, T0+110*ms, hintless); d != (T0+1100*ms)/ms {
+		if d, _ := s.Refuse(p, T0+110*ms, hintless); d != (T0+1100*ms)/ms {
 			t.Fatalf("a request on its way: deadline %d, want the pause in force", d)
 		}
 	}
@@ -626,20 +626,20 @@ func TestHintlessLearnSteps(t *testing.T) {
 		t.Fatalf("after the refusals on their way: n %d, want 8 (what the cycle got accepted)", s.learn.limit)
 	}
 	// The pause's end: the episode's probe, then the learned window.
-	if d := s.admit(p, T0+1100*ms, 1, Background); d.code != admitted || d.opens == 0 {
+	if d := s.Admit(p, T0+1100*ms, 1, Background); d.Code != Admitted || d.Opens == 0 {
 		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
 	}
-	s.observe(p, T0+1130*ms, observation{remaining: -1, opened: T0 + 1100*ms})
+	s.Observe(p, T0+1130*ms, Observation{Remaining: -1, Opened: T0 + 1100*ms})
 	// Paced: the k-th admission of a window at k·w/n (125 ms) into it.
-	if d := s.admit(p, T0+1140*ms, 1, Background); d.code != limited || d.reason != reasonLearned || d.wait != 85*ms {
+	if d := s.Admit(p, T0+1140*ms, 1, Background); d.Code != Limited || d.Reason != ReasonLearned || d.Wait != 85*ms {
 		t.Fatalf("the learned window's 2nd before its pace: %+v, want limited until 1.225 s", d)
 	}
 	for i := range 7 {
-		if d := s.admit(p, T0+1225*ms+int64(i)*125*ms, 1, Background); d.code != admitted {
+		if d := s.Admit(p, T0+1225*ms+int64(i)*125*ms, 1, Background); d.Code != Admitted {
 			t.Fatalf("the learned window's %d-th at its pace: %+v, want admitted", i+2, d)
 		}
 	}
-	if d := s.admit(p, T0+2000*ms, 1, Background); d.code != limited || d.wait != 100*ms {
+	if d := s.Admit(p, T0+2000*ms, 1, Background); d.Code != Limited || d.Wait != 100*ms {
 		t.Fatalf("the learned window's 9th: %+v, want limited until its next window (2.1 s)", d)
 	}
 	// The next window opens with its probe (its predecessor was spent
@@ -648,29 +648,29 @@ func TestHintlessLearnSteps(t *testing.T) {
 	// above the provider's: n − 1, raises frozen. The episode's probe
 	// refused after the pause keeps n (the provider's window has not
 	// begun).
-	if d := s.admit(p, T0+2100*ms, 1, Background); d.code != admitted || d.opens == 0 || s.learn.limit != 8 {
+	if d := s.Admit(p, T0+2100*ms, 1, Background); d.Code != Admitted || d.Opens == 0 || s.learn.limit != 8 {
 		t.Fatalf("the next window: %+v, n %d, want its probe, n 8", d, s.learn.limit)
 	}
-	s.observe(p, T0+2130*ms, observation{remaining: -1, opened: T0 + 2100*ms})
+	s.Observe(p, T0+2130*ms, Observation{Remaining: -1, Opened: T0 + 2100*ms})
 	for i := 1; i < 3; i++ {
-		if d := s.admit(p, s.learn.alignAt+int64(i)*125_000, 1, Background); d.code != admitted {
+		if d := s.Admit(p, s.learn.alignAt+int64(i)*125_000, 1, Background); d.Code != Admitted {
 			t.Fatalf("the next window's %d-th at its pace: %+v, want admitted", i+1, d)
 		}
 	}
-	s.refuse(p, T0+2400*ms, hintless)
+	s.Refuse(p, T0+2400*ms, hintless)
 	if s.learn.limit != 7 || s.learn.frozen != T0+2400*ms+raiseAfter || s.learn.paced != 1 {
 		t.Fatalf("a paced window refused: %+v, want 7, frozen", s.learn)
 	}
-	if d := s.admit(p, T0+3400*ms, 1, Background); d.code != admitted || d.opens == 0 {
+	if d := s.Admit(p, T0+3400*ms, 1, Background); d.Code != Admitted || d.Opens == 0 {
 		t.Fatalf("the pause's end: %+v, want the episode's probe", d)
 	}
-	s.refuse(p, T0+3430*ms, hintless)
+	s.Refuse(p, T0+3430*ms, hintless)
 	if s.learn.limit != 7 {
 		t.Fatalf("the episode's probe refused: n %d, want 7 kept", s.learn.limit)
 	}
 	// An operator's pause teaches nothing.
 	before := s.learn
-	s.refuse(p, T0+1200*ms, refusal{pause: 5000, operator: true})
+	s.Refuse(p, T0+1200*ms, Refusal{Pause: 5000, Operator: true})
 	if s.learn.limit != before.limit || s.learn.window != before.window || s.learn.alignAt != before.alignAt {
 		t.Fatalf("an operator's pause taught %+v (was %+v)", s.learn, before)
 	}
@@ -679,10 +679,10 @@ func TestHintlessLearnSteps(t *testing.T) {
 	// got nothing accepted, so it teaches no limit.
 	s = fresh(p)
 	for i := range 5 {
-		s.admit(p, T0+10*ms+int64(i)*ms, 1, Background)
+		s.Admit(p, T0+10*ms+int64(i)*ms, 1, Background)
 	}
 	for range 5 {
-		s.refuse(p, T0+100*ms, hintless)
+		s.Refuse(p, T0+100*ms, hintless)
 	}
 	if _, ok := s.learn.spec(); ok {
 		t.Fatalf("an outage taught %+v, want nothing", s.learn)
@@ -690,12 +690,12 @@ func TestHintlessLearnSteps(t *testing.T) {
 
 	// Beside a configured limit: nothing learned, the windows not realigned.
 	pc := p
-	pc.limits = []limitSpec{specOf(FixedWindow(10, 5*time.Second))}
+	pc.Limits = []limitSpec{specOf(FixedWindow(10, 5*time.Second))}
 	s = fresh(pc)
 	for i := range 5 {
-		s.admit(pc, T0+10*ms+int64(i)*ms, 1, Background)
+		s.Admit(pc, T0+10*ms+int64(i)*ms, 1, Background)
 	}
-	s.refuse(pc, T0+100*ms, hintless)
+	s.Refuse(pc, T0+100*ms, hintless)
 	if s.learn.limit != 0 || s.learn.alignAt != 0 {
 		t.Fatalf("beside a configured limit a hintless refusal taught %+v, want nothing", s.learn)
 	}
@@ -703,7 +703,7 @@ func TestHintlessLearnSteps(t *testing.T) {
 
 // spender returns a function that spends n admissions of cost 1 of b at
 // at, failing t if one is not admitted.
-func spender(t *testing.T, p params, b *budgetState) func(at int64, n int) {
+func spender(t *testing.T, p Params, b *budgetState) func(at int64, n int) {
 	return func(at int64, n int) {
 		t.Helper()
 		for range n {
@@ -721,24 +721,24 @@ func spender(t *testing.T, p params, b *budgetState) func(at int64, n int) {
 // the matrix), read in whole seconds rounded up; and the readings that do
 // not refill: a window's end, and a bucket's next token.
 func TestBudgetRefillSteps(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
 	var b budgetState
 	spend := spender(t, p, &b)
-	b.observe(T0, observation{remaining: 10, reset: sec, limit: 11, prec: sec, seq: 1})
+	b.observe(T0, Observation{Remaining: 10, Reset: sec, Limit: 11, Prec: sec, Seq: 1})
 	spend(T0+ms, 9) // seq 1..9
-	b.observe(T0+20*ms, observation{remaining: 3, reset: sec, limit: 11, prec: sec, seq: 8})
+	b.observe(T0+20*ms, Observation{Remaining: 3, Reset: sec, Limit: 11, Prec: sec, Seq: 8})
 	if b.per != 0 {
 		t.Fatalf("a reset that has not moved: refills every %d µs, want a window's budget", b.per)
 	}
-	b.observe(T0+30*ms, observation{remaining: 1, reset: 2 * sec, limit: 11, prec: sec, seq: 10})
+	b.observe(T0+30*ms, Observation{Remaining: 1, Reset: 2 * sec, Limit: 11, Prec: sec, Seq: 10})
 	// 1 left; the reset 2 s ahead moved 1 s later as 2 more were spent:
 	// the budget refills 10 by 2.03 s, one every 200 ms.
 	if b.per != 200*ms || b.remaining != 1 || b.reset != T0+2030*ms {
 		t.Fatalf("after the reset moved later: %+v, want 1 left, one more every 200 ms until 2.03 s", b)
 	}
 	spend(T0+31*ms, 1)
-	if v := b.earliest(p, T0+32*ms, 1, keeper{}); v != (budgetVerdict{at: T0 + 230*ms, why: reasonBudget}) {
+	if v := b.earliest(p, T0+32*ms, 1, keeper{}); v != (budgetVerdict{at: T0 + 230*ms, why: ReasonBudget}) {
 		t.Fatalf("spent: %+v, want the next unit at 0.23 s", v)
 	}
 	spend(T0+450*ms, 2) // refilled 2 by 0.43 s
@@ -747,7 +747,7 @@ func TestBudgetRefillSteps(t *testing.T) {
 	}
 	// A reading with more left than the refill says anchors it again (the
 	// bucket refilled faster), at the same pace: its reset did not grow.
-	b.observe(T0+460*ms, observation{remaining: 3, reset: 2 * sec, limit: 11, prec: sec, seq: 13})
+	b.observe(T0+460*ms, Observation{Remaining: 3, Reset: 2 * sec, Limit: 11, Prec: sec, Seq: 13})
 	if b.avail(T0+460*ms) != 3 || b.per != 200*ms || b.at != T0+460*ms {
 		t.Fatalf("a fuller reading: %+v, want 3 left at 0.46 s, one more every 200 ms", b)
 	}
@@ -761,22 +761,22 @@ func TestBudgetRefillSteps(t *testing.T) {
 	// next token moves it later only as the budget rises: neither refills.
 	for _, c := range []struct {
 		name string
-		obs  []observation
+		obs  []Observation
 	}{
-		{"a window's end, epoch seconds against Date", []observation{
-			{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: 1},
-			{remaining: 20, reset: 5 * sec, limit: 40, prec: sec, seq: 20},
-			{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: 40}}},
-		{"a bucket's next token", []observation{
-			{remaining: 0, reset: 100 * ms, limit: 10, prec: ms, seq: 1},
-			{remaining: 1, reset: 120 * ms, limit: 10, prec: ms, seq: 2}}},
-		{"a bucket's next token, taken by the request that reads it", []observation{
-			{remaining: 0, reset: 80 * ms, limit: 10, prec: ms, seq: 1},
-			{remaining: 0, reset: 110 * ms, limit: 10, prec: ms, seq: 2}}},
+		{"a window's end, epoch seconds against Date", []Observation{
+			{Remaining: 39, Reset: 5 * sec, Limit: 40, Prec: sec, Seq: 1},
+			{Remaining: 20, Reset: 5 * sec, Limit: 40, Prec: sec, Seq: 20},
+			{Remaining: 0, Reset: 4 * sec, Limit: 40, Prec: sec, Seq: 40}}},
+		{"a bucket's next token", []Observation{
+			{Remaining: 0, Reset: 100 * ms, Limit: 10, Prec: ms, Seq: 1},
+			{Remaining: 1, Reset: 120 * ms, Limit: 10, Prec: ms, Seq: 2}}},
+		{"a bucket's next token, taken by the request that reads it", []Observation{
+			{Remaining: 0, Reset: 80 * ms, Limit: 10, Prec: ms, Seq: 1},
+			{Remaining: 0, Reset: 110 * ms, Limit: 10, Prec: ms, Seq: 2}}},
 	} {
 		var w budgetState
 		for i, o := range c.obs {
-			for w.seq < o.seq {
+			for w.seq < o.Seq {
 				w.spend(p, T0+int64(i)*10*ms, 1, budgetVerdict{spend: true})
 			}
 			w.observe(T0+int64(i)*10*ms+ms, o)
@@ -795,7 +795,7 @@ func TestBudgetRefillSteps(t *testing.T) {
 // decays and rolled on at its reset without a probe; and the budgets that
 // are not whole after their reset but are no counter.
 func TestBudgetCounterSteps(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
 	var b budgetState
 	spend := func(at int64) budgetVerdict {
@@ -808,12 +808,12 @@ func TestBudgetCounterSteps(t *testing.T) {
 	if v := spend(T0); !v.probe {
 		t.Fatalf("first contact: %+v, want a probe", v)
 	}
-	b.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
+	b.observe(T0+25*ms, Observation{Remaining: 9, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 1})
 	for i := range int64(9) { // seq 2..10, each read under the same reset
 		if v := spend(T0 + 30*ms); !v.spend {
 			t.Fatalf("the first window: %+v, want spent", v)
 		}
-		b.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
+		b.observe(T0+55*ms, Observation{Remaining: 8 - i, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 2 + i})
 	}
 	if b.window != 0 || !b.held || b.reset != T0+5025*ms {
 		t.Fatalf("the first window spent: %+v, want a window's budget (its reset held) until 5.025 s", b)
@@ -824,12 +824,12 @@ func TestBudgetCounterSteps(t *testing.T) {
 	}
 	// The probe's answer: 0 left, the next window's end 5 s on. Beyond the
 	// probe, 9 are the previous window's weight: back by 10.125 s.
-	b.observe(T0+5125*ms, observation{remaining: 0, reset: 5 * sec, limit: 10, prec: sec, seq: 11})
+	b.observe(T0+5125*ms, Observation{Remaining: 0, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 11})
 	per := (5*sec + 8) / 9
 	if b.window != 5*sec || b.per != per || b.remaining != 0 || b.reset != T0+10125*ms {
 		t.Fatalf("the probe answered: %+v, want a counter of a 5 s window (5.1 s between the resets read, to the second), one unit every %d µs until 10.125 s", b, per)
 	}
-	if v := spend(T0 + 5200*ms); v != (budgetVerdict{at: T0 + 5125*ms + per, why: reasonBudget}) {
+	if v := spend(T0 + 5200*ms); v != (budgetVerdict{at: T0 + 5125*ms + per, why: ReasonBudget}) {
 		t.Fatalf("spent: %+v, want the next unit of the decay", v)
 	}
 	for k := int64(1); k <= 8; k++ { // the decay spent as it comes
@@ -841,9 +841,9 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// its ninth unit, due a few µs after the reset: per is rounded up)
 	// becomes the previous window's weight: no probe, one back every
 	// 5 s / 10 until the next reset.
-	var s scopeState
+	var s State
 	s.budget = b
-	s.normalize(p, T0+10200*ms)
+	s.Normalize(p, T0+10200*ms)
 	b = s.budget
 	if per = (5*sec + 9) / 10; b.reset != T0+15125*ms || b.per != per || b.remaining != 0 || b.at != T0+10125*ms {
 		t.Fatalf("rolled: %+v, want 0 left at 10.125 s, one more every %d µs until 15.125 s", b, per)
@@ -893,16 +893,16 @@ func TestBudgetCounterSteps(t *testing.T) {
 	} {
 		var w budgetState
 		w.spend(p, T0, 1, budgetVerdict{probe: true})
-		w.observe(T0+25*ms, observation{remaining: 9, limit: 10, prec: c.prec, seq: 1})
+		w.observe(T0+25*ms, Observation{Remaining: 9, Limit: 10, Prec: c.prec, Seq: 1})
 		for i, r := range c.reads {
 			for w.seq < int64(2+i) {
 				w.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
 			}
-			w.observe(T0+50*ms, observation{remaining: r, reset: c.reset, limit: 10, prec: c.prec, seq: w.seq})
+			w.observe(T0+50*ms, Observation{Remaining: r, Reset: c.reset, Limit: 10, Prec: c.prec, Seq: w.seq})
 		}
 		at := w.reset + c.late
 		w.spend(p, at, 1, budgetVerdict{probe: true})
-		w.observe(at+25*ms, observation{remaining: c.afterRem, reset: c.afterDist, limit: 10, prec: c.prec, seq: w.seq})
+		w.observe(at+25*ms, Observation{Remaining: c.afterRem, Reset: c.afterDist, Limit: 10, Prec: c.prec, Seq: w.seq})
 		if w.window != 0 {
 			t.Errorf("%s: read as a counter: %+v", c.name, w)
 		}
@@ -912,7 +912,7 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// between the resets).
 	late := spent
 	late.spend(p, T0+7025*ms, 1, budgetVerdict{probe: true})
-	late.observe(T0+7050*ms, observation{remaining: 4, reset: 3 * sec, limit: 10, prec: sec, seq: 11})
+	late.observe(T0+7050*ms, Observation{Remaining: 4, Reset: 3 * sec, Limit: 10, Prec: sec, Seq: 11})
 	if late.window != 5*sec {
 		t.Errorf("a counter read 2 s into its window: %+v, want a counter of a 5 s window", late)
 	}
@@ -922,15 +922,15 @@ func TestBudgetCounterSteps(t *testing.T) {
 	// unanswered. No counter.
 	var f budgetState
 	f.spend(p, T0, 1, budgetVerdict{probe: true})
-	f.observe(T0+25*ms, observation{remaining: 9, reset: 5 * sec, limit: 10, prec: sec, seq: 1})
+	f.observe(T0+25*ms, Observation{Remaining: 9, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 1})
 	for i := range int64(9) { // seq 2..10; seq 10's answer comes after the probe's
 		f.spend(p, T0+30*ms, 1, budgetVerdict{spend: true})
 		if i < 8 {
-			f.observe(T0+55*ms, observation{remaining: 8 - i, reset: 5 * sec, limit: 10, prec: sec, seq: 2 + i})
+			f.observe(T0+55*ms, Observation{Remaining: 8 - i, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 2 + i})
 		}
 	}
 	f.spend(p, T0+5100*ms, 1, budgetVerdict{probe: true})
-	f.observe(T0+5125*ms, observation{remaining: 8, reset: 5 * sec, limit: 10, prec: sec, seq: 11})
+	f.observe(T0+5125*ms, Observation{Remaining: 8, Reset: 5 * sec, Limit: 10, Prec: sec, Seq: 11})
 	if f.window != 0 {
 		t.Errorf("a fixed window with a request counted in the next: read as a counter: %+v", f)
 	}
@@ -943,7 +943,7 @@ func TestBudgetCounterSteps(t *testing.T) {
 // a window is kept, as for resets rounded up; after it, the window's first
 // reading, which its first request took.
 func TestBudgetRoundedDownSteps(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
 	var b budgetState
 	spend := spender(t, p, &b)
@@ -958,48 +958,48 @@ func TestBudgetRoundedDownSteps(t *testing.T) {
 	// 0.31 (Date 0, reset 5) reads 5.31, one at 1.09 (Date 1, reset 5)
 	// reads 5.09: the earlier is kept, as for every scope so far.
 	probe(T0 + 280*ms)
-	b.observe(T0+310*ms, observation{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: b.seq})
+	b.observe(T0+310*ms, Observation{Remaining: 39, Reset: 5 * sec, Limit: 40, Prec: sec, Seq: b.seq})
 	spend(T0+320*ms, 39)
-	b.observe(T0+1090*ms, observation{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: b.seq})
+	b.observe(T0+1090*ms, Observation{Remaining: 0, Reset: 4 * sec, Limit: 40, Prec: sec, Seq: b.seq})
 	if b.reset != T0+5090*ms || b.down {
 		t.Fatalf("two readings of a window: %+v, want the earlier, 5.09 s", b)
 	}
 	// The probe at 5.09 is refused: the window has not ended though its
 	// reset has passed (Date 5, reset 5: a second at most).
 	probe(T0 + 5090*ms)
-	b.observe(T0+5120*ms, observation{remaining: 0, reset: sec, limit: 40, prec: sec, seq: b.seq, refused: true})
+	b.observe(T0+5120*ms, Observation{Remaining: 0, Reset: sec, Limit: 40, Prec: sec, Seq: b.seq, Refused: true})
 	if !b.down || b.reset != T0+6120*ms {
 		t.Fatalf("the probe at the reset refused: %+v, want resets rounded down, the budget spent until 6.12 s", b)
 	}
 	// The next window opens with the probe at 6.12 and ends at 11.12; its
 	// first reading, 11.15, is kept over the later 11.05.
 	probe(T0 + 6120*ms)
-	b.observe(T0+6150*ms, observation{remaining: 39, reset: 5 * sec, limit: 40, prec: sec, seq: b.seq})
+	b.observe(T0+6150*ms, Observation{Remaining: 39, Reset: 5 * sec, Limit: 40, Prec: sec, Seq: b.seq})
 	spend(T0+6160*ms, 39)
-	b.observe(T0+7050*ms, observation{remaining: 0, reset: 4 * sec, limit: 40, prec: sec, seq: b.seq})
+	b.observe(T0+7050*ms, Observation{Remaining: 0, Reset: 4 * sec, Limit: 40, Prec: sec, Seq: b.seq})
 	if b.reset != T0+11150*ms {
 		t.Fatalf("rounded down, two readings of a window: %+v, want its first, 11.15 s", b)
 	}
-	if v := b.earliest(p, T0+11140*ms, 1, keeper{}); v.at != T0+11150*ms || v.why != reasonBudget {
+	if v := b.earliest(p, T0+11140*ms, 1, keeper{}); v.at != T0+11150*ms || v.why != ReasonBudget {
 		t.Fatalf("before the first reading: %+v, want spent until 11.15 s", v)
 	}
 	// A refusal of a window spent whole that is not a probe, or whose
 	// reset is farther than its precision, says nothing of the rounding.
 	for _, c := range []struct {
 		name string
-		o    observation
+		o    Observation
 	}{
-		{"not a probe", observation{remaining: 0, reset: sec, limit: 40, prec: sec, refused: true}},
-		{"a reset seconds ahead", observation{remaining: 0, reset: 3 * sec, limit: 40, prec: sec, refused: true}},
-		{"an acceptance", observation{remaining: 0, reset: sec, limit: 40, prec: sec}},
+		{"not a probe", Observation{Remaining: 0, Reset: sec, Limit: 40, Prec: sec, Refused: true}},
+		{"a reset seconds ahead", Observation{Remaining: 0, Reset: 3 * sec, Limit: 40, Prec: sec, Refused: true}},
+		{"an acceptance", Observation{Remaining: 0, Reset: sec, Limit: 40, Prec: sec}},
 	} {
 		var w budgetState
-		w.observe(T0, observation{remaining: 0, reset: sec, limit: 40, prec: sec})
+		w.observe(T0, Observation{Remaining: 0, Reset: sec, Limit: 40, Prec: sec})
 		if c.name != "not a probe" {
 			v := w.earliest(p, T0+sec, 1, keeper{})
 			w.spend(p, T0+sec, 1, v)
 		}
-		c.o.seq = w.seq
+		c.o.Seq = w.seq
 		w.observe(T0+sec+30*ms, c.o)
 		if w.down {
 			t.Errorf("%s: resets rounded down, want not", c.name)
@@ -1013,20 +1013,20 @@ func TestBudgetRoundedDownSteps(t *testing.T) {
 // fixed/github-secondary of the matrix) does not move the learned windows'
 // alignment; one within it does, as before anything is learned.
 func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
-	p := params{probe: 2500 * ms}
+	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
-	var s scopeState
-	s.normalize(p, T0)
-	s.observe(p, T0, observation{remaining: 4999, reset: 3600 * sec, limit: 5000, prec: sec, seq: 1})
+	var s State
+	s.Normalize(p, T0)
+	s.Observe(p, T0, Observation{Remaining: 4999, Reset: 3600 * sec, Limit: 5000, Prec: sec, Seq: 1})
 	if s.learn.alignAt != T0+3600*sec {
 		t.Fatalf("nothing learned: aligned at %d, want the reset, an hour ahead", s.learn.alignAt-T0)
 	}
-	s.learn = learnState{limit: 40, window: 5 * sec, alignAt: T0 + 5*sec, alignPrec: sec, secondary: T0, expires: T0 + learnTTL}
-	s.observe(p, T0+1300*ms, observation{remaining: 4990, reset: 3600 * sec, limit: 5000, prec: sec, seq: 2, refused: false})
+	s.learn = learnState{limit: 40, window: 5 * sec, alignAt: T0 + 5*sec, alignPrec: sec, secondary: T0, expires: T0 + LearnTTL}
+	s.Observe(p, T0+1300*ms, Observation{Remaining: 4990, Reset: 3600 * sec, Limit: 5000, Prec: sec, Seq: 2, Refused: false})
 	if s.learn.alignAt != T0+5*sec {
 		t.Fatalf("a 5 s window learned: an hour-long reset aligned it at %d, want 5 s kept", s.learn.alignAt-T0)
 	}
-	s.observe(p, T0+1400*ms, observation{remaining: 3, reset: 4 * sec, limit: 40, prec: sec, seq: 3})
+	s.Observe(p, T0+1400*ms, Observation{Remaining: 3, Reset: 4 * sec, Limit: 40, Prec: sec, Seq: 3})
 	if s.learn.alignAt != T0+5400*ms {
 		t.Fatalf("a reset within the learned window: aligned at %d, want 5.4 s", s.learn.alignAt-T0)
 	}
@@ -1040,32 +1040,32 @@ func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
 // 20 ms past the deadline here; a 10 s clock window met 4.1–5.1 s into it
 // went 34.4 s → 42.4 s on the swept clock.)
 func TestRefusedProbeLeavesLearnedLog(t *testing.T) {
-	p := params{hold: 250 * ms, maxPause: 3600_000}
-	var s scopeState
-	s.normalize(p, T0)
-	hint := refusal{pause: 3000, hinted: true, prec: 1_000_000}
+	p := Params{Hold: 250 * ms, MaxPause: 3600_000}
+	var s State
+	s.Normalize(p, T0)
+	hint := Refusal{Pause: 3000, Hinted: true, Prec: 1_000_000}
 	for i := range 5 { // the first contact: 5 sent, the 5th refused
-		if d := s.admit(p, T0, 1, Interactive); d.code != admitted {
+		if d := s.Admit(p, T0, 1, Interactive); d.Code != Admitted {
 			t.Fatalf("first contact %d: %+v", i, d)
 		}
 	}
-	D1, _ := s.refuse(p, T0+10*ms, hint)
+	D1, _ := s.Refuse(p, T0+10*ms, hint)
 	if s.learn.limit != 4 || s.learn.window != 3_000_000 {
 		t.Fatalf("learned %d per %d µs, want 4 per 3 s", s.learn.limit, s.learn.window)
 	}
 	for i := range 4 { // the window from D1 spent whole
-		if d := s.admit(p, D1*1000, 1, Interactive); d.code != admitted || d.wait != 0 {
+		if d := s.Admit(p, D1*1000, 1, Interactive); d.Code != Admitted || d.Wait != 0 {
 			t.Fatalf("window from D1, admission %d: %+v", i, d)
 		}
 	}
 	probeAt := D1*1000 + 3050*ms // the window after, once the log's slots came back (slidingSettle)
-	if d := s.admit(p, probeAt, 1, Interactive); d.code != admitted || d.wait != 0 || d.opens != probeAt {
+	if d := s.Admit(p, probeAt, 1, Interactive); d.Code != Admitted || d.Wait != 0 || d.Opens != probeAt {
 		t.Fatalf("the probe: %+v", d)
 	}
 	if len(s.llog.log) != 1 || s.llog.log[0] != probeAt {
 		t.Fatalf("the learned log after the probe: %v, want [%d]", s.llog.log, probeAt)
 	}
-	D2, _ := s.refuse(p, probeAt+30*ms, hint) // a whole window's wait: w stays
+	D2, _ := s.Refuse(p, probeAt+30*ms, hint) // a whole window's wait: w stays
 	if s.learn.window != 3_000_000 || s.learn.limit != 4 {
 		t.Fatalf("after the refused probe: %d per %d µs, want 4 per 3 s", s.learn.limit, s.learn.window)
 	}
@@ -1073,7 +1073,7 @@ func TestRefusedProbeLeavesLearnedLog(t *testing.T) {
 		t.Errorf("the refused probe's entry stayed in the learned log: %v", s.llog.log)
 	}
 	for i := range 4 { // n at the deadline, none held for the probe's slot
-		if d := s.admit(p, D2*1000, 1, Interactive); d.code != admitted || d.wait != 0 {
+		if d := s.Admit(p, D2*1000, 1, Interactive); d.Code != Admitted || d.Wait != 0 {
 			t.Errorf("window from D2, admission %d: %+v", i, d)
 		}
 	}

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"slices"
@@ -41,12 +41,12 @@ import (
 // left (x + per ≤ now); no admission makes any window of per hold more than
 // n entries (TestSlidingNeverExceeds).
 
-// slidingSettle is how much longer than its window an admission's slot
+// SlidingSettle is how much longer than its window an admission's slot
 // takes to come back, µs: the provider logs a request when it arrives, a
 // few milliseconds after the Redis TIME of its admission and more under
 // load, and the next request of its slot must not arrive within the window
 // of it.
-const slidingSettle = 50_000
+const SlidingSettle = 50_000
 
 // slidingEarliest is the earliest instant at or after t at which log
 // admits cost more under l (whose n is what the class may spend).

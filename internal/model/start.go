@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The slow start: how a scope whose provider says nothing of its quota
 // sends its first requests.
@@ -55,10 +55,10 @@ const startFirst = 2
 // waiting for the first contact's probe, and came at once after it.)
 const startAnswers = 32
 
-// startAnswerWakes is how many of its workers waiting in this process an
+// StartAnswerWakes is how many of its workers waiting in this process an
 // answer reported here wakes at once (slotWakers), instead of at their
 // next look: the two the answer lets go.
-const startAnswerWakes = 2
+const StartAnswerWakes = 2
 
 // startState is the scope's slow start.
 type startState struct {
@@ -72,28 +72,28 @@ type startState struct {
 
 // on reports whether a scope whose budget is b, with a learned limit
 // (learned), starts slowly (or goes on doing so) at now.
-func (s startState) on(p params, b budgetState, learned bool, now int64) bool {
-	if len(p.limits) > 0 || !b.silent || learned || s.over {
+func (s startState) on(p Params, b budgetState, learned bool, now int64) bool {
+	if len(p.Limits) > 0 || !b.silent || learned || s.over {
 		return false
 	}
-	return s.began == 0 || now < s.last+p.answer
+	return s.began == 0 || now < s.last+p.Answer
 }
 
 // room is how many units the start lets go at once.
 func (s startState) room() int64 { return startFirst + 2*s.answered - s.sent }
 
 // earliest is when the start admits cost more at now (0: now).
-func (s startState) earliest(p params, now, cost int64) int64 {
+func (s startState) earliest(p Params, now, cost int64) int64 {
 	if s.began == 0 || cost <= s.room() {
 		return 0
 	}
-	return min(s.last+p.answer, now+concurrentPoll)
+	return min(s.last+p.Answer, now+concurrentPoll)
 }
 
 // spend commits an admission of cost at now.
 func (s *startState) spend(now, cost int64) {
 	if s.began == 0 {
-		*s = startState{began: now, last: now, expires: now + learnTTL}
+		*s = startState{began: now, last: now, expires: now + LearnTTL}
 	}
 	s.sent += cost
 }
@@ -111,7 +111,7 @@ func (s *startState) answer(now, at int64) {
 // end ends the start at now: a refusal of its provider.
 func (s *startState) end(now int64) {
 	if s.began > 0 && !s.over {
-		s.over, s.expires = true, now+learnTTL
+		s.over, s.expires = true, now+LearnTTL
 	}
 }
 

@@ -1,4 +1,10 @@
-package quotagate
+package model
+
+import (
+	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
+)
 
 // The configured limits (Config.Limits), and the window arithmetic the
 // learned limit shares with them.
@@ -34,6 +40,9 @@ package quotagate
 // (scopeState.admit checks the instant once more after its search); a cost
 // a limit can never admit is refused before Redis is asked (checkCost).
 
+// LimitSpec is a configured limit as the model uses it (see Spec).
+type LimitSpec = limitSpec
+
 // limitSpec is a limit as the model uses it.
 type limitSpec struct {
 	fixed   bool
@@ -47,18 +56,38 @@ type limitSpec struct {
 // gcra reports whether l is a GCRA bucket.
 func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding && !l.concurrent }
 
-// specOf converts a configured limit.
-func specOf(l Limit) limitSpec {
-	if l.Fixed {
-		return limitSpec{fixed: true, per: l.Period.Microseconds(), n: int64(l.Rate)}
+// Spec converts a configured limit of kind kind: rate requests per period
+// (a GCRA bucket with the given burst, a fixed window, a sliding log), or
+// rate requests in flight, each lease living period (a concurrency limit).
+// A limit whose rate or period is not positive admits nothing and is
+// never configured (Limit.IsZero).
+func Spec(kind schema.LimitKind, rate int, period time.Duration, burst int) LimitSpec {
+	switch kind {
+	case schema.Fixed:
+		return limitSpec{fixed: true, per: period.Microseconds(), n: int64(rate)}
+	case schema.Sliding:
+		return limitSpec{sliding: true, per: period.Microseconds() + SlidingSettle, n: int64(rate)}
+	case schema.Concurrent:
+		return limitSpec{concurrent: true, per: period.Microseconds(), n: int64(rate)}
 	}
-	if l.Sliding {
-		return limitSpec{sliding: true, per: l.Period.Microseconds() + slidingSettle, n: int64(l.Rate)}
+	if rate <= 0 || period <= 0 {
+		return limitSpec{n: int64(max(burst, 1))}
 	}
-	if l.Concurrent {
-		return limitSpec{concurrent: true, per: l.Period.Microseconds(), n: int64(l.Rate)}
+	us := period.Microseconds()
+	return limitSpec{per: max((us+int64(rate)-1)/int64(rate), 1), n: int64(max(burst, 1))}
+}
+
+// kind is the kind of l, which names its key.
+func (l limitSpec) kind() schema.LimitKind {
+	switch {
+	case l.fixed:
+		return schema.Fixed
+	case l.sliding:
+		return schema.Sliding
+	case l.concurrent:
+		return schema.Concurrent
 	}
-	return limitSpec{per: l.interval(), n: int64(l.burst())}
+	return schema.GCRA
 }
 
 // alignment is a known instant at which a window of the provider's ends
@@ -86,7 +115,7 @@ type windowState struct {
 	counts map[int64]int64
 }
 
-func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost int64) int64 {
+func (s *limitState) earliest(l limitSpec, p Params, al alignment, now, t, cost int64) int64 {
 	if l.sliding {
 		return slidingEarliest(s.log, l, t, cost)
 	}
@@ -100,7 +129,7 @@ func (s *limitState) earliest(l limitSpec, p params, al alignment, now, t, cost 
 	return s.win.earliest(l, p, al, t, cost, !s.learned, s.paced)
 }
 
-func (s *limitState) spend(l limitSpec, p params, al alignment, now, t, cost int64, id string) {
+func (s *limitState) spend(l limitSpec, p Params, al alignment, now, t, cost int64, id string) {
 	if l.sliding {
 		s.log = slidingAdd(s.log, t, cost)
 		return
@@ -142,10 +171,10 @@ func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 // window returns the start of the window of t and the instant until which
 // it admits. Unaligned windows follow each other a period and
 // windowSettle apart.
-func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (start, stop int64) {
+func (w *windowState) window(l limitSpec, p Params, al alignment, t int64) (start, stop int64) {
 	a, allow, per := al.at, max(l.per-al.prec, l.per/2, 1), l.per
 	if a == 0 {
-		a, allow, per = w.origin, max(min(p.hold, l.per/2), 1), l.per+windowSettle
+		a, allow, per = w.origin, max(min(p.Hold, l.per/2), 1), l.per+windowSettle
 		if a == 0 {
 			a = t
 		}
@@ -164,7 +193,7 @@ func (w *windowState) window(l limitSpec, p params, al alignment, t int64) (star
 // configured: 1.14–1.20×, 22.1–23.1 s measured, 1.19×, 22.3 s on the model
 // with its send delays of 1–3 ms). The sliding log's settling time, for the
 // same reason; it costs a clock-aligned provider 50 ms a window.
-const windowSettle = slidingSettle
+const windowSettle = SlidingSettle
 
 // used is what the window starting at start has spent: the counts of every
 // recorded window that overlaps it.
@@ -188,7 +217,7 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 // by their reading's jitter (a millisecond for a reset in ms: fixed/reset-ms
 // of the matrix, configured, took 30 s on the model for 20 as each window
 // counted its predecessor, realigned a millisecond earlier, whole).
-func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int64) int64 {
+func (w *windowState) usedAligned(l limitSpec, p Params, al alignment, start int64) int64 {
 	tail := int64(0)
 	if al.at != 0 {
 		_, stop := w.window(l, p, al, start)
@@ -215,11 +244,11 @@ func (w *windowState) usedAligned(l limitSpec, p params, al alignment, start int
 // which a reset's precision (a millisecond for one in ms) does not cover;
 // half a window does. Any other head stands where it was recorded: both
 // windows it may fall in count it.
-func (w *windowState) stands(l limitSpec, p params, al alignment, s int64) int64 {
+func (w *windowState) stands(l limitSpec, p Params, al alignment, s int64) int64 {
 	if al.at == 0 || w.origin == 0 || (s-w.origin)%(l.per+windowSettle) != 0 {
 		return s
 	}
-	if start, _ := w.window(l, p, al, s); s+max(min(p.hold, l.per/2), 1) <= start+l.per/2 {
+	if start, _ := w.window(l, p, al, s); s+max(min(p.Hold, l.per/2), 1) <= start+l.per/2 {
 		return start
 	}
 	return s
@@ -234,7 +263,7 @@ const earliestRounds = 3
 // in a window that has room, before its stop; a paced window (the learned
 // limit a hintless refusal taught: learnState.paced) admits its k-th at
 // k·per/n into it at the earliest.
-func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int64, configured, paced bool) int64 {
+func (w *windowState) earliest(l limitSpec, p Params, al alignment, t, cost int64, configured, paced bool) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
 		used := w.used(l, start)
@@ -259,7 +288,7 @@ func (w *windowState) earliest(l limitSpec, p params, al alignment, t, cost int6
 // spend counts cost in the window of t. It drops no count: t may be a
 // slot ahead, in the next window, while the window of now still counts
 // what overlaps it (live drops what no window from now on overlaps).
-func (w *windowState) spend(l limitSpec, p params, al alignment, t, cost int64) {
+func (w *windowState) spend(l limitSpec, p Params, al alignment, t, cost int64) {
 	start, _ := w.window(l, p, al, t)
 	if al.at == 0 && w.origin == 0 {
 		w.origin = t

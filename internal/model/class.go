@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The classes of work within a scope: interactive work (a poll somebody
 // waits for) goes ahead of background work (a sweep nobody waits for).
@@ -63,19 +63,19 @@ type keeper struct {
 }
 
 // keeper returns what an admission of class c at now leaves unspent.
-func (s classState) keeper(p params, now int64, interactive bool) keeper {
+func (s classState) keeper(p Params, now int64, interactive bool) keeper {
 	if interactive {
 		return keeper{}
 	}
 	var k keeper
-	if s.seen > 0 && now < s.seen+p.lend {
-		k.share, k.lapse = p.reserve, s.seen+p.lend
+	if s.seen > 0 && now < s.seen+p.Lend {
+		k.share, k.lapse = p.Reserve, s.seen+p.Lend
 	}
 	if s.claims > 0 && now < s.claimed {
 		k.claims, k.lapse = s.claims, max(k.lapse, s.claimed)
 	}
 	if s.seen > 0 && !k.holds() {
-		k.lent = p.reserve
+		k.lent = p.Reserve
 	}
 	return k
 }
@@ -113,20 +113,20 @@ func (s *classState) asked(now int64, admitted bool, slot, cost int64) {
 }
 
 // expires is when the record says nothing any more.
-func (s classState) expires(p params) int64 {
+func (s classState) expires(p Params) int64 {
 	e := s.claimed
 	if s.seen > 0 {
-		e = max(e, s.seen+learnTTL)
+		e = max(e, s.seen+LearnTTL)
 	}
 	return e
 }
 
 // normalize drops what is over at now.
-func (s *classState) normalize(p params, now int64) {
+func (s *classState) normalize(p Params, now int64) {
 	if s.claimed <= now {
 		s.claims, s.claimed = 0, 0
 	}
-	if s.seen+learnTTL <= now {
+	if s.seen+LearnTTL <= now {
 		s.seen = 0
 	}
 }

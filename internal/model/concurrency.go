@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import (
 	"cmp"
@@ -125,10 +125,10 @@ func concLive(ls []lease, now int64) []lease {
 	return out
 }
 
-// release ends the lease id on every concurrency limit of the scope.
-func (s *scopeState) release(p params, now int64, id string) {
-	s.normalize(p, now)
-	for i, l := range p.limits {
+// Release ends the lease id on every concurrency limit of the scope.
+func (s *State) Release(p Params, now int64, id string) {
+	s.Normalize(p, now)
+	for i, l := range p.Limits {
 		if l.concurrent {
 			s.limits[i].leases = concRelease(s.limits[i].leases, id)
 		}

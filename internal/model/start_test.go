@@ -1,11 +1,11 @@
-package quotagate
+package model
 
 import "testing"
 
 // TestStartSteps walks a slow start through its rules: a provider that
 // advertises nothing (the first contact's probe answered with none).
 func TestStartSteps(t *testing.T) {
-	p := params{answer: 2500 * ms}
+	p := Params{Answer: 2500 * ms}
 	silent := budgetState{silent: true}
 	var s startState
 	type step struct {
@@ -48,7 +48,7 @@ func TestStartSteps(t *testing.T) {
 	// starts slowly; a refusal ends it, and so do startAnswers answers.
 	for _, tc := range []struct {
 		name    string
-		p       params
+		p       Params
 		b       budgetState
 		learned bool
 		want    bool
@@ -57,7 +57,7 @@ func TestStartSteps(t *testing.T) {
 		{"a budget advertised", p, budgetState{known: true, remaining: 3}, false, false},
 		{"nothing known yet (the first contact's probe decides)", p, budgetState{}, false, false},
 		{"a learned limit", p, silent, true, false},
-		{"configured limits", params{answer: p.answer, limits: []limitSpec{{fixed: true, per: 1_000_000, n: 5}}}, silent, false, false},
+		{"configured limits", Params{Answer: p.Answer, Limits: []limitSpec{{fixed: true, per: 1_000_000, n: 5}}}, silent, false, false},
 	} {
 		if got := (startState{}).on(tc.p, tc.b, tc.learned, T0); got != tc.want {
 			t.Errorf("%s: on %v, want %v", tc.name, got, tc.want)

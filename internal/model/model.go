@@ -1,6 +1,7 @@
-package quotagate
+package model
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -35,8 +36,8 @@ import (
 // the same transitions on the same state in Redis; the differential test
 // (model_differential_test.go) holds them equal.
 
-// scopeState is everything the gate keeps of one scope.
-type scopeState struct {
+// State is everything the gate keeps of one scope.
+type State struct {
 	pause  pauseState
 	line   lineState // background work's reopening line
 	iline  lineState // interactive work's (see model_class.go)
@@ -50,59 +51,59 @@ type scopeState struct {
 	start  startState
 }
 
-// params is what the transitions need from the configuration.
-type params struct {
-	limits []limitSpec // configured, zero ones left out
-	hold   int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
-	// nowOnly: reserve no slot ahead; admitted only at now, otherwise
+// Params is what the transitions need from the configuration.
+type Params struct {
+	Limits []limitSpec // configured, zero ones left out
+	Hold   int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
+	// NowOnly: reserve no slot ahead; admitted only at now, otherwise
 	// limited with the instant unreserved (the gate has no worker to spare
 	// for a wait in this process: see holders, admission.go)
-	nowOnly  bool
-	maxPause int64 // ms: a deadline farther ahead is malformed (Config.MaxPause)
-	probe    int64 // µs: a budget probe's timeout; 0: responses are not observed
-	answer   int64 // µs: a learned window's probe's timeout (its task reports it)
-	reserve  int64 // per mille of every capacity background work leaves to interactive work (Config.Reserve)
-	lend     int64 // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
+	NowOnly  bool
+	MaxPause int64 // ms: a deadline farther ahead is malformed (Config.MaxPause)
+	Probe    int64 // µs: a budget probe's timeout; 0: responses are not observed
+	Answer   int64 // µs: a learned window's probe's timeout (its task reports it)
+	Reserve  int64 // per mille of every capacity background work leaves to interactive work (Config.Reserve)
+	Lend     int64 // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
 }
 
-// reason names what holds a scope back: what a deferral says, what State
+// Reason names what holds a scope back: what a deferral says, what State
 // shows.
-type reason int
+type Reason int
 
 const (
-	reasonNone     reason = iota
-	reasonPause           // a pause deadline (a refusal, or Gate.Pause)
-	reasonBudget          // the advertised budget is spent until its reset
-	reasonProbe           // a probe is out: its answer will tell the budget
-	reasonLimit           // a configured limit has no capacity yet
-	reasonLearned         // the learned limit has no capacity yet
-	reasonInFlight        // a concurrency limit has every slot taken
+	ReasonNone     Reason = iota
+	ReasonPause           // a pause deadline (a refusal, or Gate.Pause)
+	ReasonBudget          // the advertised budget is spent until its reset
+	ReasonProbe           // a probe is out: its answer will tell the budget
+	ReasonLimit           // a configured limit has no capacity yet
+	ReasonLearned         // the learned limit has no capacity yet
+	ReasonInFlight        // a concurrency limit has every slot taken
 )
 
-// decision is the verdict of admit.
-type decision struct {
-	code   int64  // admitted, paused (a deadline) or limited (capacity)
-	reason reason // why not admitted at once
-	wait   int64  // µs until the slot (admitted: ≤ hold) or until asking again
-	until  int64  // ms: the deadline in force (paused), 0 otherwise
-	reopen int64  // requests the scope can use when it reopens, 0 unknown
-	probe  bool   // admitted as a probe: its response's budget is awaited
-	opens  int64  // µs: admitted as a learned window's or a hintless episode's probe, or in a slow start (its instant, the answer's id); 0 not
-	seq    int64  // the admission's sequence number among those that spent the budget
-	spread bool   // the line hands out slots one GCRA interval apart
-	// unreserved: limited, and the instant is not reserved: hold until it
+// Decision is the verdict of admit.
+type Decision struct {
+	Code   int64  // admitted, paused (a deadline) or limited (capacity)
+	Reason Reason // why not admitted at once
+	Wait   int64  // µs until the slot (admitted: ≤ hold) or until asking again
+	Until  int64  // ms: the deadline in force (paused), 0 otherwise
+	Reopen int64  // requests the scope can use when it reopens, 0 unknown
+	Probe  bool   // admitted as a probe: its response's budget is awaited
+	Opens  int64  // µs: admitted as a learned window's or a hintless episode's probe, or in a slow start (its instant, the answer's id); 0 not
+	Seq    int64  // the admission's sequence number among those that spent the budget
+	Spread bool   // the line hands out slots one GCRA interval apart
+	// Unreserved: limited, and the instant is not reserved: hold until it
 	// and ask again (the learned limit's windows; a bucket while a reserve
 	// is in force)
-	unreserved bool
-	byOp       bool // paused by an operator (Gate.Pause), not a refusal
-	limited    bool // limits (configured or learned) apply to the scope
-	cache      bool // nothing but a pause can stop the scope (see openCache)
+	Unreserved bool
+	ByOp       bool // paused by an operator (Gate.Pause), not a refusal
+	Limited    bool // limits (configured or learned) apply to the scope
+	Cache      bool // nothing but a pause can stop the scope (see openCache)
 }
 
 const (
-	admitted int64 = iota
-	paused
-	limited
+	Admitted int64 = iota
+	Paused
+	Limited
 )
 
 // maxRounds bounds the search for the earliest instant every limit admits:
@@ -125,9 +126,9 @@ type active struct {
 	learned bool // specs[0] is the learned limit
 }
 
-func (s *scopeState) active(p params) active {
-	if len(p.limits) > 0 {
-		a := active{specs: p.limits}
+func (s *State) active(p Params) active {
+	if len(p.Limits) > 0 {
+		a := active{specs: p.Limits}
 		for i := range s.limits {
 			a.states = append(a.states, &s.limits[i])
 		}
@@ -142,16 +143,16 @@ func (s *scopeState) active(p params) active {
 	return active{}
 }
 
-// admit decides whether a request of cost and class c may go at now, and
+// Admit decides whether a request of cost and class c may go at now, and
 // returns the decision; s is changed only by what the decision commits.
-func (s *scopeState) admit(p params, now, cost int64, c Class) decision {
-	return s.admitLease(p, now, cost, c, "")
+func (s *State) Admit(p Params, now, cost int64, c Class) Decision {
+	return s.AdmitLease(p, now, cost, c, "")
 }
 
-// admitLease is admit whose admission, if any, takes the lease id on the
+// AdmitLease is admit whose admission, if any, takes the lease id on the
 // concurrency limits (see model_concurrency.go).
-func (s *scopeState) admitLease(p params, now, cost int64, c Class, id string) decision {
-	s.normalize(p, now)
+func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decision {
+	s.Normalize(p, now)
 	lim := s.active(p)
 	interactive := c == Interactive
 	k := s.class.keeper(p, now, interactive)
@@ -161,24 +162,24 @@ func (s *scopeState) admitLease(p params, now, cost int64, c Class, id string) d
 	}
 	d := s.admitAs(p, now, cost, lim, k, line, id)
 	if interactive {
-		s.class.asked(now, d.code == admitted, now+d.wait, cost)
+		s.class.asked(now, d.Code == Admitted, now+d.Wait, cost)
 	}
 	return d
 }
 
 // admitAs is admit for work whose line is line and which leaves k unspent
 // (its class's; see model_class.go), its lease id.
-func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, line *lineState, id string) decision {
-	d := decision{limited: len(lim.specs) > 0}
-	d.reopen = s.reopen(lim)
+func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *lineState, id string) Decision {
+	d := Decision{Limited: len(lim.specs) > 0}
+	d.Reopen = s.reopen(lim)
 	al := s.learn.alignment()
 
 	// A deadline: the pause, or the budget's (spent until its reset, or
 	// a probe's answer awaited). A scope with configured limits is paced
 	// by them: its budget is shown, not enforced.
-	deadline, why := s.pause.earliest(p, now), reasonPause
+	deadline, why := s.pause.earliest(p, now), ReasonPause
 	var bv budgetVerdict
-	if len(p.limits) == 0 {
+	if len(p.Limits) == 0 {
 		bv = s.budget.earliest(p, now, cost, k)
 		if bv.at > max(deadline, now) {
 			deadline, why = bv.at, bv.why
@@ -187,28 +188,28 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	fixed := lim.learned // the learned limit's windows open with a probe (see learnState.opens)
 	if fixed {
 		if at := s.learn.earliest(p, now); at > max(deadline, now) {
-			deadline, why = at, reasonProbe
+			deadline, why = at, ReasonProbe
 		}
 	}
 	if at := s.fall.earliest(p, now); at > max(deadline, now) {
-		deadline, why = at, reasonProbe // a hintless episode's probe is out
+		deadline, why = at, ReasonProbe // a hintless episode's probe is out
 	}
 	_, learned := s.learn.spec()
 	starts := s.start.on(p, s.budget, learned, now)
-	if at := s.start.earliest(p, now, cost); starts && !p.nowOnly && at > max(deadline, now) {
-		deadline, why = at, reasonInFlight // a slow start's answers are awaited
+	if at := s.start.earliest(p, now, cost); starts && !p.NowOnly && at > max(deadline, now) {
+		deadline, why = at, ReasonInFlight // a slow start's answers are awaited
 	}
 	if deadline > now {
-		d.code, d.reason = paused, why
-		d.until = ceilMs(deadline)
-		d.wait = deadline - now
-		if why == reasonPause {
-			d.until, d.byOp = s.pause.untilMs, s.pause.operator
+		d.Code, d.Reason = Paused, why
+		d.Until = ceilMs(deadline)
+		d.Wait = deadline - now
+		if why == ReasonPause {
+			d.Until, d.ByOp = s.pause.untilMs, s.pause.operator
 		}
 		if len(lim.specs) > 0 {
 			inc := lim.interval(cost)
-			d.wait = line.take(now, deadline, inc)
-			d.spread = inc > 0
+			d.Wait = line.take(now, deadline, inc)
+			d.Spread = inc > 0
 		}
 		return d
 	}
@@ -239,30 +240,30 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	// other limits admit, at least concurrentPoll from now, at most that
 	// expiry.
 	full := lim.full(p, al, k, now, cost)
-	d.unreserved = p.nowOnly || fixed && !lim.sliding() || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
-	if !ok || at-now > p.hold || d.unreserved && at > now {
-		d.code, d.reason = limited, reasonLimit
+	d.Unreserved = p.NowOnly || fixed && !lim.sliding() || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
+	if !ok || at-now > p.Hold || d.Unreserved && at > now {
+		d.Code, d.Reason = Limited, ReasonLimit
 		if lim.learned {
-			d.reason = reasonLearned
+			d.Reason = ReasonLearned
 		}
 		if full {
-			d.reason = reasonInFlight
+			d.Reason = ReasonInFlight
 			others, _ := lim.others().earliest(p, al, k, now, cost)
 			at = min(at, max(others, now+concurrentPoll))
 		}
 		inc := lim.interval(cost)
-		d.wait = line.take(now, at, inc)
-		d.spread = inc > 0
+		d.Wait = line.take(now, at, inc)
+		d.Spread = inc > 0
 		return d
 	}
-	d.unreserved = false
+	d.Unreserved = false
 
 	// Admitted at at: commit.
-	d.wait = at - now
+	d.Wait = at - now
 	if l, _ := s.learn.spec(); lim.learned {
 		if s.learn.opens(l, p, &s.lwin, al, at) {
-			s.learn.probeAt, d.opens = at, at
-			s.learn.expires = max(s.learn.expires, at+learnTTL)
+			s.learn.probeAt, d.Opens = at, at
+			s.learn.expires = max(s.learn.expires, at+LearnTTL)
 		}
 		s.learn.grow(l, p, &s.lwin, al, at)
 		if lim.sliding() { // the learned log's windows count it too
@@ -272,35 +273,35 @@ func (s *scopeState) admitAs(p params, now, cost int64, lim active, k keeper, li
 	for i, l := range lim.specs {
 		lim.states[i].spend(l, p, al, now, at, cost, id)
 	}
-	if len(p.limits) == 0 {
-		d.probe, d.seq = s.budget.spend(p, now, cost, bv)
+	if len(p.Limits) == 0 {
+		d.Probe, d.Seq = s.budget.spend(p, now, cost, bv)
 		s.learn.count(at, cost)
 	}
 	probes := s.fall.probes()
 	if probes {
-		s.fall.probeAt, d.opens = at, at
+		s.fall.probeAt, d.Opens = at, at
 	}
 	if starts {
 		s.start.spend(at, cost)
-		d.opens = at // its answer is reported
+		d.Opens = at // its answer is reported
 	}
-	d.cache = len(lim.specs) == 0 && len(p.limits) == 0 && s.budget.quiet(p) && !probes && !starts
+	d.Cache = len(lim.specs) == 0 && len(p.Limits) == 0 && s.budget.quiet(p) && !probes && !starts
 	return d
 }
 
-// report adds n admissions no script counted (an open cache's) to what the
-// scope learns (see learnState.report). The scripts apply it first, in the
+// Report adds n admissions no script counted (an open cache's) to what the
+// scope learns (see learnState.Report). The scripts apply it first, in the
 // round trip of the next admission or refusal; it changes no verdict.
-func (s *scopeState) report(p params, now, n int64) {
-	s.normalize(p, now)
-	if len(p.limits) == 0 {
+func (s *State) Report(p Params, now, n int64) {
+	s.Normalize(p, now)
+	if len(p.Limits) == 0 {
 		s.learn.report(now, n)
 	}
 }
 
 // reopen is how many requests the scope can use at once when it reopens:
 // its advertised quota, or its learned limit.
-func (s *scopeState) reopen(lim active) int64 {
+func (s *State) reopen(lim active) int64 {
 	if s.budget.known && s.budget.limit > 0 {
 		return s.budget.limit
 	}
@@ -313,7 +314,7 @@ func (s *scopeState) reopen(lim active) int64 {
 // earliest is the earliest instant at or after now every limit admits a
 // request of cost that leaves k unspent (searched in at most maxRounds,
 // then checked once more: ok).
-func (a active) earliest(p params, al alignment, k keeper, now, cost int64) (at int64, ok bool) {
+func (a active) earliest(p Params, al alignment, k keeper, now, cost int64) (at int64, ok bool) {
 	view := a.kept(k)
 	at = now
 	for range maxRounds {
@@ -365,7 +366,7 @@ func (a active) concurrent() bool {
 
 // full reports whether a concurrency limit has no room at now for cost of
 // what k leaves of it.
-func (a active) full(p params, al alignment, k keeper, now, cost int64) bool {
+func (a active) full(p Params, al alignment, k keeper, now, cost int64) bool {
 	for i, l := range a.kept(k) {
 		if l.concurrent && a.states[i].earliest(l, p, al, now, now, cost) > now {
 			return true
@@ -390,54 +391,54 @@ func (a active) sliding() bool {
 	return slices.ContainsFunc(a.specs, func(l limitSpec) bool { return l.sliding })
 }
 
-// refusal is what a refusal tells the scope.
-type refusal struct {
-	// pause: ms, already clamped to [MinPause, MaxPause]; without a hint
-	// (and not an operator's) the cap of the hintless episode's pause
+// Refusal is what a Refusal tells the scope.
+type Refusal struct {
+	// Pause: ms, already clamped to [MinPause, MaxPause]; without a hint
+	// (and not an operator's) the cap of the hintless episode's Pause
 	// (see fallbackState.refuse)
-	pause  int64
-	hinted bool  // the provider said how long: the pause ends at its window's reset
-	prec   int64 // µs: the hint's precision (a second when read in whole seconds)
-	// operator: Gate.Pause, not a provider (it teaches nothing either)
-	operator bool
-	// hintless: a provider's refusal without a hint, taught as one hinted
-	// with its episode's pause (refusal.teaching); probe: it refused a
-	// hintless episode's probe
-	hintless, probe bool
-	// alt: ms, the hint read as milliseconds, when it is a budget's reset
-	// written as a whole number under a name of seconds (observation.alt;
+	Pause  int64
+	Hinted bool  // the provider said how long: the pause ends at its window's reset
+	Prec   int64 // µs: the hint's precision (a second when read in whole seconds)
+	// Operator: Gate.Pause, not a provider (it teaches nothing either)
+	Operator bool
+	// Hintless: a provider's refusal without a hint, taught as one hinted
+	// with its episode's pause (refusal.teaching); Probe: it refused a
+	// Hintless episode's Probe
+	Hintless, Probe bool
+	// Alt: ms, the hint read as milliseconds, when it is a budget's reset
+	// written as a whole number under a name of seconds (observation.Alt;
 	// clamped as pause is; 0: not in question): the pause of a scope whose
 	// resets are milliseconds (budgetState.millis)
-	alt int64
+	Alt int64
 }
 
-// refuse records a refusal (or Gate.Pause, which is an unhinted refusal
+// Refuse records a refusal (or Gate.Pause, which is an unhinted refusal
 // that teaches nothing) at now, and returns the deadline in force (ms) and
 // whether it moved.
-func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, moved bool) {
-	s.normalize(p, now)
+func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bool) {
+	s.Normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
-	ms := r.pause
-	if r.alt > 0 && s.budget.millis {
-		ms, r.prec = r.alt, millisPrec
+	ms := r.Pause
+	if r.Alt > 0 && s.budget.millis {
+		ms, r.Prec = r.Alt, millisPrec
 	}
-	r.probe = s.fall.level > 0 && s.fall.probeAt > 0
-	if !r.hinted && !r.operator {
-		ms = s.fall.refuse(now, r.pause, open)
+	r.Probe = s.fall.level > 0 && s.fall.probeAt > 0
+	if !r.Hinted && !r.Operator {
+		ms = s.fall.refuse(now, r.Pause, open)
 	}
-	if r.hinted && !r.operator && len(p.limits) == 0 {
-		ms = s.budget.counterPause(now, ms, r.prec)
+	if r.Hinted && !r.Operator && len(p.Limits) == 0 {
+		ms = s.budget.counterPause(now, ms, r.Prec)
 	}
-	deadline = s.pause.refuse(now, ms, r.operator)
-	if !r.operator {
+	deadline = s.pause.refuse(now, ms, r.Operator)
+	if !r.Operator {
 		s.start.end(now)
 	}
-	for i, l := range p.limits {
-		s.limits[i].refuse(l, now, r.hinted)
+	for i, l := range p.Limits {
+		s.limits[i].refuse(l, now, r.Hinted)
 	}
 	w := s.learn.window
-	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.limits) > 0), open, len(p.limits) > 0, &s.lwin)
+	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0, &s.lwin)
 	if over {
 		s.lwin = windowState{}
 	}
@@ -450,11 +451,11 @@ func (s *scopeState) refuse(p params, now int64, r refusal) (deadline int64, mov
 	return deadline, open || deadline > before
 }
 
-// observe records the budget a response advertised (see observation).
-func (s *scopeState) observe(p params, now int64, o observation) (announce bool) {
-	s.normalize(p, now)
+// Observe records the budget a response advertised (see observation).
+func (s *State) Observe(p Params, now int64, o Observation) (announce bool) {
+	s.Normalize(p, now)
 	u, prec, announce := s.budget.observe(now, o)
-	if o.refused && o.remaining > 0 {
+	if o.Refused && o.Remaining > 0 {
 		s.learn.contradicted(now)
 	}
 	if u > 0 && u-now <= s.alignsWithin(p)+prec {
@@ -462,11 +463,11 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 		// after the other the alignment moves by as much (several ms on
 		// the matrix's fixed/reset-ms, configured), which a reset's
 		// precision of a millisecond does not cover (windowState.usedAligned).
-		s.learn.align(now, u, max(prec, o.rtt))
+		s.learn.align(now, u, max(prec, o.RTT))
 	}
-	s.learn.answer(now, o.opened, u)
-	s.fall.answer(o.opened)
-	s.start.answer(now, o.opened)
+	s.learn.answer(now, o.Opened, u)
+	s.fall.answer(o.Opened)
+	s.start.answer(now, o.Opened)
 	return announce
 }
 
@@ -477,7 +478,7 @@ func (s *scopeState) observe(p params, now int64, o observation) (announce bool)
 // hour-long primary budget beside the secondary limit the scope learned,
 // which, read on every response, moved the learned windows' alignment to
 // the instant of the last response (fixed/github-secondary of the matrix).
-func (s *scopeState) alignsWithin(p params) int64 {
+func (s *State) alignsWithin(p Params) int64 {
 	w := p.longestWindow()
 	if l, ok := s.learn.spec(); ok && w == math.MaxInt64/2 {
 		w = l.per
@@ -491,9 +492,9 @@ func (s *scopeState) alignsWithin(p params) int64 {
 // quota's (GitHub's hour-long primary budget beside its secondary limit),
 // or a misread (a reset in milliseconds below an hour read as seconds:
 // hint's maxSaneResetSeconds; fixed/reset-ms of the matrix).
-func (p params) longestWindow() int64 {
+func (p Params) longestWindow() int64 {
 	w := int64(0)
-	for _, l := range p.limits {
+	for _, l := range p.Limits {
 		if l.fixed {
 			w = max(w, l.per)
 		}
@@ -504,11 +505,11 @@ func (p params) longestWindow() int64 {
 	return w
 }
 
-// resume lifts everything that holds the scope back now: the pause, the
+// Resume lifts everything that holds the scope back now: the pause, the
 // limits' state, the line, the advertised budget, the learned limit's
 // window, the hintless episode and the slow start. What was learned (the limit itself)
 // stays: it is knowledge, not a wait.
-func (s *scopeState) resume(p params) {
+func (s *State) Resume(p Params) {
 	s.pause = pauseState{}
 	s.line, s.iline = lineState{}, lineState{}
 	s.class = classState{}
@@ -519,11 +520,11 @@ func (s *scopeState) resume(p params) {
 	s.start = startState{} // with the budget gone, the scope's first contact again
 }
 
-// normalize shapes s for p at now: one limit state per configured limit,
+// Normalize shapes s for p at now: one limit state per configured limit,
 // of its kind, and nothing that the values say is over (a pause not in
 // force, a past TAT or line slot, stale windows, forgotten records): the
 // state as the scripts load it.
-func (s *scopeState) normalize(p params, now int64) {
+func (s *State) Normalize(p Params, now int64) {
 	if !s.pause.inForce(p, now) {
 		s.pause = pauseState{}
 	}
@@ -557,11 +558,11 @@ func (s *scopeState) normalize(p params, now int64) {
 	} else {
 		s.llog = limitState{sliding: true}
 	}
-	for len(s.limits) < len(p.limits) {
+	for len(s.limits) < len(p.Limits) {
 		s.limits = append(s.limits, limitState{})
 	}
-	s.limits = s.limits[:len(p.limits)]
-	for i, l := range p.limits {
+	s.limits = s.limits[:len(p.Limits)]
+	for i, l := range p.Limits {
 		st := &s.limits[i]
 		if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
 			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
@@ -724,3 +725,29 @@ local function admit_commit(S, r, at, bv, cost)
   r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not S.starts
 end
 `
+
+// Forget drops what the scope learned and observed: the budget, the
+// learned limit and its windows, the hintless episode. What is left is
+// the article's plain shared pause, which learns nothing (the simulations
+// compare the two).
+func (s *State) Forget() {
+	s.learn, s.budget, s.lwin, s.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
+}
+
+// Deadline is the pause deadline recorded, Unix ms (0: none).
+func (s *State) Deadline() int64 { return s.pause.untilMs }
+
+// PausedAt reports whether the pause is in force at now (µs).
+func (s *State) PausedAt(p Params, now int64) bool { return s.pause.inForce(p, now) }
+
+// Probing reports whether a budget probe is out: its answer will tell the
+// budget.
+func (s *State) Probing() bool { return s.budget.probeAt > 0 }
+
+// String sums up what the scope learned and observed, for traces: the
+// learned limit, the budget and the hintless episode.
+func (s State) String() string {
+	return fmt.Sprintf("pause %d; learned %d per %d µs (best %d, aligned at %d, probe %d); budget %d of %d (reset %d, window %d, a unit every %d µs); hintless level %d (probe %d)",
+		s.pause.untilMs, s.learn.limit, s.learn.window, s.learn.best, s.learn.alignAt, s.learn.probeAt,
+		s.budget.remaining, s.budget.limit, s.budget.reset, s.budget.window, s.budget.per, s.fall.level, s.fall.probeAt)
+}

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 import "math"
 
@@ -91,11 +91,11 @@ import "math"
 // shorter costs Redis round trips, longer delays the reopening.
 const probePoll = 50_000 // µs
 
-// learnTTL is how long what a scope learned (its budget, its limit, its
+// LearnTTL is how long what a scope learned (its budget, its limit, its
 // windows' alignment) outlives the observation or refusal that taught it.
 // Ten minutes: long enough to carry over between bursts of polling, short
 // enough that a provider's raised quota is found again within minutes.
-const learnTTL = 600_000_000 // µs
+const LearnTTL = 600_000_000 // µs
 
 // budgetState is the budget as the scope keeps it.
 type budgetState struct {
@@ -185,7 +185,7 @@ func (s *budgetState) settle(now int64) {
 // budgetVerdict is what the budget says of an admission at now.
 type budgetVerdict struct {
 	at     int64  // µs: not before (0: now)
-	why    reason // reasonBudget or reasonProbe, with at
+	why    Reason // reasonBudget or reasonProbe, with at
 	probe  bool   // the admission is a probe
 	spend  bool   // it spends remaining
 	refill bool   // it finds the budget whole again (no probe possible)
@@ -201,7 +201,7 @@ type budgetVerdict struct {
 // later, for a wait of one round trip (the carrier without quota beside a
 // paced one had 2 of its tasks deferred so in a CI run of
 // TestModesEndToEnd, 4–5 in every run with a latency of 150 ms).
-func (s budgetState) earliest(p params, now, cost int64, k keeper) budgetVerdict {
+func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict {
 	kept, rem := k.of(s.limit), s.avail(now)
 	switch {
 	case s.silent:
@@ -209,41 +209,41 @@ func (s budgetState) earliest(p params, now, cost int64, k keeper) budgetVerdict
 	case s.known && (s.reset > now || s.reset == 0) && rem-kept >= cost:
 		return budgetVerdict{spend: true}
 	case s.known && s.reset > now && rem >= cost:
-		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: reasonBudget}
+		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: ReasonBudget}
 	case s.known && s.reset == 0 && rem >= cost:
-		return budgetVerdict{at: k.lapse, why: reasonBudget}
+		return budgetVerdict{at: k.lapse, why: ReasonBudget}
 	case s.known && s.reset > now:
-		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: reasonBudget}
-	case s.probeAt > 0 && now < s.probeAt+p.probe && p.nowOnly:
+		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: ReasonBudget}
+	case s.probeAt > 0 && now < s.probeAt+p.Probe && p.NowOnly:
 		return budgetVerdict{}
-	case s.probeAt > 0 && now < s.probeAt+p.probe:
-		return budgetVerdict{at: min(s.probeAt+p.probe, now+probePoll), why: reasonProbe}
+	case s.probeAt > 0 && now < s.probeAt+p.Probe:
+		return budgetVerdict{at: min(s.probeAt+p.Probe, now+probePoll), why: ReasonProbe}
 	case !s.known && s.probeAt > 0:
 		return budgetVerdict{silent: true}
-	case p.probe > 0 && k.claims > 0:
-		return budgetVerdict{at: min(k.lapse, now+probePoll), why: reasonProbe}
-	case p.probe > 0:
+	case p.Probe > 0 && k.claims > 0:
+		return budgetVerdict{at: min(k.lapse, now+probePoll), why: ReasonProbe}
+	case p.Probe > 0:
 		return budgetVerdict{probe: true}
 	case s.known && s.limit-kept >= cost:
 		return budgetVerdict{refill: true}
 	case s.known && s.limit >= cost:
-		return budgetVerdict{at: k.lapse, why: reasonBudget}
+		return budgetVerdict{at: k.lapse, why: ReasonBudget}
 	}
 	return budgetVerdict{}
 }
 
 // spend commits an admission at now that v allowed, and returns whether
 // it is a probe and its sequence number (0 when it spends no budget).
-func (s *budgetState) spend(p params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
+func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
 	switch {
 	case v.silent:
 		s.silent, s.probeAt = true, 0
-		s.expires = now + learnTTL
+		s.expires = now + LearnTTL
 	case v.probe:
 		s.refilled, s.answered = s.seq, 0
 		s.seq += cost
 		s.probeAt = now
-		s.expires = max(s.expires, now+learnTTL)
+		s.expires = max(s.expires, now+LearnTTL)
 		return true, s.seq
 	case v.refill:
 		s.remaining, s.reset, s.refilled, s.per, s.at, s.answered = s.limit-cost, 0, s.seq, 0, 0, 0
@@ -261,87 +261,87 @@ func (s *budgetState) spend(p params, now, cost int64, v budgetVerdict) (probe b
 // quiet reports whether nothing but an announced write can make the
 // budget hold the scope: the provider is silent, or nothing is known and
 // no probe can be sent.
-func (s budgetState) quiet(p params) bool {
-	return s.silent || !s.known && s.probeAt == 0 && p.probe == 0
+func (s budgetState) quiet(p Params) bool {
+	return s.silent || !s.known && s.probeAt == 0 && p.Probe == 0
 }
 
-// observation is the budget a response advertised.
-type observation struct {
-	remaining int64 // -1: the response advertises no budget; -2: no response seen (an answer only)
-	reset     int64 // µs until the budget is whole again, 0 unknown
-	limit     int64 // the quota's size, 0 unknown
-	prec      int64 // µs: the reset's precision
-	// alt: µs, the reset read as milliseconds, when it is a whole number
+// Observation is the budget a response advertised.
+type Observation struct {
+	Remaining int64 // -1: the response advertises no budget; -2: no response seen (an answer only)
+	Reset     int64 // µs until the budget is whole again, 0 unknown
+	Limit     int64 // the quota's size, 0 unknown
+	Prec      int64 // µs: the reset's precision
+	// Alt: µs, the reset read as milliseconds, when it is a whole number
 	// under a name of seconds that may be (hint.ResetSeconds; 0: it is not
 	// in question); millis: the reset was read as milliseconds from such
 	// a name (hint.ResetMillis)
-	alt     int64
-	millis  bool
-	seq     int64 // of the request answered (decision.seq); 0 unknown
-	opened  int64 // µs: the request answered opened a learned window (decision.opens); 0 not
-	refused bool  // the response is a refusal (its pause is recorded apart)
-	// rtt: µs from sending the answered request to its response (0
+	Alt     int64
+	Millis  bool
+	Seq     int64 // of the request answered (decision.seq); 0 unknown
+	Opened  int64 // µs: the request answered opened a learned window (decision.opens); 0 not
+	Refused bool  // the response is a refusal (its pause is recorded apart)
+	// RTT: µs from sending the answered request to its response (0
 	// unknown). The provider read its reset when the request arrived, and
 	// the observation dates it later by up to this: its alignment is read
-	// to max(prec, rtt) (see scopeState.observe)
-	rtt int64
+	// to max(prec, RTT) (see scopeState.observe)
+	RTT int64
 }
 
 // observe records o at now. It returns the reset in force and its
 // precision, and announce: the scope has a budget it did not have (open
 // caches must forget it).
-func (s *budgetState) observe(now int64, o observation) (reset, prec int64, announce bool) {
-	if o.remaining < 0 {
-		if o.remaining == -1 && s.probeAt > 0 && !s.known {
+func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, announce bool) {
+	if o.Remaining < 0 {
+		if o.Remaining == -1 && s.probeAt > 0 && !s.known {
 			s.silent, s.probeAt = true, 0
-			s.expires = now + learnTTL
+			s.expires = now + LearnTTL
 		}
 		return 0, 0, false
 	}
-	if o.seq > 0 && s.refilled > 0 && o.seq <= s.refilled {
+	if o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled {
 		return 0, 0, false
 	}
-	if o.alt > 0 && s.readsMillis(now, o) {
-		o.reset, o.prec, o.millis = o.alt, millisPrec, true
+	if o.Alt > 0 && s.readsMillis(now, o) {
+		o.Reset, o.Prec, o.Millis = o.Alt, millisPrec, true
 	}
-	s.millis = s.millis || o.millis
+	s.millis = s.millis || o.Millis
 	fresh := !s.known && s.probeAt == 0
-	if o.refused && o.remaining == 0 && s.known && s.probeAt > 0 && o.reset > 0 && o.reset <= o.prec {
+	if o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec {
 		s.down = true // the probe went at the reset, which had passed: rounded down
 	}
 	// later: the units admitted after the answered request, which the
 	// provider may not have counted yet (lowered from its remaining)
 	later := int64(0)
-	if o.seq > 0 {
-		later = max(s.seq-o.seq, 0)
+	if o.Seq > 0 {
+		later = max(s.seq-o.Seq, 0)
 	}
 	u := int64(0)
-	if o.reset > 0 {
-		u = now + o.reset
+	if o.Reset > 0 {
+		u = now + o.Reset
 	}
 	lim := s.limit
-	if o.limit > 0 {
-		lim = o.limit
+	if o.Limit > 0 {
+		lim = o.Limit
 	}
-	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= o.prec {
+	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= o.Prec {
 		s.reset = now // the provider's window ended before the reset read: roll now
 		s.roll(now)
 	}
-	same := u > 0 && s.reset > now && abs(u-s.reset) < o.prec
+	same := u > 0 && s.reset > now && abs(u-s.reset) < o.Prec
 	over := s.overtaken(o, same)
 	if over {
 		later = max(later-s.above(o), 0) // they reached the provider first: counted
 	}
-	r := max(o.remaining-later, 0)
+	r := max(o.Remaining-later, 0)
 	if over {
 		r = min(r, s.avail(now))
 	}
-	if o.seq > 0 {
+	if o.Seq > 0 {
 		s.answered++
 	}
 	counter := s.window == 0 && counts(s, now, o, u, lim)
-	grew := s.window == 0 && s.known && s.reset > now && o.seq > s.distSeq && s.distSeq > 0 && o.reset > s.dist && r <= s.avail(now) &&
-		lim > r && paced(u-s.reset, o.seq-s.distSeq, o.reset/(lim-r)+o.prec)
+	grew := s.window == 0 && s.known && s.reset > now && o.Seq > s.distSeq && s.distSeq > 0 && o.Reset > s.dist && r <= s.avail(now) &&
+		lim > r && paced(u-s.reset, o.Seq-s.distSeq, o.Reset/(lim-r)+o.Prec)
 	refills := (s.per > 0 || grew) && u > 0 && lim > r && s.window == 0
 	if !refills && same {
 		if s.down {
@@ -370,8 +370,8 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		// seconds apart, each read late by less than a second (the
 		// reading's distance to its Date), the old one the earliest of
 		// its window's readings.
-		d := lim - o.remaining - (o.seq - s.refilled)
-		s.window, s.per, s.at = max((2*(u-s.reset)+o.prec)/(2*o.prec)*o.prec, o.prec), (u-now+d-1)/d, now
+		d := lim - o.Remaining - (o.Seq - s.refilled)
+		s.window, s.per, s.at = max((2*(u-s.reset)+o.Prec)/(2*o.Prec)*o.Prec, o.Prec), (u-now+d-1)/d, now
 	case s.window > 0:
 		s.per, s.at = per, at
 	case refills:
@@ -380,18 +380,18 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 		}
 		s.per, s.at = per, now
 	}
-	if o.seq > s.distSeq {
-		s.dist, s.distSeq = o.reset, o.seq
+	if o.Seq > s.distSeq {
+		s.dist, s.distSeq = o.Reset, o.Seq
 	}
 	switch {
-	case same && o.remaining != s.first:
+	case same && o.Remaining != s.first:
 		s.held = true
 	case !same:
-		s.first, s.held = o.remaining, false
+		s.first, s.held = o.Remaining, false
 	}
 	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
-	s.expires = max(u, now) + learnTTL
-	return u, o.prec, fresh
+	s.expires = max(u, now) + LearnTTL
+	return u, o.Prec, fresh
 }
 
 // readsMillis reports whether o's reset, a whole number under a name of
@@ -407,8 +407,8 @@ func (s *budgetState) observe(now int64, o observation) (reset, prec int64, anno
 // budget's reset; TestTransportResetsInMilliseconds). A scope whose first
 // reading is such a number (a window shorter than 3.6 s) reads it as
 // seconds, as the hint package does: nothing tells it otherwise yet.
-func (s budgetState) readsMillis(now int64, o observation) bool {
-	return s.millis || s.known && s.reset > now && abs(now+o.alt-s.reset) < o.prec && o.reset > millisRatio*max(s.reset-now, o.prec)
+func (s budgetState) readsMillis(now int64, o Observation) bool {
+	return s.millis || s.known && s.reset > now && abs(now+o.Alt-s.reset) < o.Prec && o.Reset > millisRatio*max(s.reset-now, o.Prec)
 }
 
 // millisRatio is how far beyond the window in force a reset's seconds
@@ -445,8 +445,8 @@ const millisPrec = 1000
 // are (with the rule, bucket/delta took 36.0–36.8 s in 2 of 9 runs, in none
 // of 7 without it; the 36–38 s it still took in about one run of ten was
 // a bucket read as a counter, traced since: see counts).
-func (s budgetState) overtaken(o observation, same bool) bool {
-	return same && o.seq > 0 && o.seq <= s.distSeq && s.distSeq > s.refilled && o.reset > o.prec
+func (s budgetState) overtaken(o Observation, same bool) bool {
+	return same && o.Seq > 0 && o.Seq <= s.distSeq && s.distSeq > s.refilled && o.Reset > o.Prec
 }
 
 // above is a lower bound of the requests admitted after o's that reached
@@ -459,8 +459,8 @@ func (s budgetState) overtaken(o observation, same bool) bool {
 // had 28, and the window's last 9 polls were deferred 2 s: the shapes
 // tool's budget-header fixed cells with other send delays, late in 2 of 24
 // spreads, none since.)
-func (s budgetState) above(o observation) int64 {
-	return max(1, s.answered-(o.seq-s.refilled-1))
+func (s budgetState) above(o Observation) int64 {
+	return max(1, s.answered-(o.Seq-s.refilled-1))
 }
 
 // counterPause is the pause (ms) of a refusal hinted ms by a sliding
@@ -512,10 +512,10 @@ const minCounterWindow = 1_000_000 // µs
 // a 2 s window: paced at 5/s where the bucket gives 8, 36.6–37.9 s in
 // about one run of ten, where the ideal is 23.75 s). A counter read so
 // late in its window is read at its next reset.
-func counts(s *budgetState, now int64, o observation, u, lim int64) bool {
-	return s.known && s.held && s.reset > 0 && s.reset <= now && o.seq > s.refilled && s.refilled > 0 &&
-		u-s.reset >= max(2*o.prec, minCounterWindow) && u-now > now-s.reset &&
-		lim-o.remaining-(o.seq-s.refilled) > s.refilled-s.distSeq
+func counts(s *budgetState, now int64, o Observation, u, lim int64) bool {
+	return s.known && s.held && s.reset > 0 && s.reset <= now && o.Seq > s.refilled && s.refilled > 0 &&
+		u-s.reset >= max(2*o.Prec, minCounterWindow) && u-now > now-s.reset &&
+		lim-o.Remaining-(o.Seq-s.refilled) > s.refilled-s.distSeq
 }
 
 // paced reports whether a reset that moved later by move while k units

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The hintless pause: how long a refusal that says nothing of when pauses
 // the scope, and how the scope finds out that its provider takes requests
@@ -53,7 +53,7 @@ func (s *fallbackState) refuse(now, capMs int64, open bool) int64 {
 	if s.level > 0 {
 		level = 2 * s.level
 	}
-	s.level, s.probeAt, s.expires = min(level, capMs), 0, now+learnTTL
+	s.level, s.probeAt, s.expires = min(level, capMs), 0, now+LearnTTL
 	return s.level
 }
 
@@ -62,9 +62,9 @@ func (s fallbackState) probes() bool { return s.level > 0 && s.probeAt == 0 }
 
 // earliest is when the episode lets an admission at now ask: after its
 // probe's answer, or its timeout (0: now).
-func (s fallbackState) earliest(p params, now int64) int64 {
-	if s.level > 0 && s.probeAt > 0 && now < s.probeAt+p.answer {
-		return min(s.probeAt+p.answer, now+probePoll)
+func (s fallbackState) earliest(p Params, now int64) int64 {
+	if s.level > 0 && s.probeAt > 0 && now < s.probeAt+p.Answer {
+		return min(s.probeAt+p.Answer, now+probePoll)
 	}
 	return 0
 }

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The learned limit: the quota a scope whose provider advertises no
 // budget is seen to grant between refusals, applied as a fixed window
@@ -140,9 +140,9 @@ type learnState struct {
 
 // earliest is when the learned limit lets an admission at now ask: after
 // the answer of a window's probe, or its timeout (0: now).
-func (s learnState) earliest(p params, now int64) int64 {
-	if s.probeAt > 0 && now < s.probeAt+p.answer {
-		return min(s.probeAt+p.answer, now+probePoll)
+func (s learnState) earliest(p Params, now int64) int64 {
+	if s.probeAt > 0 && now < s.probeAt+p.Answer {
+		return min(s.probeAt+p.Answer, now+probePoll)
 	}
 	return 0
 }
@@ -150,7 +150,7 @@ func (s learnState) earliest(p params, now int64) int64 {
 // opens reports whether an admission at at opens a window of the fixed
 // window l (configured or learned) after one spent whole: it goes alone,
 // as the window's probe (see answer).
-func (s learnState) opens(l limitSpec, p params, w *windowState, al alignment, at int64) bool {
+func (s learnState) opens(l limitSpec, p Params, w *windowState, al alignment, at int64) bool {
 	start, _ := w.window(l, p, al, at)
 	return w.used(l, start) == 0 && w.used(l, start-l.per) >= l.n
 }
@@ -180,8 +180,8 @@ func (s *learnState) answer(now, at, reset int64) {
 // windows not yet seen, sent whatever a refusal meanwhile says
 // (bucket/prose 1.11× → 1.16×, concurrency/retry-after 1.07× → 1.15× on
 // the model, their learned windows of a second read as logs).
-func (s learnState) logSpec(p params) (limitSpec, bool) {
-	return limitSpec{sliding: true, per: s.window + slidingSettle, n: s.limit}, s.limit > 0 && s.window > p.hold
+func (s learnState) logSpec(p Params) (limitSpec, bool) {
+	return limitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
 }
 
 func (s learnState) spec() (limitSpec, bool) {
@@ -194,14 +194,14 @@ func (s learnState) alignment() alignment { return alignment{s.alignAt, s.alignP
 // remaining budget left: that budget is not what refuses.
 func (s *learnState) contradicted(now int64) {
 	s.secondary = now
-	s.expires = max(s.expires, now+learnTTL)
+	s.expires = max(s.expires, now+LearnTTL)
 }
 
 // align records a provider's reset at u (µs) read to prec: windows align
 // to it.
 func (s *learnState) align(now, u, prec int64) {
 	s.alignAt, s.alignPrec = u, prec
-	s.expires = max(s.expires, now+learnTTL)
+	s.expires = max(s.expires, now+LearnTTL)
 }
 
 // count adds an admission of the cycle; the first admission of a scope
@@ -209,7 +209,7 @@ func (s *learnState) align(now, u, prec int64) {
 func (s *learnState) count(at, cost int64) {
 	if s.since == 0 && s.limit == 0 {
 		s.since, s.admits = at, 0
-		s.expires = max(s.expires, at+learnTTL)
+		s.expires = max(s.expires, at+LearnTTL)
 	}
 	if s.since > 0 && at >= s.since {
 		s.admits += cost
@@ -232,7 +232,7 @@ func (s *learnState) report(now, n int64) {
 
 // grow raises n when the learned window of at is the first admission of
 // a window that follows one spent whole without a refusal.
-func (s *learnState) grow(l limitSpec, p params, w *windowState, al alignment, at int64) {
+func (s *learnState) grow(l limitSpec, p Params, w *windowState, al alignment, at int64) {
 	start, _ := w.window(l, p, al, at)
 	if w.used(l, start) > 0 || w.used(l, start-l.per) < s.limit || s.refused >= start-l.per {
 		return
@@ -267,9 +267,9 @@ const hintlessPrec = fallbackFirst * 1000
 // got accepted is the quota it saw, as for a hint); an operator's pause
 // teaches nothing, nor does a hintless refusal beside configured limits
 // (their windows align to hints only).
-func (r refusal) teaching(configured bool) refusal {
-	if !r.hinted && !r.operator && !configured {
-		r.hinted, r.prec, r.hintless = true, hintlessPrec, true
+func (r Refusal) teaching(configured bool) Refusal {
+	if !r.Hinted && !r.Operator && !configured {
+		r.Hinted, r.Prec, r.Hintless = true, hintlessPrec, true
 	}
 	return r
 }
@@ -281,7 +281,7 @@ func (r refusal) teaching(configured bool) refusal {
 // whether the learned windows' counts are over (they were refused), and the
 // instant of the learned window's probe it refused (0 none): its entry
 // leaves the learned log (scopeState.refuse).
-func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
+func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
 	if !open {
 		if now < s.absorb && s.limit > 0 {
 			s.limit-- // 0: the cycle got nothing accepted, so it taught no quota (an outage): the pause answers it
@@ -289,37 +289,37 @@ func (s *learnState) refuse(now, D int64, r refusal, open, configured bool, lwin
 				s.window = 0 // nor a window: the learned log and windows are forgotten with it
 			}
 		}
-		if r.hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
+		if r.Hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
 			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
 		}
 		return false, 0
 	}
 	// the episode's probe refused, or a window's (unless paced: its pace is
 	// too fast, below): its window has not begun
-	pacedOut := r.hintless && s.paced > 0 && s.limit > 0
-	probed, at := s.probeAt > 0 && !pacedOut || r.hintless && r.probe, s.probeAt
+	pacedOut := r.Hintless && s.paced > 0 && s.limit > 0
+	probed, at := s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe, s.probeAt
 	s.probeAt = 0
-	if !r.hinted {
+	if !r.Hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
 		return false, 0
 	}
-	s.expires = now + learnTTL
+	s.expires = now + LearnTTL
 	switch {
 	case configured:
 	case probed:
 		s.absorb, probe = 0, at
-		if !r.hintless { // a hintless pause is ours, not the provider's word of its window's end
-			s.relearn(now, D, at, r.prec, lwin)
+		if !r.Hintless { // a hintless pause is ours, not the provider's word of its window's end
+			s.relearn(now, D, at, r.Prec, lwin)
 		}
 	case pacedOut:
 		// a paced window refused: its pace is above the provider's
 		s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
 	default:
-		s.learnFrom(now, D, r.prec, lwin)
+		s.learnFrom(now, D, r.Prec, lwin)
 	}
 	s.since, s.admits, s.refused = D, 0, now
-	s.alignAt, s.alignPrec, s.paced = D, r.prec, 0
-	if r.hintless {
+	s.alignAt, s.alignPrec, s.paced = D, r.Prec, 0
+	if r.Hintless {
 		s.alignPrec, s.paced = 0, 1 // the deadline is the episode's own; nothing tells a window: pace it
 	}
 	return true, probe

@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The pause: a scope's deadline, set by refusals (and Gate.Pause), that
 // only ever moves later. It is stored to the millisecond under the scope's
@@ -18,14 +18,14 @@ type pauseState struct {
 }
 
 // inForce reports whether the deadline holds the scope at now (µs).
-func (s pauseState) inForce(p params, now int64) bool {
+func (s pauseState) inForce(p Params, now int64) bool {
 	nowMs := floorDiv(now, 1000)
-	return s.untilMs > nowMs && s.untilMs-nowMs <= p.maxPause
+	return s.untilMs > nowMs && s.untilMs-nowMs <= p.MaxPause
 }
 
 // earliest is the first instant (µs) the pause admits: its deadline, or 0
 // when it is not in force.
-func (s pauseState) earliest(p params, now int64) int64 {
+func (s pauseState) earliest(p Params, now int64) int64 {
 	if s.inForce(p, now) {
 		return s.untilMs * 1000
 	}

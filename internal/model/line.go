@@ -1,4 +1,4 @@
-package quotagate
+package model
 
 // The reopening line: the slots at which the tasks deferred by a pause or
 // a GCRA limit come back, one interval (the smallest GCRA interval × cost)

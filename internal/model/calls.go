@@ -1,0 +1,148 @@
+package model
+
+import "github.com/quotagate/quotagate/internal/schema"
+
+// The calls: each operation's KEYS and ARGV, built here and only here, so
+// that the store (which runs the scripts against Redis) and the
+// differential test (which runs them beside the Go model) pass the same
+// arguments in the same order as the script's header documents.
+
+// AdmitRequest is what an admission asks (AdmitScript).
+type AdmitRequest struct {
+	Limits   []LimitSpec // the configured limits, in order
+	Cost     int64       // at least 1
+	Hold     int64       // µs: how far ahead a slot may be reserved
+	MaxPause int64       // ms: a deadline farther ahead is malformed
+	Probe    int64       // µs: a budget probe's timeout (0: responses are not observed)
+	Dry      bool        // commit nothing: what would an admission say (State)
+	NowOnly  bool        // reserve no slot ahead (params.nowOnly)
+	Answer   int64       // µs: a learned window's probe's timeout
+	Counts   int64       // admissions no script counted, reported first
+	Class    Class
+	Reserve  int64  // per mille left to interactive work
+	Lend     int64  // µs: after this long without interactive work, its reserve is lent
+	Lease    string // the admission's lease id on the concurrency limits
+}
+
+// Call returns the keys and arguments of AdmitScript for the scope of k.
+func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
+	mode := 0
+	if r.Dry {
+		mode = 1
+	} else if r.NowOnly {
+		mode = 2
+	}
+	line := k.Line
+	if r.Class == Interactive {
+		line = k.ILine
+	}
+	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start},
+		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, int(r.Class), r.Reserve, r.Lend, r.Lease})
+}
+
+// Refusal kinds (RefuseRequest.Kind): a refusal whose hint could not be
+// read, one with a hint, and an operator's pause (Gate.Pause).
+const (
+	Hintless = 0
+	Hinted   = 1
+	Operator = 2
+)
+
+// RefuseRequest is a refusal, or an operator's pause (RefuseScript).
+type RefuseRequest struct {
+	Limits   []LimitSpec
+	Pause    int64 // ms, clamped; without a hint, the cap of the hintless episode's pause
+	MaxPause int64 // ms
+	Kind     int   // Hintless, Hinted or Operator
+	Prec     int64 // µs: the hint's precision
+	Channel  string
+	Counts   int64 // admissions no script counted, reported first
+	Alt      int64 // ms: the hint read as milliseconds (0: not in question)
+}
+
+// Call returns the keys and arguments of RefuseScript for the scope of k.
+func (r RefuseRequest) Call(k schema.Keys) ([]string, []any) {
+	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start},
+		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Channel, r.Counts, r.Alt})
+}
+
+// ObserveCall returns the keys and arguments of ObserveScript recording o
+// for the scope of k, announced on channel, whose configured limits are
+// ls.
+func ObserveCall(k schema.Keys, o Observation, channel string, ls []LimitSpec) ([]string, []any) {
+	return []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start},
+		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, channel, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
+}
+
+// ReleaseCall returns the keys and arguments of ReleaseScript ending the
+// lease id of cost on the concurrency limits among ls; no keys when there
+// is nothing to release.
+func ReleaseCall(k schema.Keys, ls []LimitSpec, id string, cost int64) ([]string, []any) {
+	var ks []string
+	for i, l := range ls {
+		if l.concurrent {
+			ks = append(ks, k.Limit(i, l.kind()))
+		}
+	}
+	if len(ks) == 0 || id == "" {
+		return nil, nil
+	}
+	return ks, []any{lease{id: id, cost: max(cost, 1)}.member()}
+}
+
+// ResumeCall returns the keys and arguments of ResumeScript for the scope
+// of k, announced on channel: every record that may hold it back, and the
+// state of every limit it may have, of every kind at every index below
+// schema.MaxLimits, whichever gate configured it.
+func ResumeCall(k schema.Keys, maxPause int64, channel string) ([]string, []any) {
+	del := []string{k.Resumed, k.Pause, k.PauseBy, k.Line, k.ILine, k.Class, k.Budget, k.LearnWin, k.LearnLog, k.Fallback, k.Start}
+	for i := range schema.MaxLimits {
+		for _, kind := range schema.LimitKinds {
+			del = append(del, k.Limit(i, kind))
+		}
+	}
+	return del, []any{maxPause, channel}
+}
+
+// limitArgs appends the keys and arguments of the configured limits ls.
+func limitArgs(k schema.Keys, ls []LimitSpec, ks []string, args []any) ([]string, []any) {
+	args = append(args, len(ls))
+	for i, sp := range ls {
+		ks = append(ks, k.Limit(i, sp.kind()))
+		args = append(args, int(sp.kind()), sp.per, sp.n)
+	}
+	return ks, args
+}
+
+// longestFixed is the longest fixed window of ls, µs (0: none), as
+// params.longestWindow has it.
+func longestFixed(ls []LimitSpec) int64 {
+	w := int64(0)
+	for _, sp := range ls {
+		if sp.fixed && sp.per > 0 && sp.n > 0 {
+			w = max(w, sp.per)
+		}
+	}
+	return w
+}
+
+// boolArg is b as a script argument: 1 or 0.
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reasons maps the reasons AdmitScript names to the model's.
+var reasons = map[string]Reason{"pause": ReasonPause, "budget": ReasonBudget, "probe": ReasonProbe,
+	"limit": ReasonLimit, "learned": ReasonLearned, "inflight": ReasonInFlight}
+
+// AdmitDecision is the decision of AdmitScript's named reply (its integer
+// fields v and text fields txt, see NamedReply), and the Redis TIME of it,
+// Unix µs.
+func AdmitDecision(v map[string]int64, txt map[string]string) (d Decision, now int64) {
+	return Decision{Code: v["code"], Reason: reasons[txt["reason"]], Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
+		Probe: v["probe"] == 1, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOperator"] == 1, Spread: v["spread"] == 1,
+		Unreserved: v["unreserved"] == 1, Limited: v["limited"] == 1, Cache: v["cache"] == 1}, v["now"]
+}
