@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +45,8 @@ import (
 //     second look after an in-process hold).
 //
 // Admissions go through the public API only, Gate.Middleware's
-// ProcessTask on tasks from NewTask, round-robin over many scopes of the
+// ProcessTask on tasks from NewTask (the handler makes one request through
+// Gate.Transport in budget-transport), round-robin over many scopes of the
 // kind. Each kind states the outcome every counted admission must have and
 // fails if one differs, or if fewer script calls than admissions reached
 // Redis, so a figure is always that of the path it names.
@@ -77,8 +80,13 @@ type cpuKind struct {
 	scopes  int                       // distinct scopes (Provider: the name), admitted round-robin
 	config  func(*quotagate.Config)   // changes to cpuConfig's configuration; nil: none
 	prepare func(*testing.B, *cpuEnv) // puts the scopes in their state, before the warm-up; nil: nothing
-	want    cpuOutcome
-	cached  bool // the open cache is on: fewer script calls than admissions is the point
+	// transport: the gate has a Transport, to a provider that advertises
+	// a budget. (A gate with a Transport probes the scopes it knows
+	// nothing about and starts them slowly: see Gate.Transport.)
+	transport bool
+	request   bool // the handler makes one request through the Transport
+	want      cpuOutcome
+	cached    bool // the open cache is on: fewer script calls than admissions is the point
 }
 
 var cpuKinds = []cpuKind{
@@ -89,6 +97,21 @@ var cpuKinds = []cpuKind{
 		config: func(c *quotagate.Config) { c.Tuning.OpenCache = 0 }},
 	// Paused for an hour by Gate.Pause: every admission is deferred.
 	{name: "paused", scopes: 1000, prepare: pauseScopes, want: deferredPaused},
+	// A GCRA limit and a fixed window, neither ever binding. An unaligned
+	// fixed window admits only in its head, Tuning.MaxHold (at most half
+	// its period: see FixedWindow), so MaxHold is raised past any run's
+	// length; every admission must still run its handler.
+	{name: "configured", scopes: 1000, config: func(c *quotagate.Config) {
+		c.Limits = map[string][]quotagate.Limit{"configured": {
+			quotagate.PerSecond(1_000_000_000, 1_000_000), quotagate.FixedWindow(1_000_000_000, 24*time.Hour)}}
+		c.Tuning.MaxHold = time.Hour
+	}},
+	// Responses advertised a budget (through Gate.Transport) a million
+	// requests deep with its reset an hour ahead; then admissions alone.
+	{name: "budget", scopes: 1000, prepare: adviseBudgets, transport: true},
+	// The same, each task's handler making its request through the
+	// Transport: the admission and the response's observation.
+	{name: "budget-transport", scopes: 1000, prepare: adviseBudgets, transport: true, request: true},
 }
 
 // cpuEnv is one kind's redis-server, gate and scopes.
@@ -101,7 +124,9 @@ type cpuEnv struct {
 	mw     asynq.Handler
 	tasks  []*asynq.Task // one per scope
 	scopes []quotagate.Scope
-	ran    int // handler runs
+	url    string       // the provider's
+	http   *http.Client // through the gate's Transport
+	ran    int          // handler runs
 }
 
 // cpuConfig is the configuration of every kind's gate before its changes:
@@ -110,7 +135,7 @@ func cpuConfig(prefix string) quotagate.Config {
 	return quotagate.Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Tuning: quotagate.Tuning{OpenCache: -1}}
 }
 
-// newCPUEnv starts the kind's own redis-server and gate.
+// newCPUEnv starts the kind's own redis-server, gate and provider.
 func newCPUEnv(b *testing.B, k cpuKind) *cpuEnv {
 	b.Helper()
 	srv := redistest.StartPrivate(b)
@@ -120,8 +145,16 @@ func newCPUEnv(b *testing.B, k cpuKind) *cpuEnv {
 	}
 	e.gate = quotagate.New(e.rdb, e.cfg)
 	b.Cleanup(func() { e.gate.Close() })
-	e.mw = e.gate.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	if k.transport {
+		provider := httptest.NewServer(http.HandlerFunc(advertiseBudget))
+		b.Cleanup(provider.Close)
+		e.url, e.http = provider.URL, &http.Client{Transport: e.gate.Transport(provider.Client().Transport)}
+	}
+	e.mw = e.gate.Middleware()(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		e.ran++
+		if e.kind.request {
+			return e.get(ctx, e.url)
+		}
 		return nil
 	}))
 	for i := range k.scopes {
@@ -130,6 +163,35 @@ func newCPUEnv(b *testing.B, k cpuKind) *cpuEnv {
 		e.tasks = append(e.tasks, quotagate.NewTask("poll", nil, s))
 	}
 	return e
+}
+
+// advertiseBudget is the provider: every answer advertises a budget of a
+// million requests, nearly whole, reset an hour from now (epoch seconds,
+// as GitHub writes it).
+func advertiseBudget(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", "1000000")
+	h.Set("X-RateLimit-Remaining", "999999")
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	w.WriteHeader(http.StatusOK)
+}
+
+// get makes one request to url through the gate's Transport, in ctx (which
+// carries the scope).
+func (e *cpuEnv) get(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("provider answered %s", resp.Status)
+	}
+	return nil
 }
 
 // admit runs the task of scope i through the Middleware and checks that it
@@ -152,6 +214,20 @@ func pauseScopes(b *testing.B, e *cpuEnv) {
 	for _, s := range e.scopes {
 		if _, err := e.gate.Pause(context.Background(), s, time.Hour); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// adviseBudgets makes one request of every scope through the Transport, so
+// that each has the budget its response advertised.
+func adviseBudgets(b *testing.B, e *cpuEnv) {
+	ctx := context.Background()
+	for _, s := range e.scopes {
+		if err := e.get(quotagate.WithScope(ctx, s), e.url); err != nil {
+			b.Fatal(err)
+		}
+		if p, err := e.gate.State(ctx, s); err != nil || p.Budget == nil {
+			b.Fatalf("%v has no budget after its response advertised one: %v %v", s, p, err)
 		}
 	}
 }
