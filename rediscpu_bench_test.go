@@ -89,6 +89,17 @@ type cpuKind struct {
 	cached    bool // the open cache is on: fewer script calls than admissions is the point
 }
 
+// learnedAdmissions is how many tasks of a learned scope are admitted
+// before its refusal: the scope learns about as many per second (the
+// cycle's admissions less one, in a window of the hint's second), far
+// more than the round-robin over learnedScopes scopes gives one of them
+// in a second, so the learned limit applies to every admission and never
+// binds.
+const (
+	learnedAdmissions = 300
+	learnedScopes     = 100
+)
+
 var cpuKinds = []cpuKind{
 	// Nothing configured, nothing learned, a thousand scopes.
 	{name: "open", scopes: 1000},
@@ -112,6 +123,9 @@ var cpuKinds = []cpuKind{
 	// The same, each task's handler making its request through the
 	// Transport: the admission and the response's observation.
 	{name: "budget-transport", scopes: 1000, prepare: adviseBudgets, transport: true, request: true},
+	// Refused with a hint after learnedAdmissions admissions: a limit
+	// learned, in force once the pause is over.
+	{name: "learned", scopes: learnedScopes, prepare: learnLimits},
 }
 
 // cpuEnv is one kind's redis-server, gate and scopes.
@@ -228,6 +242,61 @@ func adviseBudgets(b *testing.B, e *cpuEnv) {
 		}
 		if p, err := e.gate.State(ctx, s); err != nil || p.Budget == nil {
 			b.Fatalf("%v has no budget after its response advertised one: %v %v", s, p, err)
+		}
+	}
+}
+
+// learnLimits teaches every scope a limit: a gate of its own (the default
+// configuration) admits learnedAdmissions tasks of the scope, then one
+// whose handler returns a refusal hinted a second; once the pauses are
+// over, every scope must have learned a limit.
+func learnLimits(b *testing.B, e *cpuEnv) {
+	ctx := context.Background()
+	cfg := cpuConfig(e.cfg.Prefix)
+	cfg.Tuning = quotagate.Tuning{}
+	teacher := quotagate.New(e.rdb, cfg)
+	defer teacher.Close()
+	refuse := false
+	mw := teacher.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		if refuse {
+			return &quotagate.Refusal{Hint: time.Second}
+		}
+		return nil
+	}))
+	for i, t := range e.tasks {
+		for range learnedAdmissions {
+			if err := mw.ProcessTask(ctx, t); err != nil {
+				b.Fatalf("teaching %v: %v", e.scopes[i], err)
+			}
+		}
+		refuse = true
+		var r *quotagate.Refusal
+		if err := mw.ProcessTask(ctx, t); !errors.As(err, &r) {
+			b.Fatalf("teaching %v: the refusal was not returned: %v", e.scopes[i], err)
+		}
+		refuse = false
+	}
+	for _, s := range e.scopes {
+		awaitLearned(b, e.gate, s)
+	}
+}
+
+// awaitLearned waits until s is open again, and fails unless it learned a
+// limit.
+func awaitLearned(b *testing.B, g *quotagate.Gate, s quotagate.Scope) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := g.State(context.Background(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Learned.IsZero() {
+			b.Fatalf("%v learned no limit from its refusal: %v", s, p)
+		}
+		if p.Until.IsZero() {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%v still waits after its refusal's pause: %v", s, p)
 		}
 	}
 }
