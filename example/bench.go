@@ -237,13 +237,29 @@ var modeHeads = map[string]string{
 // printBench writes the issues' table: per scenario and mode, requests per
 // accepted poll, then wall time, as min–max over the runs.
 func printBench(w io.Writer, o options, run []mode, results []benchResult) {
+	for _, line := range benchPreamble(o) {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+	benchTable(w, run, results)
+}
+
+// benchPreamble is what the table's figures are of: the workload, the
+// settings and what the cells and the ideal mean, a line each.
+func benchPreamble(o options) []string {
 	polls := workload(o.polls, o.free, o.seed)
 	nc := countAt(polls, constrained)
-	fmt.Fprintf(w, "%d polls (%d %s, %d %s without quota), %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d, %d run(s) each\n",
-		len(polls), nc, constrained, len(polls)-nc, free, o.workers, o.latency, o.delayedCheck, o.seed, o.runs)
-	fmt.Fprintln(w, "cells: requests per accepted poll, wall time (min–max over runs); wall time runs from the start of the quota's first window, on a whole second, to the last poll done")
-	fmt.Fprintf(w, "ideal: when the quota answers the last of its %d polls if every request is sent at the earliest instant it accepts one (sim.Quota.IdealLatency)\n\n", nc)
+	return []string{
+		fmt.Sprintf("%d polls (%d %s, %d %s without quota), %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d, %d run(s) each",
+			len(polls), nc, constrained, len(polls)-nc, free, o.workers, o.latency, o.delayedCheck, o.seed, o.runs),
+		"cells: requests per accepted poll, wall time (min–max over runs); wall time runs from the start of the quota's first window, on a whole second, to the last poll done",
+		fmt.Sprintf("ideal: when the quota answers the last of its %d polls if every request is sent at the earliest instant it accepts one (sim.Quota.IdealLatency)", nc),
+	}
+}
 
+// benchTable writes the table itself, in Markdown: a row per scenario, a
+// column per mode and the quota's ideal.
+func benchTable(w io.Writer, run []mode, results []benchResult) {
 	fmt.Fprint(w, "| cell | provider |")
 	for _, m := range run {
 		fmt.Fprintf(w, " %s |", modeHeads[m.Name])
