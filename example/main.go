@@ -14,6 +14,7 @@
 //	go run ./example -bench -matrix -cells fixed/github,bucket/discord -runs 2
 //	go run ./example -priority -json  a sweep and a person's polls, with and without classes
 //	go run ./example -bench -timeline docs/timeline.svg  one cell's requests over time, as an SVG
+//	go run ./example -bench -matrix -runs 2 -out measurements.md  the table also as Markdown
 //
 // -bench -matrix runs every provider shape × dialect cell of bench.go's
 // matrix (internal/sim's models and dialects) in the modes local, pause,
@@ -26,6 +27,8 @@
 // in every mode, 200 polls all at the constrained carrier, 20 workers,
 // asynq's DelayedTaskCheckInterval 1 s; it prints requests per accepted poll
 // and wall time per mode beside the quota's ideal, as min–max over -runs.
+// -out FILE also writes that report as Markdown (measurements.go): the
+// command that produced it, the date, the runs and the table.
 //
 // -bench -timeline FILE runs one cell of the matrix (-cells, default
 // fixed/retry-after) once in the modes local and gate and draws, in one
@@ -109,6 +112,8 @@ type options struct {
 	priority  bool          // -priority (priority.go)
 	every     time.Duration // -every: the person's polls, -priority
 	timeline  string        // -timeline: the SVG file to draw
+	out       string        // -out: the Markdown file of the report
+	args      []string      // the command's arguments, for -out
 }
 
 // The defaults that differ between the demo and -bench: the demo keeps
@@ -132,7 +137,7 @@ const (
 )
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+	o := options{args: args}
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.model, "model", "fixed", "the carrier's quota model: fixed (N requests per window), bucket (token bucket), sliding (N in any window), or any internal/sim shape: "+shapeNames())
@@ -162,6 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.priority, "priority", false, "run the priority scenario (priority.go): a sweep of -polls background polls and a person's poll every -every, without and with classes; modes gate and gate+limit (default gate+limit)")
 	fs.DurationVar(&o.every, "every", 2*time.Second, "-priority: how often the person triggers a poll")
 	fs.StringVar(&o.timeline, "timeline", "", "run one cell of the matrix (-cells, default "+timelineCell+") once in the modes local and gate, each on a fresh Redis prefix, and draw what its carrier received in this SVG file (implies -bench)")
+	fs.StringVar(&o.out, "out", "", "-bench, -matrix, -timeline: also write the report to this Markdown file (# Measurements: the command, the date, the runs and the table)")
 	fs.StringVar(&o.serve, "serve-carrier", "", "serve only the constrained carrier (-model, -rate, -burst, -window, -headers, -latency) on this address, for another queue to be measured against; see serve.go")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -223,9 +229,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// benchFlags reports a quota flag given with -bench: the scenarios set
-// the quota, so it would be ignored.
+// benchFlags reports -out without -bench, and a quota flag given with
+// -bench: the scenarios set the quota, so it would be ignored.
 func benchFlags(fs *flag.FlagSet, o options) error {
+	if !o.bench && o.out != "" {
+		return errors.New("-out goes with -bench, -matrix or -timeline")
+	}
 	if !o.bench {
 		return nil
 	}
@@ -398,14 +407,19 @@ func benchList(o options) ([]scenario, error) {
 }
 
 // runBenchCommand runs -bench: its table, or with -timeline one cell's
-// timeline too.
+// timeline too; with -out it also writes the report as Markdown.
 func runBenchCommand(ctx context.Context, e env, o options, list []scenario, run []mode, stdout, stderr io.Writer, prog *progress) error {
+	var results []benchResult
+	var err error
 	if o.timeline != "" {
-		_, err := runTimeline(ctx, e, o, list[0], run, stdout, stderr, prog)
+		results, err = runTimeline(ctx, e, o, list[0], run, stdout, stderr, prog)
+	} else {
+		results, err = runBench(ctx, e, o, list, run, stdout, prog)
+	}
+	if err != nil || o.out == "" {
 		return err
 	}
-	_, err := runBench(ctx, e, o, list, run, stdout, prog)
-	return err
+	return writeMeasurementsFile(o, run, results, time.Now(), stderr)
 }
 
 // openEnv connects to the Redis of the run: the one of -redis, with names

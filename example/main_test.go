@@ -123,6 +123,7 @@ func TestFlags(t *testing.T) {
 		{"-timeline", "t.svg", "-runs", "2"}, {"-timeline", "t.svg", "-modes", "gate"}, {"-timeline", "t.svg", "-matrix"},
 		{"-timeline", "t.svg", "-cells", "fixed/prose,bucket/prose"}, {"-timeline", "t.svg", "-cells", "all"},
 		{"-timeline", "t.svg", "-cells", "fixed/klingon"}, {"-timeline", "t.svg", "-model", "bucket"},
+		{"-out", "m.md"}, {"-priority", "-out", "m.md"},
 	} {
 		if err := realMain(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
