@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,6 +247,48 @@ func TestCapacity(t *testing.T) {
 		got := capacity(c.q, c.n, ms(25))
 		if !slices.Equal(got, c.want) {
 			t.Errorf("capacity(%v, %d) = %v, want %v", c.q, c.n, got, c.want)
+		}
+	}
+}
+
+// TestTimeline runs -timeline's loop on a tiny cell and reads its SVG:
+// a panel per mode with a mark per request the carrier counted. Counts
+// only.
+func TestTimeline(t *testing.T) {
+	e := miniEnv(t, "timeline")
+	path := t.TempDir() + "/t.svg"
+	o, err := parseFlags([]string{"-timeline", path, "-polls", "24", "-workers", "8", "-delayed-check", "100ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := selectModes(o.modes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scenario{Name: "tiny", Quota: sim.Quota{Shape: sim.FixedClock, Rate: 10, Window: time.Second}, Dialect: "retry-after"}
+	results, err := runTimeline(context.Background(), e, o, sc, run, io.Discard, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, panels := parseTimeline(t, svg)
+	for _, md := range run {
+		p, runs := panels["panel-"+md.Name], results[0].byMode[md.Name]
+		if p == nil || len(runs) != 1 {
+			t.Fatalf("%s: panel %v, %d runs; want a panel and one run", md.Name, p, len(runs))
+		}
+		f := runs[0]
+		if p.circles["ok"] != f.Accepted || p.circles["refused"] != f.Refused {
+			t.Errorf("%s: %d accepted and %d refused marks, the carrier counted %d and %d", md.Name, p.circles["ok"], p.circles["refused"], f.Accepted, f.Refused)
+		}
+		if md.Name == "local" && len(p.bands) != 0 {
+			t.Errorf("local: bands %v, want none (nothing is shared)", p.bands)
+		}
+		if md.Name == "gate" && f.Refused > 0 && len(p.bands["pause"]) == 0 {
+			t.Errorf("gate: %d refusals and no pause band", f.Refused)
 		}
 	}
 }
