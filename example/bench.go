@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,12 +156,15 @@ func runBench(ctx context.Context, e env, o options, list []scenario, run []mode
 			results[i].ideal = s.quota.IdealLatency(countAt(polls, constrained), s.latency)
 			for _, m := range run {
 				prog.setPrefix(fmt.Sprintf("%s #%d ", sc.Name, n))
-				f, err := runMode(ctx, e, fmt.Sprintf("%s.%d.%s", sc.Name, n, m.Name), m, s, polls, prog)
+				f, rec, err := recordMode(ctx, e, fmt.Sprintf("%s.%d.%s", sc.Name, n, m.Name), m, s, polls, prog)
 				switch {
 				case errors.Is(err, errTimedOut):
 					// Counted as incomplete in the table; the next runs go on.
 				case err != nil:
 					return nil, fmt.Errorf("scenario %s, run %d: %w", sc.Name, n, err)
+				}
+				if e.onRecord != nil {
+					e.onRecord(sc.Name, n, rec)
 				}
 				f.Scenario, f.Run = sc.Name, n
 				results[i].byMode[m.Name] = append(results[i].byMode[m.Name], f)
@@ -175,6 +179,39 @@ func runBench(ctx context.Context, e env, o options, list []scenario, run []mode
 	if !o.jsonOut {
 		printBench(stdout, o, run, results)
 	}
+	return results, nil
+}
+
+// timelineCell is -timeline's cell unless -cells names another: a fixed
+// window on the clock whose refusals say Retry-After in seconds, the
+// plainest provider that a shared pause serves.
+const timelineCell = "fixed/retry-after"
+
+// runTimeline is -timeline: it runs the cell sc once in each mode of run
+// (local and gate), each on fresh state, prints its table as -bench does,
+// and draws what the constrained carrier received in each in the SVG file
+// o.timeline.
+func runTimeline(ctx context.Context, e env, o options, sc scenario, run []mode, stdout, stderr io.Writer, prog *progress) ([]benchResult, error) {
+	var recs []recording
+	e.onRecord = func(_ string, _ int, rec recording) { recs = append(recs, rec) }
+	results, err := runBench(ctx, e, o, []scenario{sc}, run, stdout, prog)
+	if err != nil {
+		return nil, err
+	}
+	polls := workload(o.polls, o.free, o.seed)
+	tl := timeline{
+		Title: sc.Name + ": " + sc.title(),
+		Note: fmt.Sprintf("%d polls, %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d; one run per mode, each on a fresh Redis prefix",
+			countAt(polls, constrained), o.workers, o.latency, o.delayedCheck, o.seed),
+		Quota:   sc.Quota,
+		Latency: o.latency,
+		Polls:   countAt(polls, constrained),
+		Panels:  recs,
+	}
+	if err := os.WriteFile(o.timeline, renderTimeline(tl), 0o644); err != nil {
+		return nil, fmt.Errorf("-timeline: %w", err)
+	}
+	fmt.Fprintf(stderr, "timeline written to %s\n", o.timeline)
 	return results, nil
 }
 
@@ -200,13 +237,29 @@ var modeHeads = map[string]string{
 // printBench writes the issues' table: per scenario and mode, requests per
 // accepted poll, then wall time, as min–max over the runs.
 func printBench(w io.Writer, o options, run []mode, results []benchResult) {
+	for _, line := range benchPreamble(o) {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+	benchTable(w, run, results)
+}
+
+// benchPreamble is what the table's figures are of: the workload, the
+// settings and what the cells and the ideal mean, a line each.
+func benchPreamble(o options) []string {
 	polls := workload(o.polls, o.free, o.seed)
 	nc := countAt(polls, constrained)
-	fmt.Fprintf(w, "%d polls (%d %s, %d %s without quota), %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d, %d run(s) each\n",
-		len(polls), nc, constrained, len(polls)-nc, free, o.workers, o.latency, o.delayedCheck, o.seed, o.runs)
-	fmt.Fprintln(w, "cells: requests per accepted poll, wall time (min–max over runs); wall time runs from the start of the quota's first window, on a whole second, to the last poll done")
-	fmt.Fprintf(w, "ideal: when the quota answers the last of its %d polls if every request is sent at the earliest instant it accepts one (sim.Quota.IdealLatency)\n\n", nc)
+	return []string{
+		fmt.Sprintf("%d polls (%d %s, %d %s without quota), %d workers, carrier latency %v, asynq DelayedTaskCheckInterval %v, seed %d, %d run(s) each",
+			len(polls), nc, constrained, len(polls)-nc, free, o.workers, o.latency, o.delayedCheck, o.seed, o.runs),
+		"cells: requests per accepted poll, wall time (min–max over runs); wall time runs from the start of the quota's first window, on a whole second, to the last poll done",
+		fmt.Sprintf("ideal: when the quota answers the last of its %d polls if every request is sent at the earliest instant it accepts one (sim.Quota.IdealLatency)", nc),
+	}
+}
 
+// benchTable writes the table itself, in Markdown: a row per scenario, a
+// column per mode and the quota's ideal.
+func benchTable(w io.Writer, run []mode, results []benchResult) {
 	fmt.Fprint(w, "| cell | provider |")
 	for _, m := range run {
 		fmt.Fprintf(w, " %s |", modeHeads[m.Name])

@@ -13,6 +13,8 @@
 //	go run ./example -model gcra -rate 8 -burst 10 -dialect until-full
 //	go run ./example -bench -matrix -cells fixed/github,bucket/discord -runs 2
 //	go run ./example -priority -json  a sweep and a person's polls, with and without classes
+//	go run ./example -bench -timeline docs/timeline.svg  one cell's requests over time, as an SVG
+//	go run ./example -bench -matrix -runs 2 -out measurements.md  the table also as Markdown
 //
 // -bench -matrix runs every provider shape × dialect cell of bench.go's
 // matrix (internal/sim's models and dialects) in the modes local, pause,
@@ -25,6 +27,13 @@
 // in every mode, 200 polls all at the constrained carrier, 20 workers,
 // asynq's DelayedTaskCheckInterval 1 s; it prints requests per accepted poll
 // and wall time per mode beside the quota's ideal, as min–max over -runs.
+// -out FILE also writes that report as Markdown (measurements.go): the
+// command that produced it, the date, the runs and the table.
+//
+// -bench -timeline FILE runs one cell of the matrix (-cells, default
+// fixed/retry-after) once in the modes local and gate and draws, in one
+// SVG (timeline.go), every request its carrier received over time, the
+// refusals, what the gate held the scope for and the quota's line.
 //
 // The modes, run one after another on the same seed and quota, each on fresh
 // state (fresh carrier counters, its own asynq queue and gate key prefix):
@@ -102,6 +111,9 @@ type options struct {
 	headers   bool          // -headers
 	priority  bool          // -priority (priority.go)
 	every     time.Duration // -every: the person's polls, -priority
+	timeline  string        // -timeline: the SVG file to draw
+	out       string        // -out: the Markdown file of the report
+	args      []string      // the command's arguments, for -out
 }
 
 // The defaults that differ between the demo and -bench: the demo keeps
@@ -125,7 +137,7 @@ const (
 )
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+	o := options{args: args}
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.model, "model", "fixed", "the carrier's quota model: fixed (N requests per window), bucket (token bucket), sliding (N in any window), or any internal/sim shape: "+shapeNames())
@@ -154,12 +166,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cells, "cells", "all", "-matrix: cells to run, comma-separated (shape/dialect, e.g. fixed/github,bucket/discord), or all")
 	fs.BoolVar(&o.priority, "priority", false, "run the priority scenario (priority.go): a sweep of -polls background polls and a person's poll every -every, without and with classes; modes gate and gate+limit (default gate+limit)")
 	fs.DurationVar(&o.every, "every", 2*time.Second, "-priority: how often the person triggers a poll")
+	fs.StringVar(&o.timeline, "timeline", "", "run one cell of the matrix (-cells, default "+timelineCell+") once in the modes local and gate, each on a fresh Redis prefix, and draw what its carrier received in this SVG file (implies -bench)")
+	fs.StringVar(&o.out, "out", "", "-bench, -matrix, -timeline: also write the report to this Markdown file (# Measurements: the command, the date, the runs and the table)")
 	fs.StringVar(&o.serve, "serve-carrier", "", "serve only the constrained carrier (-model, -rate, -burst, -window, -headers, -latency) on this address, for another queue to be measured against; see serve.go")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := timelineFlags(fs, &o); err != nil {
+		return o, err
 	}
 	o.bench = o.bench || o.matrix
 	if o.bench && o.serve != "" {
@@ -171,22 +188,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.priority && o.every <= 0 {
 		return o, fmt.Errorf("-every %v: want a positive interval", o.every)
 	}
-	if o.bench {
-		// The scenarios set the quota: a quota flag would be ignored.
-		var conflict error
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "model", "rate", "burst", "window", "headers", "dialect", "ui":
-				conflict = fmt.Errorf("-%s does not go with -bench (the scenarios set the quota; see -scenarios)", f.Name)
-			}
-		})
-		if conflict != nil {
-			return o, conflict
-		}
+	if err := benchFlags(fs, o); err != nil {
+		return o, err
 	}
 	o.free = pick(o.free, -1, demoFree, benchFree, o.bench)
 	o.delayedCheck = pick(o.delayedCheck, 0, demoDelayedCheck, benchDelayedCheck, o.bench)
-	o.timeout = pick(o.timeout, 0, demoTimeout, matrixTimeout, o.matrix)
+	o.timeout = pick(o.timeout, 0, demoTimeout, matrixTimeout, o.matrixCells())
 	if o.modes == "" {
 		o.modes = pick("", "", "local,gate,gate+limit", "local,pause,gate,gate+limit", o.bench)
 		if o.priority {
@@ -220,6 +227,59 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-runs %d: want at least 1", o.runs)
 	}
 	return o, nil
+}
+
+// benchFlags reports -out without -bench, and a quota flag given with
+// -bench: the scenarios set the quota, so it would be ignored.
+func benchFlags(fs *flag.FlagSet, o options) error {
+	if !o.bench && o.out != "" {
+		return errors.New("-out goes with -bench, -matrix or -timeline")
+	}
+	if !o.bench {
+		return nil
+	}
+	var conflict error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "model", "rate", "burst", "window", "headers", "dialect", "ui":
+			conflict = fmt.Errorf("-%s does not go with -bench (the scenarios set the quota; see -scenarios)", f.Name)
+		}
+	})
+	return conflict
+}
+
+// matrixCells reports that -bench runs cells of the matrix (-matrix,
+// -timeline).
+func (o options) matrixCells() bool { return o.matrix || o.timeline != "" }
+
+// timelineFlags checks -timeline's flags and sets its cell and modes (one
+// cell of the matrix, once, in the modes local and gate); -timeline
+// implies -bench.
+func timelineFlags(fs *flag.FlagSet, o *options) error {
+	if o.timeline == "" {
+		return nil
+	}
+	o.bench = true
+	var conflict error
+	cells := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "matrix", "scenarios", "runs", "modes":
+			conflict = fmt.Errorf("-%s does not go with -timeline (one cell of the matrix, once, in the modes local and gate)", f.Name)
+		case "cells":
+			cells = true
+		}
+	})
+	switch {
+	case conflict != nil:
+		return conflict
+	case !cells:
+		o.cells = timelineCell
+	case o.cells == "all" || strings.Contains(o.cells, ","):
+		return fmt.Errorf("-timeline -cells %q: want one cell", o.cells)
+	}
+	o.modes = "local,gate"
+	return nil
 }
 
 // pick returns v unless it is unset, else the default of the demo or of
@@ -276,15 +336,9 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var list []scenario
-	if o.bench {
-		all, names := scenarios, o.scenarios
-		if o.matrix {
-			all, names = matrix, o.cells
-		}
-		if list, err = selectScenarios(names, all); err != nil {
-			return err
-		}
+	list, err := benchList(o)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -312,8 +366,7 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.bench {
-		_, err := runBench(ctx, e, o, list, run, stdout, prog)
-		return err
+		return runBenchCommand(ctx, e, o, list, run, stdout, stderr, prog)
 	}
 	polls := workload(o.polls, o.free, o.seed)
 	var all []figures
@@ -338,6 +391,35 @@ func realMain(args []string, stdout, stderr io.Writer) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// benchList is the scenarios -bench runs: of -scenarios, or with -matrix
+// and -timeline the cells of the matrix; none without -bench.
+func benchList(o options) ([]scenario, error) {
+	if !o.bench {
+		return nil, nil
+	}
+	all, names := scenarios, o.scenarios
+	if o.matrixCells() {
+		all, names = matrix, o.cells
+	}
+	return selectScenarios(names, all)
+}
+
+// runBenchCommand runs -bench: its table, or with -timeline one cell's
+// timeline too; with -out it also writes the report as Markdown.
+func runBenchCommand(ctx context.Context, e env, o options, list []scenario, run []mode, stdout, stderr io.Writer, prog *progress) error {
+	var results []benchResult
+	var err error
+	if o.timeline != "" {
+		results, err = runTimeline(ctx, e, o, list[0], run, stdout, stderr, prog)
+	} else {
+		results, err = runBench(ctx, e, o, list, run, stdout, prog)
+	}
+	if err != nil || o.out == "" {
+		return err
+	}
+	return writeMeasurementsFile(o, run, results, time.Now(), stderr)
 }
 
 // openEnv connects to the Redis of the run: the one of -redis, with names

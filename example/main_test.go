@@ -120,6 +120,10 @@ func TestFlags(t *testing.T) {
 		{"-bench", "-model", "bucket"}, {"-bench", "-headers"}, {"-bench", "-scenarios", "fixed,leaky"},
 		{"-bench", "-scenarios", ","}, {"-bench", "-serve-carrier", "127.0.0.1:0"},
 		{"-dialect", "klingon"}, {"-bench", "-dialect", "github"}, {"-matrix", "-cells", "fixed/klingon"}, {"-model", "gcra", "-burst", "-1"},
+		{"-timeline", "t.svg", "-runs", "2"}, {"-timeline", "t.svg", "-modes", "gate"}, {"-timeline", "t.svg", "-matrix"},
+		{"-timeline", "t.svg", "-cells", "fixed/prose,bucket/prose"}, {"-timeline", "t.svg", "-cells", "all"},
+		{"-timeline", "t.svg", "-cells", "fixed/klingon"}, {"-timeline", "t.svg", "-model", "bucket"},
+		{"-out", "m.md"}, {"-priority", "-out", "m.md"},
 	} {
 		if err := realMain(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -146,6 +150,30 @@ func TestFlagDefaults(t *testing.T) {
 		}
 		if o.free != c.free || o.delayedCheck != c.check {
 			t.Errorf("%v: -free %d, -delayed-check %v; want %d, %v", c.args, o.free, o.delayedCheck, c.free, c.check)
+		}
+	}
+}
+
+// TestTimelineFlags: -timeline is -bench on one cell of the matrix, once,
+// in the modes local and gate.
+func TestTimelineFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		cell string
+	}{
+		{[]string{"-timeline", "t.svg"}, timelineCell},
+		{[]string{"-bench", "-timeline", "t.svg", "-cells", "bucket/discord"}, "bucket/discord"},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		list, err := benchList(o)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if !o.bench || o.modes != "local,gate" || o.runs != 1 || len(list) != 1 || list[0].Name != c.cell {
+			t.Errorf("%v: bench %v, modes %q, runs %d, cells %v; want -bench, local,gate, 1 run, %s", c.args, o.bench, o.modes, o.runs, namesOf(list), c.cell)
 		}
 	}
 }

@@ -69,10 +69,19 @@ type run struct {
 
 	mu     sync.Mutex
 	pauses []pauseRecord
+	holds  []holdRecord // sampled for the timeline (sampleHolds)
 }
 
 // pauseRecord is a pause the gate had recorded by at, in force until until.
 type pauseRecord struct{ at, until time.Time }
+
+// holdRecord is the gate's state of the constrained carrier's scope seen
+// at at: it held the scope until until, for a refusal's pause (paused) or
+// another reason (a learned limit, a spent budget, a probe, a slow start).
+type holdRecord struct {
+	at, until time.Time
+	paused    bool
+}
 
 // report is the handler's Report: one poll completed.
 func (r *run) report(_ context.Context, p tracking.Poll, _ tracking.Result) error {
@@ -228,6 +237,56 @@ func (r *run) figures(start time.Time, acme, swift *carrier) figures {
 		f.Waste = float64(f.Requests) / float64(f.Accepted)
 	}
 	return f
+}
+
+// sampleHolds reads the gate's state of scope s every interval, until
+// stop is called, and keeps each hold it sees (r.holds): the timeline's
+// bands, beyond the pauses noted at the refusals. State is a dry admission:
+// it spends nothing, and costs the run a Redis call per interval.
+func (r *run) sampleHolds(s quotagate.Scope, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p, err := r.gate.State(ctx, s)
+			if now := time.Now(); err == nil && p.Until.After(now) {
+				r.mu.Lock()
+				r.holds = append(r.holds, holdRecord{at: now, until: p.Until, paused: p.Reason == quotagate.ReasonPaused})
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// recording returns the run's recording for the timeline: the constrained
+// carrier's arrivals and the gate's holds (the pauses noted at refusals
+// and the holds sampled), as offsets from start, with the figures' totals.
+func (r *run) recording(start time.Time, acme *carrier, f figures) recording {
+	rec := recording{Mode: r.mode.Name, Wall: f.Wall, Waste: f.Waste}
+	for _, a := range acme.arrivals() {
+		rec.Requests = append(rec.Requests, mark{At: a.At.Sub(start), OK: a.OK})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pauses {
+		rec.Holds = append(rec.Holds, hold{From: p.at.Sub(start), To: p.until.Sub(start), Paused: true})
+	}
+	for _, h := range r.holds {
+		rec.Holds = append(rec.Holds, hold{From: h.at.Sub(start), To: h.until.Sub(start), Paused: h.paused})
+	}
+	return rec
 }
 
 // seconds is d in seconds with millisecond precision, for JSON.

@@ -92,6 +92,9 @@ type env struct {
 	keep   bool                                      // keep each mode's queue afterwards (for -ui)
 	remove bool                                      // delete each mode's queue afterwards (real Redis)
 	onGate func(mode, *quotagate.Gate)               // -ui: show each mode's gate (ui.go); nil: nothing
+	// onRecord receives each run's recording (-timeline), for which the
+	// gated modes also sample their gate's holds; nil: nothing.
+	onRecord func(scenario string, n int, rec recording)
 }
 
 // settings are the flags a run depends on.
@@ -114,6 +117,13 @@ type settings struct {
 // runMode runs the workload in mode m on fresh state, under names made from
 // label (unique per run of a mode), and returns its figures.
 func runMode(ctx context.Context, e env, label string, m mode, s settings, polls []poll, prog *progress) (figures, error) {
+	f, _, err := recordMode(ctx, e, label, m, s, polls, prog)
+	return f, err
+}
+
+// recordMode is runMode, and also returns the run's recording: what the
+// constrained carrier received and the pauses in force.
+func recordMode(ctx context.Context, e env, label string, m mode, s settings, polls []poll, prog *progress) (figures, recording, error) {
 	queue, prefix := e.names(label)
 	r := &run{mode: m, s: s, total: len(polls)}
 
@@ -126,7 +136,7 @@ func runMode(ctx context.Context, e env, label string, m mode, s settings, polls
 	}
 	for _, p := range polls {
 		if _, err := tracking.Enqueue(ctx, client, carriers[p.Carrier], p.Number, asynq.Queue(queue)); err != nil {
-			return figures{}, err
+			return figures{}, recording{}, err
 		}
 	}
 
@@ -146,12 +156,18 @@ func runMode(ctx context.Context, e env, label string, m mode, s settings, polls
 	}, transport)
 	defer closeGate()
 	if err := sleepUntil(ctx, start); err != nil {
-		return figures{}, err
+		return figures{}, recording{}, err
 	}
 	if err := srv.Start(mux); err != nil {
-		return figures{}, fmt.Errorf("start asynq server: %w", err)
+		return figures{}, recording{}, fmt.Errorf("start asynq server: %w", err)
+	}
+	stopSampling := func() {}
+	if r.gate != nil && e.onRecord != nil {
+		// Only for a timeline: what the gate holds, every 50 ms.
+		stopSampling = r.sampleHolds(carriers[constrained].Scope(), 50*time.Millisecond)
 	}
 	err := r.wait(ctx, start, acme, swift, prog)
+	stopSampling()
 	srv.Shutdown()
 	if e.remove && !e.keep {
 		removeQueue(e, queue)
@@ -160,7 +176,7 @@ func runMode(ctx context.Context, e env, label string, m mode, s settings, polls
 
 	f := r.figures(start, acme, swift)
 	prog.finish(f)
-	return f, err
+	return f, r.recording(start, acme, f), err
 }
 
 // sleepUntil waits until t or until ctx ends.
