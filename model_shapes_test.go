@@ -138,8 +138,12 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 					opened = fl.opens
 				}
 				if o.Remaining >= 0 {
+					counter := m.ReadsCounter()
 					o.Seq, o.Opened, o.RTT = fl.seq, opened, e.at-fl.at
 					m.Observe(p, e.at, o)
+					if !counter && m.ReadsCounter() {
+						trace("%.3f counter: %v", float64(e.at-t0)/1e6, m)
+					}
 					trace("%.3f observed remaining %d (seq %d) reset %d µs: %v", float64(e.at-t0)/1e6, o.Remaining, fl.seq, o.Reset, m)
 				} else if opened > 0 || m.Probing() {
 					m.Observe(p, e.at, model.Observation{Remaining: -1, Seq: fl.seq, Opened: opened})

@@ -751,3 +751,7 @@ func (s State) String() string {
 		s.pause.untilMs, s.learn.limit, s.learn.window, s.learn.best, s.learn.alignAt, s.learn.probeAt,
 		s.budget.remaining, s.budget.limit, s.budget.reset, s.budget.window, s.budget.per, s.fall.level, s.fall.probeAt)
 }
+
+// ReadsCounter reports whether the budget is read as a sliding window
+// counter's (budgetState.counts).
+func (s *State) ReadsCounter() bool { return s.budget.window > 0 }
