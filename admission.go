@@ -63,79 +63,135 @@ type verdict struct {
 // uniform random value in [0, 1) for the reopening jitter.
 //
 // Rules, in order:
-//   - admitted: run after a.wait.
-//   - a last attempt without reserve: hold for the wait, whatever it is.
-//   - paused, ending within maxHold + one asynq tick: hold, if one of the
+//  1. admitted: run after a.wait.
+//  2. a last attempt without reserve: hold for the wait, whatever it is.
+//  3. paused, ending within maxHold + one asynq tick: hold, if one of the
 //     scope's places is free, so the scope reopens at the deadline's
 //     millisecond. Places: as many as the reopening can use (the budget the
 //     scope learned), at most maxHolders. Without a place the task is paced:
 //     deferred to the deadline plus a jitter within a tenth of the wait (at
 //     most jitter), or, with a limit, to its slot in the reopening line.
-//   - paused for longer, without a GCRA limit (fixed windows open at once):
-//     deferred to wake maxHold + one tick before the deadline. asynq rounds the retry time up to a whole second
-//     and forwards it within its DelayedTaskCheckInterval, so the task is
-//     back, and holding, before the deadline whenever that interval is at
-//     most maxHold (500 ms is the README's advice; asynq's default is 5 s).
-//   - limited by the learned limit, its next window within maxHold + one
+//  4. paused for longer, without a GCRA limit (fixed windows open at once):
+//     deferred to wake maxHold + one tick before the deadline. asynq rounds
+//     the retry time up to a whole second and forwards it within its
+//     DelayedTaskCheckInterval, so the task is back, and holding, before
+//     the deadline whenever that interval is at most maxHold (500 ms is the
+//     README's advice; asynq's default is 5 s).
+//  5. limited by the learned limit, its next window within maxHold + one
 //     asynq tick: as a short pause (it reserves no slot ahead: the holders
 //     ask again as the window opens). So is an Interactive task limited
 //     by any limit, and any task whose slot is not reserved (unreserved:
 //     background work behind a bucket while a reserve is in force), its
 //     slot within maxHold + one tick.
-//   - limited by a concurrency limit with every slot taken (reason
+//  6. limited by a concurrency limit with every slot taken (reason
 //     in flight; the instant is never reserved): as a short pause, in as
 //     many places as there are workers. Waiting for a slot in flight is
 //     not a reopening's herd: each release wakes one waiting worker (see
 //     slotWakers), and the Middleware's loop bounds the whole wait by
 //     maxHold before it defers.
-//   - otherwise, with a GCRA limit: deferred to the task's slot in the reopening
+//  7. otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
 //     early and never before the deadline, to wait the rest in-process:
 //     asynq's whole-second wake-ups then leave no gap in the pace. (Waking
-//     before the deadline would ask again and take a second slot.)
+//     before the deadline would ask again and take a second slot.) A
+//     limited instant beyond a hold wakes so too; with holding disabled
+//     (maxHold 0), a pause without a GCRA limit is deferred to its
+//     deadline plus the jitter.
 func decide(a admission, p policy, u float64) verdict {
+	// 1. Admitted.
 	if a.code == model.Admitted {
 		return verdict{act: run, wait: a.wait}
 	}
-	reopenHold := time.Duration(0)
-	if p.maxHold > 0 {
-		reopenHold = p.maxHold + asynqTick
-	}
-	wait := a.wait
-	if a.code == model.Paused && !a.spread {
-		wait += jitter(min(p.jitter, wait/10), u)
-	}
+	wait := a.wait + reopenJitter(a, p, u)
+	// 2. A last attempt without reserve.
 	if p.mustHold {
 		return verdict{act: hold, wait: wait}
 	}
-	// holdSoon: limited, and the instant is not a reserved slot (fixed
-	// windows, the learned limit, a bucket while a reserve is in force) or
-	// the task is interactive: hold and ask again if it is near.
-	holdSoon := a.code == model.Limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
-	if a.limited && (a.spread || a.code == model.Limited) && !holdSoon {
-		wait = max(wait-p.maxHold, a.until.Sub(a.now))
+	reopenHold := p.reopenHold()
+	// 3. A short pause: hold in a place, or be paced.
+	if a.code == model.Paused && a.wait <= reopenHold {
+		return holdShort(a, p, slotWake(a, p, wait))
 	}
-	d := Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until, Operator: a.byOperator}
-	if a.code == model.Limited && !holdSoon {
-		return verdict{act: deferTask, wait: wait, deferral: d}
+	// 4. A longer pause without a GCRA limit: wake early, to hold.
+	if a.code == model.Paused && !a.spread && reopenHold > 0 {
+		return deferTo(a, a.wait-reopenHold)
 	}
-	// A short pause, or holdSoon: ask again when the instant comes.
-	if a.wait <= reopenHold {
-		holders := p.maxHolders
-		if a.reopen > 0 {
-			holders = int(min(a.reopen, int64(p.maxHolders)))
-		}
-		if a.reason == model.ReasonInFlight && p.maxHolders > 0 {
-			holders = math.MaxInt32
-		}
-		return verdict{act: holdPause, wait: a.wait, holders: holders, deferral: d}
+	// 5 and 6. A limit's instant near and not reserved (a slot in flight
+	// never is; places gives it every worker): as a short pause.
+	if holdsSoon(a, p, reopenHold) {
+		return holdShort(a, p, wait)
 	}
-	if !a.spread && reopenHold > 0 {
-		early := a.wait - reopenHold
-		d.Delay, d.RetryAt = early, a.now.Add(early)
-		return verdict{act: deferTask, wait: early, deferral: d}
+	// 7. Otherwise: deferred to the slot, or to the deadline.
+	return deferTo(a, slotWake(a, p, wait))
+}
+
+// reopenHold is the longest wait a task holds in-process for: maxHold and
+// one asynq tick, 0 when holding is disabled.
+func (p policy) reopenHold() time.Duration {
+	if p.maxHold <= 0 {
+		return 0
 	}
-	return verdict{act: deferTask, wait: wait, deferral: d}
+	return p.maxHold + asynqTick
+}
+
+// reopenJitter decides how far past a pause's deadline a task wakes: a
+// draw u within a tenth of the wait, at most p.jitter, so that the
+// workers deferred to one deadline do not all ask at its millisecond; 0
+// when the scope is not paused or its line spreads the slots instead.
+func reopenJitter(a admission, p policy, u float64) time.Duration {
+	if a.code != model.Paused || a.spread {
+		return 0
+	}
+	return jitter(min(p.jitter, a.wait/10), u)
+}
+
+// holdsSoon decides whether a limited task asks again in-process at its
+// instant, as after a short pause (rules 5 and 6): the instant is within
+// reopenHold and is not a reserved slot (fixed windows, the learned
+// limit, an unreserved instant), or the task is Interactive.
+func holdsSoon(a admission, p policy, reopenHold time.Duration) bool {
+	return a.code == model.Limited && (!a.spread || a.unreserved || p.interactive) && a.wait <= reopenHold
+}
+
+// slotWake decides when a deferred task wakes: wait, or, when its limit
+// gives it a slot (a GCRA line, or a limited instant), maxHold before it
+// and never before the deadline (waking before the deadline would ask
+// again and take a second slot).
+func slotWake(a admission, p policy, wait time.Duration) time.Duration {
+	if a.limited && (a.spread || a.code == model.Limited) {
+		return max(wait-p.maxHold, a.until.Sub(a.now))
+	}
+	return wait
+}
+
+// places decides how many workers of the scope may hold: as many as the
+// reopening can use (a.reopen), at most maxHolders; every worker for a
+// slot in flight, whose releases wake one waiting worker each.
+func places(a admission, p policy) int {
+	if a.reason == model.ReasonInFlight && p.maxHolders > 0 {
+		return math.MaxInt32
+	}
+	if a.reopen > 0 {
+		return int(min(a.reopen, int64(p.maxHolders)))
+	}
+	return p.maxHolders
+}
+
+// holdShort is the verdict of a short wait: hold a.wait in one of the
+// scope's places, or, without a place, defer to paced.
+func holdShort(a admission, p policy, paced time.Duration) verdict {
+	return verdict{act: holdPause, wait: a.wait, holders: places(a, p), deferral: deferralOf(a, paced)}
+}
+
+// deferTo is the verdict of a task deferred through asynq to wake after
+// wait.
+func deferTo(a admission, wait time.Duration) verdict {
+	return verdict{act: deferTask, wait: wait, deferral: deferralOf(a, wait)}
+}
+
+// deferralOf is the Deferral of the task a holds back, to wake after wait.
+func deferralOf(a admission, wait time.Duration) Deferral {
+	return Deferral{Delay: wait, RetryAt: a.now.Add(wait), Reason: publicReason(a.reason), Deadline: a.until, Operator: a.byOperator}
 }
 
 // jitter returns the point u of the way into window. u ≤ 0 or NaN gives 0

@@ -88,3 +88,54 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsSoon walks the rule by which a limited task holds for its
+// instant instead of deferring (decide's rules 5 and 6), one step per row.
+func TestHoldsSoon(t *testing.T) {
+	const ms = time.Millisecond
+	plain := policy{maxHold: 1500 * ms}
+	interactive := plain
+	interactive.interactive = true
+	for _, tc := range []struct {
+		name string
+		a    admission
+		p    policy
+		want bool
+	}{
+		{"a window within the hold", admission{code: model.Limited, wait: 2500 * ms}, plain, true},
+		{"a window beyond the hold", admission{code: model.Limited, wait: 2501 * ms}, plain, false},
+		{"a reserved slot within the hold: deferred to it", admission{code: model.Limited, spread: true, wait: 800 * ms}, plain, false},
+		{"an unreserved slot within the hold", admission{code: model.Limited, spread: true, unreserved: true, wait: 800 * ms}, plain, true},
+		{"a reserved slot, interactive", admission{code: model.Limited, spread: true, wait: 800 * ms}, interactive, true},
+		{"interactive, beyond the hold", admission{code: model.Limited, spread: true, wait: 3 * time.Second}, interactive, false},
+		{"in flight, holding disabled", admission{code: model.Limited, reason: model.ReasonInFlight, unreserved: true, wait: 20 * ms}, policy{}, false},
+		{"paused: a pause, not a limit", admission{code: model.Paused, wait: 800 * ms}, plain, false},
+	} {
+		if got := holdsSoon(tc.a, tc.p, tc.p.reopenHold()); got != tc.want {
+			t.Errorf("%s: holdsSoon = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPlaces walks how many workers of a scope may hold (decide's rules 3
+// and 6), one step per row.
+func TestPlaces(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		reason     model.Reason
+		reopen     int64
+		maxHolders int
+		want       int
+	}{
+		{"nothing learned: maxHolders", model.ReasonPause, 0, 12, 12},
+		{"as many as the reopening can use", model.ReasonPause, 8, 12, 8},
+		{"at most maxHolders", model.ReasonBudget, 40, 12, 12},
+		{"a slot in flight: every worker", model.ReasonInFlight, 3, 12, math.MaxInt32},
+		{"a slot in flight, holders disabled: none", model.ReasonInFlight, 0, 0, 0},
+	} {
+		a := admission{reason: tc.reason, reopen: tc.reopen}
+		if got := places(a, policy{maxHolders: tc.maxHolders}); got != tc.want {
+			t.Errorf("%s: places = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

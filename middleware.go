@@ -55,7 +55,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			g.inside.Add(1)
 			defer g.inside.Add(-1)
 			if err := g.checkCost(s, t); err != nil {
-				g.cfg.Logger.Error("quotagate: archiving a task that no limit of its scope can ever admit", "type", t.Type(), "provider", s.Provider, "err", err)
+				g.cfg.Logger.Error("quotagate: archiving a task whose cost no limit can ever admit", "type", t.Type(), "provider", s.Provider, "err", err)
 				return exhausted{err}
 			}
 			at := attemptOf(ctx, t)
@@ -192,7 +192,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
 		interactive: c == Interactive}
 	rechecked := false
-	lease := g.leaseID(ls)
+	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), p: p}
 	var inFlight time.Duration // held so far for a slot in flight
 	for {
 		gen := g.open.begin()
@@ -200,98 +200,164 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
-		joined := worker && g.holders.join(k.Pause, g.inside.Load(), g.now(), mustHold)
-		leave := func() {
-			if joined {
-				joined = false
-				g.holders.leave(k.Pause)
+		w := g.joinWaiters(k.Pause, worker, mustHold)
+		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: q.lease,
+			nowOnly: w.nowOnly()})
+		var again bool
+		if err != nil {
+			w.leave() // nothing reserved to wait for: a deferral, or fail open or closed
+			var known bool
+			if a, known, err = g.admitFailed(ctx, q, counts, err); !known {
+				return gr, err
 			}
-		}
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: lease,
-			nowOnly: worker && !joined})
-		switch {
-		case err != nil:
-			leave() // nothing reserved to wait for: a deferral, or fail open or closed
-			g.uncounted.add(k.Pause, counts)
-			if lease != "" {
-				// The script may have taken the lease before the call failed:
-				// give it back (a lease never taken is released as nothing),
-				// without holding up the fail-open or fail-closed answer.
-				go g.release(ctx, s, k, grant{lease: lease, cost: cost})
-			}
-			if ctx.Err() != nil {
-				return gr, ctx.Err()
-			}
-			known, ok := g.knownPause(k, g.now()) // a pause this gate knows does not fail with the store
-			if !ok {
-				return gr, g.storeFailed(s, c, "admit", err)
-			}
-			g.cfg.Logger.Warn("quotagate: store unavailable, deferring a task of a scope this gate knows paused",
-				"scope", s.String(), "until", known.until, "err", err)
-			a = known
-		case !rechecked:
-			recv := g.now()
-			again, known := g.recheck(ctx, k, a, recv)
-			if again {
-				rechecked = true // the lost pause is in force again: ask again
-				leave()
-				continue
-			}
-			if known != nil {
-				a = *known
-			} else {
-				g.noteAnswer(k, a)
-			}
-		default:
-			g.noteAnswer(k, a)
+		} else if a, again = g.answerOf(ctx, k, a, rechecked); again {
+			rechecked = true // the lost pause is in force again: ask again
+			w.leave()
+			continue
 		}
 		v := decide(a, p, g.rand())
 		switch v.act {
 		case run:
-			if a.cacheable {
-				g.open.remember(k.Pause, gen)
-			}
-			g.metrics.admission(s.Provider, c, outcomeAdmitted)
-			g.metrics.wait(s.Provider, c, v.wait)
-			gr = grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: cost}
-			gr.lease = lease
-			err := sleep(ctx, v.wait) // a slot reserved ahead: only with a place (nowOnly otherwise)
-			leave()
-			if err != nil {
-				g.release(ctx, s, k, gr)
-				return grant{}, err
-			}
-			return gr, nil
+			return g.runAdmitted(ctx, q, a, v.wait, gen, w)
 		case holdPause:
-			slot := a.reason == model.ReasonInFlight
-			if slot && inFlight >= p.maxHold || worker && !joined || !g.holders.acquire(k.Pause, c, v.holders) {
-				leave()
-				return gr, g.deferred(s, c, v.deferral)
-			}
-			g.metrics.admission(s.Provider, c, outcomeHeld)
-			g.metrics.wait(s.Provider, c, v.wait)
-			if slot {
-				t0 := g.now()
-				err = g.slots.wait(ctx, k.Pause, v.wait)
-				inFlight += max(g.now().Sub(t0), time.Millisecond)
-			} else {
-				err = sleep(ctx, v.wait)
-			}
-			g.holders.release(k.Pause, c)
-			leave()
+			err = g.holdInPlace(ctx, q, a, v, w, &inFlight)
 		case hold:
 			g.metrics.admission(s.Provider, c, outcomeHeld)
 			g.metrics.wait(s.Provider, c, v.wait)
 			err = sleep(ctx, v.wait) // a last attempt: joined whatever the count
-			leave()
+			w.leave()
 		case deferTask:
-			leave()
+			w.leave()
 			return gr, g.deferred(s, c, v.deferral)
 		}
 		if err != nil {
 			return gr, err
 		}
 	}
+}
+
+// asking is what every round of one admission asks with: the scope, its
+// keys, the class, the cost, the lease id ("" none) and the policy.
+type asking struct {
+	s     Scope
+	k     schema.Keys
+	c     Class
+	cost  int
+	lease string
+	p     policy
+}
+
+// waiting is a worker's place among the waiters of one scope during one
+// round of an admission (holders.join), given back once (leave).
+type waiting struct {
+	h      *holders
+	k      string
+	worker bool // on an asynq worker (inside the Middleware)
+	joined bool // it holds a waiter's place
+}
+
+// joinWaiters takes a waiter's place for a worker of scope k if the rule
+// of holders allows it (force: whatever the count; see holders.join).
+func (g *Gate) joinWaiters(k string, worker, force bool) *waiting {
+	return &waiting{h: &g.holders, k: k, worker: worker, joined: worker && g.holders.join(k, g.inside.Load(), g.now(), force)}
+}
+
+// nowOnly decides whether the admission may reserve no slot ahead: a
+// worker without a waiter's place may not wait for one.
+func (w *waiting) nowOnly() bool { return w.worker && !w.joined }
+
+// leave gives the waiter's place back, if it holds one.
+func (w *waiting) leave() {
+	if w.joined {
+		w.joined = false
+		w.h.leave(w.k)
+	}
+}
+
+// admitFailed decides what an admission the store failed acts on: the
+// pause this gate knows for the scope (known), or else the caller's end or
+// the fail-open or fail-closed answer (err, nil to run unchecked).
+func (g *Gate) admitFailed(ctx context.Context, q asking, counts int64, err error) (a admission, known bool, _ error) {
+	g.uncounted.add(q.k.Pause, counts)
+	if q.lease != "" {
+		// The script may have taken the lease before the call failed:
+		// give it back (a lease never taken is released as nothing),
+		// without holding up the fail-open or fail-closed answer.
+		go g.release(ctx, q.s, q.k, grant{lease: q.lease, cost: q.cost})
+	}
+	if ctx.Err() != nil {
+		return a, false, ctx.Err()
+	}
+	a, ok := g.knownPause(q.k, g.now()) // a pause this gate knows does not fail with the store
+	if !ok {
+		return a, false, g.storeFailed(q.s, q.c, "admit", err)
+	}
+	g.cfg.Logger.Warn("quotagate: store unavailable, deferring a task of a scope this gate knows paused",
+		"scope", q.s.String(), "until", a.until, "err", err)
+	return a, true, nil
+}
+
+// answerOf decides which answer the admission acts on: the store's a
+// (noted), or, until one round rechecked it, the pause this gate knows
+// the store lost (again: it is in force again, ask again; see recheck).
+func (g *Gate) answerOf(ctx context.Context, k schema.Keys, a admission, rechecked bool) (_ admission, again bool) {
+	if rechecked {
+		g.noteAnswer(k, a)
+		return a, false
+	}
+	again, known := g.recheck(ctx, k, a, g.now())
+	if again {
+		return a, true
+	}
+	if known != nil {
+		return *known, false
+	}
+	g.noteAnswer(k, a)
+	return a, false
+}
+
+// runAdmitted grants the admission a that runs after wait (a slot reserved
+// ahead), remembering its scope open when only a pause can stop it; a
+// wait ended by ctx gives its lease back.
+func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time.Duration, gen uint64, w *waiting) (grant, error) {
+	if a.cacheable {
+		g.open.remember(q.k.Pause, gen)
+	}
+	g.metrics.admission(q.s.Provider, q.c, outcomeAdmitted)
+	g.metrics.wait(q.s.Provider, q.c, wait)
+	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, lease: q.lease}
+	err := sleep(ctx, wait) // a slot reserved ahead: only with a place (nowOnly otherwise)
+	w.leave()
+	if err != nil {
+		g.release(ctx, q.s, q.k, gr)
+		return grant{}, err
+	}
+	return gr, nil
+}
+
+// holdInPlace decides whether a worker holds for the short wait v in one
+// of its scope's places, and holds; without a place, or past maxHold in
+// all for a slot in flight (inFlight, which it adds to), it returns the
+// deferral instead.
+func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict, w *waiting, inFlight *time.Duration) error {
+	slot := a.reason == model.ReasonInFlight
+	if slot && *inFlight >= q.p.maxHold || w.nowOnly() || !g.holders.acquire(q.k.Pause, q.c, v.holders) {
+		w.leave()
+		return g.deferred(q.s, q.c, v.deferral)
+	}
+	g.metrics.admission(q.s.Provider, q.c, outcomeHeld)
+	g.metrics.wait(q.s.Provider, q.c, v.wait)
+	var err error
+	if slot {
+		t0 := g.now()
+		err = g.slots.wait(ctx, q.k.Pause, v.wait)
+		*inFlight += max(g.now().Sub(t0), time.Millisecond)
+	} else {
+		err = sleep(ctx, v.wait)
+	}
+	g.holders.release(q.k.Pause, q.c)
+	w.leave()
+	return err
 }
 
 // leaseID returns a new lease id when a concurrency limit is among ls, ""

@@ -108,43 +108,77 @@ func (s *store) run(ctx context.Context, op string, script *redis.Script, names 
 func bounded[T any](ctx context.Context, s *store, op string, call func(context.Context) (T, error)) (v T, err error) {
 	defer s.metrics.roundTrip(ctx, op, time.Now(), &err)
 	var zero T
-	done := noTrack
-	if s.track != nil {
-		done = s.track()
-	}
-	if !s.direct {
-		// Take a place among the running calls first, then look: two
-		// callers can never both take the last place.
-		if n := s.running.Add(1); n > maxRunning && s.failing.Load() {
-			s.running.Add(-1)
-			err := fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n-1)
-			done(err)
-			return zero, err
-		}
+	done := s.tracker()
+	if err := s.startCall(); err != nil {
+		done(err)
+		return zero, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var r result[T]
-	if s.direct {
-		r.v, r.err = call(tctx)
-	} else {
-		r = watchdog(tctx, s, call)
-	}
-	var netErr net.Error
-	if r.err != nil && (errors.Is(tctx.Err(), context.DeadlineExceeded) || errors.As(r.err, &netErr) && netErr.Timeout()) {
+	r := runWithin(tctx, s, call)
+	if r.err != nil && timedOut(tctx, r.err) {
 		r = result[T]{zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)}
 	}
-	if r.err == nil || ctx.Err() == nil { // the caller's own end says nothing about Redis
-		was := s.failing.Swap(r.err != nil)
-		done(r.err)
-		if r.err != nil && s.failed != nil {
-			s.failed(r.err)
-		}
-		if was && r.err == nil && s.recovered != nil {
-			s.recovered()
-		}
-	}
+	s.endCall(ctx, r.err, done)
 	return r.v, r.err
+}
+
+// tracker returns the function that hears how a call ends (see store.track).
+func (s *store) tracker() func(error) {
+	if s.track == nil {
+		return noTrack
+	}
+	return s.track()
+}
+
+// startCall decides whether a call may start: it takes a place among the
+// running calls, refused past maxRunning while the store fails (a direct
+// call takes none).
+func (s *store) startCall() error {
+	if s.direct {
+		return nil
+	}
+	// Take a place among the running calls first, then look: two
+	// callers can never both take the last place.
+	if n := s.running.Add(1); n > maxRunning && s.failing.Load() {
+		s.running.Add(-1)
+		return fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n-1)
+	}
+	return nil
+}
+
+// runWithin runs call on tctx: directly for a client that honours
+// deadlines, else in a watchdog goroutine left behind past the deadline.
+func runWithin[T any](tctx context.Context, s *store, call func(context.Context) (T, error)) result[T] {
+	if s.direct {
+		v, err := call(tctx)
+		return result[T]{v, err}
+	}
+	return watchdog(tctx, s, call)
+}
+
+// timedOut decides whether a failed call ran out of time: its context's
+// deadline passed, or the network timed out.
+func timedOut(tctx context.Context, err error) bool {
+	var netErr net.Error
+	return errors.Is(tctx.Err(), context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// endCall records how a call ended (err) in the store's failing state and
+// hooks, unless the caller's own end cut it, which says nothing about
+// Redis.
+func (s *store) endCall(ctx context.Context, err error, done func(error)) {
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	was := s.failing.Swap(err != nil)
+	done(err)
+	if err != nil && s.failed != nil {
+		s.failed(err)
+	}
+	if was && err == nil && s.recovered != nil {
+		s.recovered()
+	}
 }
 
 type result[T any] struct {

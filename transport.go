@@ -66,31 +66,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	var gr grant
-	var k schema.Keys
-	if sc.task != nil {
-		k = sc.task.keys
-	} else {
-		k = scopeKeys(t.g.cfg.Prefix, sc.scope)
-	}
-	taskGrant := sc.task != nil && sc.task.unspent.CompareAndSwap(true, false)
-	if taskGrant {
-		gr = sc.task.grant
-	} else {
-		err := sc.scope.Validate()
-		if err == nil {
-			c := classFromContext(ctx)
-			if sc.task != nil {
-				c = sc.task.class
-			}
-			gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold, c, sc.task != nil)
+	k := t.keysOf(sc)
+	gr, taskGrant, err := t.admit(ctx, sc, k)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on errors
 		}
-		if err != nil {
-			if req.Body != nil {
-				req.Body.Close() // a RoundTripper closes the body, even on errors
-			}
-			return nil, err
-		}
+		return nil, err
 	}
 	sent := t.g.now() // the round trip (observation.rtt), on the monotonic clock by default
 	resp, err := t.base.RoundTrip(req)
@@ -102,29 +84,74 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	rtt := t.g.now().Sub(sent)
 	refused := isRefusal(resp)
-	opened := int64(0) // the response answers the request that opened a learned window
-	if !refused && gr.opens > 0 && (!taskGrant || sc.task.answered.CompareAndSwap(false, true)) {
-		opened = gr.opens
-	}
+	opened := openedBy(sc, gr, taskGrant, refused)
 	o := responseObservation(resp, t.g.now())
 	o.Seq, o.Opened, o.RTT = gr.seq, opened, rtt.Microseconds()
 	t.g.observe(ctx, sc.scope, k, o, gr.probe || opened > 0)
-	if !refused {
-		return resp, nil
-	}
-	var prefix []byte
-	if resp.Body != nil {
-		prefix, _ = io.ReadAll(io.LimitReader(resp.Body, hint.MaxBody))
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
-	}
-	wait, _ := hint.From(resp, prefix)
-	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o)); ok && sc.task != nil {
-		sc.task.refused.Store(&p) // the Middleware will not record it again
+	if refused {
+		t.recordRefusal(ctx, sc, k, resp, o)
 	}
 	return resp, nil
+}
+
+// keysOf returns the keys of the request's scope: its task's, or the
+// scope's own outside the Middleware.
+func (t *transport) keysOf(sc scopeCtx) schema.Keys {
+	if sc.task != nil {
+		return sc.task.keys
+	}
+	return scopeKeys(t.g.cfg.Prefix, sc.scope)
+}
+
+// admit decides what the request is sent under: its task's admission when
+// it is the task's first request (taskGrant), else an admission of its
+// own.
+func (t *transport) admit(ctx context.Context, sc scopeCtx, k schema.Keys) (gr grant, taskGrant bool, err error) {
+	if sc.task != nil && sc.task.unspent.CompareAndSwap(true, false) {
+		return sc.task.grant, true, nil
+	}
+	if err := sc.scope.Validate(); err != nil {
+		return gr, false, err
+	}
+	c := classFromContext(ctx)
+	if sc.task != nil {
+		c = sc.task.class
+	}
+	gr, err = t.g.admission(ctx, sc.scope, k, 1, sc.task != nil && sc.task.mustHold, c, sc.task != nil)
+	return gr, false, err
+}
+
+// openedBy decides which learned window the response answers the opening
+// of (0 none): the grant's, unless refused, once per task.
+func openedBy(sc scopeCtx, gr grant, taskGrant, refused bool) int64 {
+	if !refused && gr.opens > 0 && (!taskGrant || sc.task.answered.CompareAndSwap(false, true)) {
+		return gr.opens
+	}
+	return 0
+}
+
+// recordRefusal records the pause the refusal resp asks for, with the hint
+// read from its headers and body, and tells the task (the Middleware will
+// not record it again).
+func (t *transport) recordRefusal(ctx context.Context, sc scopeCtx, k schema.Keys, resp *http.Response, o model.Observation) {
+	wait, _ := hint.From(resp, peekBody(resp))
+	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o)); ok && sc.task != nil {
+		sc.task.refused.Store(&p)
+	}
+}
+
+// peekBody returns the first hint.MaxBody bytes of resp's body and puts
+// them back, so that the body still reads from its first byte.
+func peekBody(resp *http.Response) []byte {
+	if resp.Body == nil {
+		return nil
+	}
+	prefix, _ := io.ReadAll(io.LimitReader(resp.Body, hint.MaxBody))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(prefix), resp.Body), resp.Body}
+	return prefix
 }
 
 // isRefusal reports whether resp refuses a request for quota.
