@@ -12,7 +12,7 @@ import (
 )
 
 // The admission decision. The Middleware and the Transport ask Redis one
-// question per task (admitScript, store.go) and hand its answer to decide,
+// question per task (model.AdmitScript, store.go) and hand its answer to decide,
 // which says what to do without I/O or a clock: run now (perhaps after a
 // slot reserved a moment ahead), hold the worker in-process and ask again,
 // or defer the task through asynq. The loop that calls Redis and sleeps is

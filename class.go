@@ -14,7 +14,7 @@ import (
 // burst or window, the learned limit, the advertised budget), so that a
 // poll somebody waits for finds capacity at once while a sweep runs at the
 // rest; an interactive task that has to wait comes back ahead of the
-// background work waiting with it (see model_class.go).
+// background work waiting with it (see internal/model/class.go).
 //
 // A task's class is the one passed to NewTask (the "quotagate-class"
 // header), else Interactive when its queue is one of

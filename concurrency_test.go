@@ -145,7 +145,7 @@ func TestConcurrentState(t *testing.T) {
 	s := Scope{Provider: "acme", Account: "a"}
 	l := Concurrent(2)
 	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {l}}, Tuning: Tuning{MaxHold: -1}},
-		hooks{now: func() time.Time { return c.now }})
+		hooks{now: func() time.Time { return c.Now }})
 	defer g.Close()
 	k := scopeKeys("qgtest", s)
 	var grants []grant
@@ -174,13 +174,13 @@ func TestConcurrentState(t *testing.T) {
 	if err != nil || gr.lease == "" {
 		t.Fatalf("after a release: %+v, %v; want admitted", gr, err)
 	}
-	if !c.mr.Exists(limitKey(k, 0, l)) {
+	if !c.MR.Exists(limitKey(k, 0, l)) {
 		t.Fatal("no leases in Redis")
 	}
 	if err := g.Resume(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if c.mr.Exists(limitKey(k, 0, l)) {
+	if c.MR.Exists(limitKey(k, 0, l)) {
 		t.Fatal("Resume left the leases")
 	}
 	for i := range 2 {
@@ -189,7 +189,7 @@ func TestConcurrentState(t *testing.T) {
 		}
 	}
 	// A lease never released comes back a lease's life later.
-	c.advance(DefaultLease)
+	c.Advance(DefaultLease)
 	if _, err := g.admission(ctx, s, k, 1, false, Background, false); err != nil {
 		t.Fatalf("a lease's life later: %v, want admitted", err)
 	}

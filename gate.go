@@ -70,7 +70,7 @@ type Config struct {
 	// FallbackPause caps the pause of a refusal that carries no readable
 	// hint: a malformed hint is not permission for peers to go on, nor is
 	// it a known wait. Such a refusal of an open scope starts an episode
-	// (model_fallback.go): the scope pauses 1 second (MinPause), then sends
+	// (internal/model/fallback.go): the scope pauses 1 second (MinPause), then sends
 	// one request, the probe, while the others wait for its answer; each
 	// refusal of it doubles the pause (2 s, 4 s, … up to FallbackPause),
 	// and an answer without a refusal ends the episode, so the next
@@ -78,7 +78,7 @@ type Config struct {
 	// on their way grow nothing. While the provider refuses, the scope
 	// sends one request per pause; the refused task waits the scope's
 	// pause. With no limit configured, what the scope got accepted before
-	// such a refusal is learned as a limit, paced (model_learn.go), so
+	// such a refusal is learned as a limit, paced (internal/model/learn.go), so
 	// after the pause the fleet goes at that pace, not all at once.
 	// Default 1 minute.
 	FallbackPause time.Duration

@@ -65,7 +65,7 @@ func TestGatePauseSteps(t *testing.T) {
 			k := scopeKeys("quotagate", s)
 			ctx := context.Background()
 			for i, st := range tc.steps {
-				c.advance(st.advance)
+				c.Advance(st.advance)
 				switch st.op {
 				case pause:
 					p, err := g.Pause(ctx, s, st.d)
@@ -82,7 +82,7 @@ func TestGatePauseSteps(t *testing.T) {
 				}
 				rem, err := g.Remaining(ctx, s)
 				if err != nil || rem != st.remaining {
-					t.Errorf("step %d (t0+%v): Remaining = %v, %v; want %v", i, c.now.Sub(t0), rem, err, st.remaining)
+					t.Errorf("step %d (t0+%v): Remaining = %v, %v; want %v", i, c.Now.Sub(t0), rem, err, st.remaining)
 				}
 				state, err := g.State(ctx, s)
 				if err != nil {
@@ -92,7 +92,7 @@ func TestGatePauseSteps(t *testing.T) {
 					if !state.Until.IsZero() || state.Remaining != 0 {
 						t.Errorf("step %d: State = %v, want open", i, state)
 					}
-					if c.mr.Exists(k.Pause) {
+					if c.MR.Exists(k.Pause) {
 						t.Errorf("step %d: open, yet the pause key exists", i)
 					}
 					continue
@@ -100,10 +100,10 @@ func TestGatePauseSteps(t *testing.T) {
 				if !state.Until.Equal(t0.Add(st.until)) {
 					t.Errorf("step %d: State.Until = %v, want t0+%v", i, state.Until, st.until)
 				}
-				if ttl := c.mr.TTL(k.Pause); ttl != st.remaining {
+				if ttl := c.MR.TTL(k.Pause); ttl != st.remaining {
 					t.Errorf("step %d: TTL %v, want the remaining %v (expiry at the deadline)", i, ttl, st.remaining)
 				}
-				if v, _ := c.mr.Get(k.Pause); v != strconv.FormatInt(t0.Add(st.until).UnixMilli(), 10) {
+				if v, _ := c.MR.Get(k.Pause); v != strconv.FormatInt(t0.Add(st.until).UnixMilli(), 10) {
 					t.Errorf("step %d: record %q, want Unix ms %d", i, v, t0.Add(st.until).UnixMilli())
 				}
 			}
@@ -133,7 +133,7 @@ func TestGatePause(t *testing.T) {
 			if e.real() {
 				checkExpireAt(t, e.rdb, k.Pause, p1.Until)
 			} else {
-				e.clock.advance(3 * time.Second)
+				e.clock.Advance(3 * time.Second)
 			}
 			rem, err := g.Remaining(ctx, s)
 			if err != nil || rem <= 0 || rem > p1.Remaining {
@@ -206,7 +206,7 @@ func TestGateClamp(t *testing.T) {
 		if p.Remaining != tc.want || !p.Until.Equal(t0.Add(tc.want)) {
 			t.Errorf("MaxPause %v: Pause(%v) = %v; want %v", tc.maxPause, tc.d, p, tc.want)
 		}
-		if ttl := c.mr.TTL(scopeKeys("quotagate", Scope{Provider: "ups"}).Pause); ttl != tc.want {
+		if ttl := c.MR.TTL(scopeKeys("quotagate", Scope{Provider: "ups"}).Pause); ttl != tc.want {
 			t.Errorf("MaxPause %v: Pause(%v) left TTL %v, want %v", tc.maxPause, tc.d, ttl, tc.want)
 		}
 	}
@@ -242,8 +242,8 @@ func TestConfigDefaults(t *testing.T) {
 	if _, err := g.Pause(ctx, s, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if !c.mr.Exists("quotagate:{ups:acct-1}:pause") {
-		t.Errorf("keys %v, want quotagate:{ups:acct-1}:pause", c.mr.Keys())
+	if !c.MR.Exists("quotagate:{ups:acct-1}:pause") {
+		t.Errorf("keys %v, want quotagate:{ups:acct-1}:pause", c.MR.Keys())
 	}
 	// MaxPause 12h.
 	if p, _ := g.Pause(ctx, Scope{Provider: "long"}, 100*time.Hour); p.Remaining != 12*time.Hour {
@@ -278,7 +278,7 @@ func TestConfigDefaults(t *testing.T) {
 	// ReopenJitter 1s: a task without a holder place is paced after the
 	// deadline by a jitter within a tenth of the wait.
 	g2.cfg.Tuning.MaxHolders = -1
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	if err := g2.admit(ctx, ps, 1, false); !errors.As(err, &d) || d.Delay != 2100*time.Millisecond {
 		t.Errorf("admit 2s before the deadline, no holder place = %v; want a 2.1s deferral", err)
 	}
@@ -316,7 +316,7 @@ func TestGateInvalidScope(t *testing.T) {
 			}
 		}
 	}
-	if keys := c.mr.Keys(); len(keys) != 0 {
+	if keys := c.MR.Keys(); len(keys) != 0 {
 		t.Errorf("invalid scopes wrote %v", keys)
 	}
 }

@@ -22,7 +22,7 @@ type step struct {
 func runSteps(t *testing.T, c *miniClock, st *store, k schema.Keys, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		c.advance(s.advance)
+		c.Advance(s.advance)
 		if s.req.cost == 0 {
 			s.req.cost = 1
 		}
@@ -31,7 +31,7 @@ func runSteps(t *testing.T, c *miniClock, st *store, k schema.Keys, steps []step
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if a.code != s.code || a.wait != s.wait {
-			t.Errorf("step %d (t0+%v): code %d wait %v; want code %d wait %v", i, c.now.Sub(t0), a.code, a.wait, s.code, s.wait)
+			t.Errorf("step %d (t0+%v): code %d wait %v; want code %d wait %v", i, c.Now.Sub(t0), a.code, a.wait, s.code, s.wait)
 		}
 	}
 }
@@ -110,10 +110,10 @@ func TestAdmitStackedLimits(t *testing.T) {
 	// Nothing of the refused admission was spent: the TAT is the third
 	// admission's, and the window holds 3.
 	tatUS := t0.Add(300 * ms).UnixMicro()
-	if got, _ := c.mr.Get(limitKey(k, 0, PerSecond(10, 2))); got != strconv.FormatInt(tatUS, 10) {
+	if got, _ := c.MR.Get(limitKey(k, 0, PerSecond(10, 2))); got != strconv.FormatInt(tatUS, 10) {
 		t.Errorf("TAT = %s, want %d", got, tatUS)
 	}
-	if got := c.mr.HGet(limitKey(k, 1, FixedWindow(3, time.Second)), strconv.FormatInt(t0.UnixMicro(), 10)); got != "3" {
+	if got := c.MR.HGet(limitKey(k, 1, FixedWindow(3, time.Second)), strconv.FormatInt(t0.UnixMicro(), 10)); got != "3" {
 		t.Errorf("window count = %q, want 3", got)
 	}
 	if limitKey(k, 0, PerSecond(1, 1)) != k.Tat || limitKey(k, 1, FixedWindow(3, time.Second)) != k.Base+"win2" {

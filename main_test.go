@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/internal/redistest"
@@ -22,29 +21,11 @@ func TestMain(m *testing.M) { redistest.Main(m, redistest.NoLeaks()) }
 // ms and µs values computed from it are exact.
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// miniClock is a miniredis whose Redis TIME (SetTime) and key TTLs
-// (FastForward) move together, as time does on a real server.
-type miniClock struct {
-	mr  *miniredis.Miniredis
-	now time.Time
-}
+// miniClock is a miniredis on a fixed clock (redistest.Mini).
+type miniClock = redistest.Mini
 
 // newMini starts a miniredis with its clock at t0 and a client for it.
-func newMini(t testing.TB) (*miniClock, *redis.Client) {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	mr.SetTime(t0)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	return &miniClock{mr: mr, now: t0}, rdb
-}
-
-// advance moves Redis TIME and every TTL forward by d.
-func (c *miniClock) advance(d time.Duration) {
-	c.now = c.now.Add(d)
-	c.mr.SetTime(c.now)
-	c.mr.FastForward(d)
-}
+func newMini(t testing.TB) (*miniClock, *redis.Client) { return redistest.StartMini(t, t0) }
 
 // env is one Redis a test runs against.
 type env struct {

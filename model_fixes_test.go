@@ -23,7 +23,7 @@ import (
 func TestResumeLiftsEverything(t *testing.T) {
 	c, rdb := newMini(t)
 	s := Scope{Provider: "ups", Account: "a"}
-	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"ups": {PerSecond(1, 1)}}}, hooks{now: func() time.Time { return c.now }})
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"ups": {PerSecond(1, 1)}}}, hooks{now: func() time.Time { return c.Now }})
 	defer g.Close()
 	ctx := context.Background()
 	k := scopeKeys("qgtest", s)
@@ -46,7 +46,7 @@ func TestResumeLiftsEverything(t *testing.T) {
 		t.Errorf("after Resume: %v, want admitted at once", err)
 	}
 	for _, key := range []string{k.Pause, k.Line} {
-		if c.mr.Exists(key) {
+		if c.MR.Exists(key) {
 			t.Errorf("%s left after Resume", key)
 		}
 	}
@@ -103,8 +103,8 @@ func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
 	if _, ok := g.record(ctx, s, k, 0, 0); !ok {
 		t.Fatal("refusal not recorded")
 	}
-	for _, key := range c.mr.Keys() {
-		if ttl := c.mr.TTL(key); ttl <= 0 || ttl > time.Duration(model.LearnTTL)*time.Microsecond+model.ExpiryMargin {
+	for _, key := range c.MR.Keys() {
+		if ttl := c.MR.TTL(key); ttl <= 0 || ttl > time.Duration(model.LearnTTL)*time.Microsecond+model.ExpiryMargin {
 			t.Errorf("%s: TTL %v, want within the learned state's life", key, ttl)
 		}
 	}
@@ -126,7 +126,7 @@ func TestProbeAfterVerdict(t *testing.T) {
 	if err := g.admit(ctx, s, 1, false); err == nil {
 		t.Fatal("admitted while paused")
 	}
-	if c.mr.Exists(scopeKeys("qgtest", s).Budget) {
+	if c.MR.Exists(scopeKeys("qgtest", s).Budget) {
 		t.Error("a deferred first contact marked a probe")
 	}
 }

@@ -237,9 +237,9 @@ func TestResumeLiftsLimitsConfiguredElsewhere(t *testing.T) {
 	six := []Limit{PerSecond(100, 100), FixedWindow(100, time.Minute), SlidingWindow(100, time.Minute),
 		PerSecond(200, 100), FixedWindow(200, time.Minute), SlidingWindow(200, time.Minute)}
 	configured := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": six}, Tuning: Tuning{MaxHold: -1}},
-		hooks{now: func() time.Time { return c.now }})
+		hooks{now: func() time.Time { return c.Now }})
 	defer configured.Close()
-	bare := newWith(rdb, Config{Prefix: "qgtest"}, hooks{now: func() time.Time { return c.now }})
+	bare := newWith(rdb, Config{Prefix: "qgtest"}, hooks{now: func() time.Time { return c.Now }})
 	defer bare.Close()
 	ctx := context.Background()
 	if err := configured.admit(ctx, s, 1, false); err != nil {
@@ -247,7 +247,7 @@ func TestResumeLiftsLimitsConfiguredElsewhere(t *testing.T) {
 	}
 	k := scopeKeys("qgtest", s)
 	for i, l := range six {
-		if !c.mr.Exists(limitKey(k, i, l)) {
+		if !c.MR.Exists(limitKey(k, i, l)) {
 			t.Fatalf("limit %d (%v): no state recorded at %s", i, l, limitKey(k, i, l))
 		}
 	}
@@ -255,7 +255,7 @@ func TestResumeLiftsLimitsConfiguredElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, l := range six {
-		if key := limitKey(k, i, l); c.mr.Exists(key) {
+		if key := limitKey(k, i, l); c.MR.Exists(key) {
 			t.Errorf("limit %d (%v): %s left after Resume", i, l, key)
 		}
 	}
@@ -270,7 +270,7 @@ func TestTooManyLimitsIsArchived(t *testing.T) {
 	for i := range many {
 		many[i] = PerSecond(100+i, 10)
 	}
-	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": many}}, hooks{now: func() time.Time { return c.now }})
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": many}}, hooks{now: func() time.Time { return c.Now }})
 	defer g.Close()
 	err := g.checkCost(s, NewTask("poll", nil, s))
 	if !errors.Is(err, ErrLimits) {

@@ -107,7 +107,7 @@ func TestFailoverAnnouncement(t *testing.T) {
 func TestFailoverReassertOnAdmission(t *testing.T) {
 	c, rdb := newMini(t)
 	ctx := context.Background()
-	now := func() time.Time { return c.now }
+	now := func() time.Time { return c.Now }
 	g := newWith(rdb, Config{Prefix: "qg", Tuning: Tuning{OpenCache: -1, MaxHold: -1}}, hooks{now: now})
 	defer g.Close()
 	pause := func(account string) (Scope, schema.Keys, int64) {
@@ -128,19 +128,19 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	}
 	is := func(k schema.Keys, want int64, what string) {
 		t.Helper()
-		if got, _ := c.mr.Get(k.Pause); got != strconv.FormatInt(want, 10) {
+		if got, _ := c.MR.Get(k.Pause); got != strconv.FormatInt(want, 10) {
 			t.Errorf("%s: the pause is %q, want %d", what, got, want)
 		}
 	}
 
 	s, k, until := pause("lost")
-	c.mr.Del(k.Pause) // lost
+	c.MR.Del(k.Pause) // lost
 	deferred(s, "the pause lost")
 	is(k, until, "re-asserted")
-	if ttl := c.mr.TTL(k.Pause); ttl <= 0 || ttl > 30*time.Second {
+	if ttl := c.MR.TTL(k.Pause); ttl <= 0 || ttl > 30*time.Second {
 		t.Errorf("the re-asserted pause expires in %v, want at its deadline", ttl)
 	}
-	c.mr.Set(k.Pause, strconv.FormatInt(until+5_000, 10)) // a later deadline stays
+	c.MR.Set(k.Pause, strconv.FormatInt(until+5_000, 10)) // a later deadline stays
 	deferred(s, "a later deadline")
 	is(k, until+5_000, "a later deadline in force")
 
@@ -149,7 +149,7 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	// remaining time it measured. Within the epoch the same jump is the
 	// store's clock, and changes nothing.
 	s, k, until = pause("skew")
-	c.mr.SetTime(c.now.Add(5 * time.Second))
+	c.MR.SetTime(c.Now.Add(5 * time.Second))
 	if err := g.admit(ctx, s, 1, false); err == nil {
 		t.Fatal("admitted during the pause")
 	}
@@ -157,7 +157,7 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	g.mem.changed()
 	deferred(s, "a clock 5 s ahead")
 	is(k, until+5_000, "on a clock 5 s ahead")
-	c.mr.SetTime(c.now)
+	c.MR.SetTime(c.Now)
 	if n := g.mem.reasserted.Load(); n != 2 {
 		t.Errorf("%d re-assertions moved a deadline, want 2", n)
 	}
@@ -172,16 +172,16 @@ func TestFailoverReassertOnAdmission(t *testing.T) {
 	if err := g.admit(ctx, s, 1, false); err != nil {
 		t.Fatalf("after Resume: admit = %v, want admitted", err)
 	}
-	if c.mr.Exists(k.Pause) {
+	if c.MR.Exists(k.Pause) {
 		t.Error("the resumed pause was re-asserted")
 	}
-	if _, ok := g.mem.get(k.Pause, c.now); ok {
+	if _, ok := g.mem.get(k.Pause, c.Now); ok {
 		t.Error("the resumed pause is still remembered")
 	}
 
 	// The store fails: the known pause defers, an unknown scope fails open.
 	s, _, _ = pause("down")
-	c.mr.Close()
+	c.MR.Close()
 	deferred(s, "the store down")
 	if err := g.admit(ctx, Scope{Provider: "ups", Account: "unknown"}, 1, false); err != nil {
 		t.Errorf("the store down, an unknown scope: admit = %v, want failed open", err)

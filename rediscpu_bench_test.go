@@ -375,7 +375,7 @@ func readRedisCounters(b *testing.B, rdb *redis.Client) redisCounters {
 		b.Fatal(err)
 	}
 	var c redisCounters
-	fields := infoFields(cpu)
+	fields := redistest.ParseInfo(cpu)
 	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
 		s, err := strconv.ParseFloat(fields[f], 64)
 		if err != nil {
@@ -383,7 +383,7 @@ func readRedisCounters(b *testing.B, rdb *redis.Client) redisCounters {
 		}
 		c.cpu += time.Duration(s * 1e9)
 	}
-	fields = infoFields(stats)
+	fields = redistest.ParseInfo(stats)
 	for _, cmd := range scriptCommands {
 		calls, usec, err := commandStat(fields[cmd])
 		if err != nil {
@@ -393,17 +393,6 @@ func readRedisCounters(b *testing.B, rdb *redis.Client) redisCounters {
 		c.usec += usec
 	}
 	return c
-}
-
-// infoFields parses the "key:value" lines of an INFO reply.
-func infoFields(info string) map[string]string {
-	m := make(map[string]string)
-	for line := range strings.Lines(info) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // commandStat reads calls and usec from a commandstats value,

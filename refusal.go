@@ -69,7 +69,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		facts.alt = g.clamp(alt)
 	}
 	if d <= 0 {
-		d = g.cfg.FallbackPause // the cap of the scope's hintless pause (model_fallback.go)
+		d = g.cfg.FallbackPause // the cap of the scope's hintless pause (internal/model/fallback.go)
 	}
 	if hint%time.Second == 0 {
 		facts.precision = time.Second // "try again in 5 seconds": read to the second
@@ -145,7 +145,7 @@ const (
 	// ReasonInFlight: a Concurrent limit of the scope has every slot
 	// taken by requests in flight, or the scope starts slowly (a provider
 	// that advertises nothing, of which nothing was learned: each answer
-	// lets two more requests go; see model_start.go).
+	// lets two more requests go; see internal/model/start.go).
 	ReasonInFlight
 )
 

@@ -12,15 +12,7 @@ func limitKey(k schema.Keys, i int, l Limit) string { return k.Limit(i, l.kind()
 
 // kind is the kind of l, which names its key.
 func (l Limit) kind() schema.LimitKind {
-	switch {
-	case l.Fixed:
-		return schema.Fixed
-	case l.Sliding:
-		return schema.Sliding
-	case l.Concurrent:
-		return schema.Concurrent
-	}
-	return schema.GCRA
+	return schema.KindOf(l.Fixed, l.Sliding, l.Concurrent)
 }
 
 // scopeOfPauseKey is the exact inverse of scopeKeys(prefix, s).Pause: it

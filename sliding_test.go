@@ -16,13 +16,13 @@ func TestSlidingState(t *testing.T) {
 	ctx := context.Background()
 	s := Scope{Provider: "acme", Account: "a"}
 	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {SlidingWindow(3, 10*time.Second)}}},
-		hooks{now: func() time.Time { return c.now }})
+		hooks{now: func() time.Time { return c.Now }})
 	defer g.Close()
 	for i := range 3 {
 		if err := g.admit(ctx, s, 1, false); err != nil {
 			t.Fatalf("admission %d: %v", i, err)
 		}
-		c.advance(time.Second)
+		c.Advance(time.Second)
 	}
 	if err := g.admit(ctx, s, 1, false); err == nil {
 		t.Fatal("a fourth admitted within the window")
@@ -33,7 +33,7 @@ func TestSlidingState(t *testing.T) {
 		t.Fatalf("State = %+v, %v; want a limit backlog of %v", st, err, want)
 	}
 	k := scopeKeys("qgtest", s)
-	if !c.mr.Exists(limitKey(k, 0, SlidingWindow(3, 10*time.Second))) {
+	if !c.MR.Exists(limitKey(k, 0, SlidingWindow(3, 10*time.Second))) {
 		t.Fatal("no log in Redis")
 	}
 	if err := g.Resume(ctx, s); err != nil {

@@ -80,7 +80,7 @@ func TestStorePauseRecord(t *testing.T) {
 			if rem != 30*time.Second || !until.Equal(t0.Add(30*time.Second)) {
 				t.Errorf("pause = %v, %v; want %v, 30s", until, rem, t0.Add(30*time.Second))
 			}
-			if ttl := e.clock.mr.TTL(k.Pause); ttl != rem {
+			if ttl := e.clock.MR.TTL(k.Pause); ttl != rem {
 				t.Errorf("TTL = %v, want the remaining %v", ttl, rem)
 			}
 		})
@@ -188,8 +188,8 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if _, _, _, err := st.pause(ctx, k, 5*time.Second, exactPause); err != nil {
 		t.Fatal(err)
 	}
-	c.mr.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
-	if !c.mr.Exists(k.Pause) {
+	c.MR.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
+	if !c.MR.Exists(k.Pause) {
 		t.Fatal("setup: the key should linger")
 	}
 	p, err := st.state(ctx, k)
@@ -301,17 +301,17 @@ type admitStep struct {
 func runAdmitSteps(t *testing.T, c *miniClock, st *store, k schema.Keys, l Limit, hold time.Duration, steps []admitStep) {
 	t.Helper()
 	for i, s := range steps {
-		c.advance(s.advance)
+		c.Advance(s.advance)
 		a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: s.cost, hold: hold})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if a.code != s.code || a.wait != s.wait {
 			t.Errorf("step %d (t0+%v, cost %d): code %d wait %v; want code %d wait %v",
-				i, c.now.Sub(t0), s.cost, a.code, a.wait, s.code, s.wait)
+				i, c.Now.Sub(t0), s.cost, a.code, a.wait, s.code, s.wait)
 		}
-		if !a.now.Equal(c.now) {
-			t.Errorf("step %d: now %v, want Redis TIME %v", i, a.now, c.now)
+		if !a.now.Equal(c.Now) {
+			t.Errorf("step %d: now %v, want Redis TIME %v", i, a.now, c.Now)
 		}
 	}
 }
@@ -380,7 +380,7 @@ func TestAdmitLimit(t *testing.T) {
 			// Without a limit, the first contact starts the scope's first
 			// learning cycle (its learned hash, with its expiry), and
 			// nothing else is written.
-			if k := c.mr.Keys(); tc.limit.IsZero() && (len(k) != 1 || k[0] != "qgtest:{ups:}:learn" || c.mr.TTL(k[0]) <= 0) {
+			if k := c.MR.Keys(); tc.limit.IsZero() && (len(k) != 1 || k[0] != "qgtest:{ups:}:learn" || c.MR.TTL(k[0]) <= 0) {
 				t.Errorf("admission without a limit wrote %v", k)
 			}
 		})
@@ -408,7 +408,7 @@ func TestAdmitPaused(t *testing.T) {
 			{ms, 1, model.Admitted, 0},
 			{0, 1, model.Admitted, 0},
 		})
-		if keys := c.mr.Keys(); len(keys) != 1 || keys[0] != "qgtest:{ups:}:learn" {
+		if keys := c.MR.Keys(); len(keys) != 1 || keys[0] != "qgtest:{ups:}:learn" {
 			t.Errorf("keys left after the pause: %v, want the learning cycle the reopening began", keys)
 		}
 	})
@@ -417,7 +417,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", Scope{Provider: "ups"})
 		st.pause(context.Background(), k, 5*time.Second, exactPause)
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		for _, l := range []Limit{{}, PerSecond(10, 3)} {
 			a, err := st.admit(context.Background(), k, admitRequest{limits: lims(l), cost: 1, hold: 0})
 			if err != nil || a.code != model.Paused || !a.until.Equal(t0.Add(5*time.Second)) {
@@ -442,7 +442,7 @@ func TestAdmitPaused(t *testing.T) {
 		// at its instant (TAT = t0 + burst × interval), however many peers
 		// were deferred.
 		wantTAT := strconv.FormatInt(t0.Add(300*ms).UnixMicro(), 10)
-		if got, _ := c.mr.Get(k.Tat); got != wantTAT {
+		if got, _ := c.MR.Get(k.Tat); got != wantTAT {
 			t.Errorf("TAT while paused = %s, want %s", got, wantTAT)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -473,8 +473,8 @@ func TestAdmitPaused(t *testing.T) {
 		// Every key carries an expiry no later than the scope's horizon (its
 		// last slot): then nothing is left.
 		horizon := time.Duration(0)
-		for _, key := range c.mr.Keys() {
-			ttl := c.mr.TTL(key)
+		for _, key := range c.MR.Keys() {
+			ttl := c.MR.TTL(key)
 			if ttl <= 0 {
 				t.Errorf("key %s has no expiry (TTL %v)", key, ttl)
 			}
@@ -483,8 +483,8 @@ func TestAdmitPaused(t *testing.T) {
 		if horizon == 0 || horizon > time.Second+model.ExpiryMargin {
 			t.Errorf("horizon %v, want in (0, 1s + margin]: the line is 400ms ahead", horizon)
 		}
-		c.advance(horizon)
-		if keys := c.mr.Keys(); len(keys) != 0 {
+		c.Advance(horizon)
+		if keys := c.MR.Keys(); len(keys) != 0 {
 			t.Errorf("after %v idle, keys left: %v", horizon, keys)
 		}
 	})

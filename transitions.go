@@ -9,8 +9,8 @@ import (
 	"github.com/quotagate/quotagate/internal/schema"
 )
 
-// The store's side of the model: each transition of scopeState as one
-// script call (scripts.go), its arguments built from params and its named
+// The store's side of the model: each transition of model.State as one
+// script call (internal/model), its arguments built from params and its named
 // reply decoded.
 
 // admitRequest is what an admission asks.
@@ -27,7 +27,7 @@ type admitRequest struct {
 	lease   string // the admission's lease id on the concurrency limits ("" when there are none)
 }
 
-// admission is the decision of admitScript, with Redis TIME.
+// admission is the decision of model.AdmitScript, with Redis TIME.
 type admission struct {
 	code       int64         // admitted, paused or limited
 	reason     model.Reason  // why not admitted at once
@@ -177,7 +177,7 @@ func (s *store) state(ctx context.Context, k schema.Keys, ls ...Limit) (Pause, e
 }
 
 // observe records an observation of a scope whose configured limits are
-// ls (see observeScript).
+// ls (see model.ObserveScript).
 func (s *store) observe(ctx context.Context, k schema.Keys, o model.Observation, ls ...Limit) error {
 	ks, args := model.ObserveCall(k, o, s.channel(), specs(ls))
 	_, _, err := s.run(ctx, "observe", model.ObserveScript, model.ObserveReply, ks, args...)
@@ -185,7 +185,7 @@ func (s *store) observe(ctx context.Context, k schema.Keys, o model.Observation,
 }
 
 // release ends the lease of an admission (its id and cost) on the
-// concurrency limits among ls (scopeState.release); it reports whether a
+// concurrency limits among ls (model.State.Release); it reports whether a
 // lease was held (a second release of one id finds none).
 func (s *store) release(ctx context.Context, k schema.Keys, id string, cost int, ls []Limit) (bool, error) {
 	ks, args := model.ReleaseCall(k, specs(ls), id, int64(cost))
@@ -199,9 +199,9 @@ func (s *store) release(ctx context.Context, k schema.Keys, id string, cost int,
 }
 
 // channel is where pauses are announced (see openCache).
-func (s *store) channel() string { return s.prefix + ":paused" }
+func (s *store) channel() string { return schema.Channel(s.prefix) }
 
-// resume deletes every record that holds the scope back (scopeState.resume):
+// resume deletes every record that holds the scope back (model.State.Resume):
 // its pause, line, budget, learned windows, hintless episode, slow start and
 // the state of every limit, whatever its index or kind and whichever gate
 // configured it (model.ResumeCall).

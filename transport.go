@@ -46,7 +46,7 @@ import (
 // second, for the budget its response brings back. When it brings none
 // back (nor was anything learned or configured), the scope starts slowly:
 // each answer lets two more requests go, until a refusal or 32 answers
-// (see model_start.go).
+// (see internal/model/start.go).
 func (g *Gate) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport

@@ -359,7 +359,7 @@ func TestTransportResetsInMilliseconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	clock.advance(18 * time.Second)
+	clock.Advance(18 * time.Second)
 	status.Store(http.StatusTooManyRequests)
 	remaining.Store(0)
 	reset.Store(1947)
@@ -374,7 +374,7 @@ func TestTransportResetsInMilliseconds(t *testing.T) {
 	if st.Until.IsZero() || st.Remaining > 3*time.Second {
 		t.Errorf("after the refusal: paused %v (until %v, %v); want until the window's end, 1.947 s", st.Remaining, st.Until, st.Reason)
 	}
-	if st.Budget == nil || st.Budget.Reset.Sub(clock.now) > 3*time.Second {
+	if st.Budget == nil || st.Budget.Reset.Sub(clock.Now) > 3*time.Second {
 		t.Errorf("the budget's reset: %+v; want the window's end, 1.947 s ahead", st.Budget)
 	}
 }

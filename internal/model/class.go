@@ -34,7 +34,7 @@ package model
 // never behind background work deferred before them (the line's key
 // "iline", the same lineState).
 //
-// A sliding log's n is such a capacity too (model_sliding.go): background
+// A sliding log's n is such a capacity too (sliding.go): background
 // work sees a log of n − keeper.of(n).
 //
 // Invariants: interactive work is never held back by the class concern;

@@ -24,17 +24,17 @@ import (
 // before they expire. So a scope whose concurrency limit has no room now
 // reserves no slot ahead: it answers "ask again" at the earliest instant
 // the other limits admit, but at least concurrentPoll from now, and never
-// later than that bound (scopeState.admitAs); the worker holds and asks
+// later than that bound (State.admitAs); the worker holds and asks
 // again then, or sooner when a release of its own gate wakes it.
 //
 // A refusal leaves the leases as they are: each is released by its own
 // request, and the pause holds the scope meanwhile. Resume drops them.
 //
-// In Redis the leases are a sorted set (schema.go: conc) whose members
+// In Redis the leases are a sorted set (internal/schema: conc) whose members
 // are "<cost>:<id>" scored by the expiry (µs); the scripts read the
 // members scored after now, drop the others when they write, and expire
 // the key a margin after its last lease. The release is its own script
-// (releaseScript).
+// (ReleaseScript).
 //
 // Invariant: no admission makes the unexpired leases at any instant sum
 // to more than n (TestConcurrentNeverExceeds).

@@ -344,7 +344,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			continue
 		case 't':
 			if clock != nil {
-				clock.advance(e.advance)
+				clock.Advance(e.advance)
 			} else {
 				time.Sleep(e.advance)
 			}

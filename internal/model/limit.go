@@ -32,12 +32,12 @@ import (
 // them: they were not spent in its next window); an unhinted refusal
 // keeps them.
 //
-// A sliding window limit keeps a log of its admissions (model_sliding.go),
+// A sliding window limit keeps a log of its admissions (sliding.go),
 // a concurrency limit the leases of its requests in flight
-// (model_concurrency.go).
+// (concurrency.go).
 //
 // Invariants: no instant is admitted that some limit does not admit
-// (scopeState.admit checks the instant once more after its search); a cost
+// (State.Admit checks the instant once more after its search); a cost
 // a limit can never admit is refused before Redis is asked (checkCost).
 
 // LimitSpec is a configured limit as the model uses it (see Spec).
@@ -46,8 +46,8 @@ type LimitSpec = limitSpec
 // limitSpec is a limit as the model uses it.
 type limitSpec struct {
 	fixed   bool
-	sliding bool // a sliding log (model_sliding.go)
-	// concurrent: a concurrency limit (model_concurrency.go)
+	sliding bool // a sliding log (sliding.go)
+	// concurrent: a concurrency limit (concurrency.go)
 	concurrent bool
 	per        int64 // µs: GCRA emission interval, the fixed window's period, the time a sliding log's slot takes to come back, or a lease's life
 	n          int64 // GCRA burst, the window's rate, or the requests in flight
@@ -79,15 +79,7 @@ func Spec(kind schema.LimitKind, rate int, period time.Duration, burst int) Limi
 
 // kind is the kind of l, which names its key.
 func (l limitSpec) kind() schema.LimitKind {
-	switch {
-	case l.fixed:
-		return schema.Fixed
-	case l.sliding:
-		return schema.Sliding
-	case l.concurrent:
-		return schema.Concurrent
-	}
-	return schema.GCRA
+	return schema.KindOf(l.fixed, l.sliding, l.concurrent)
 }
 
 // alignment is a known instant at which a window of the provider's ends

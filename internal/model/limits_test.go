@@ -31,15 +31,7 @@ func Concurrent(n int) Limit { return Limit{Rate: n, Period: time.Minute, Concur
 func (l Limit) IsZero() bool { return l.Rate <= 0 || l.Period <= 0 }
 
 func (l Limit) kind() schema.LimitKind {
-	switch {
-	case l.Fixed:
-		return schema.Fixed
-	case l.Sliding:
-		return schema.Sliding
-	case l.Concurrent:
-		return schema.Concurrent
-	}
-	return schema.GCRA
+	return schema.KindOf(l.Fixed, l.Sliding, l.Concurrent)
 }
 
 func specOf(l Limit) limitSpec { return Spec(l.kind(), l.Rate, l.Period, l.Burst) }

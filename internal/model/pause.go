@@ -33,7 +33,7 @@ func (s pauseState) earliest(p Params, now int64) int64 {
 }
 
 // refuse moves the deadline to max(in force, now + pause ms) and returns
-// it. s must be normalized (see scopeState.normalize: a deadline not in
+// it. s must be normalized (see State.Normalize: a deadline not in
 // force is none).
 func (s *pauseState) refuse(now, pauseMs int64, operator bool) int64 {
 	deadline := floorDiv(now, 1000) + pauseMs

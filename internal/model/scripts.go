@@ -106,7 +106,7 @@ func script(names []string, body string) *redis.Script {
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
-// AdmitScript is the admission of one task (scopeState.admit); with dry
+// AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
 // the scope keeps (Gate.State).
 //
@@ -116,7 +116,7 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, params.nowOnly)  ARGV[6] a learned window's probe's
-// timeout µs  ARGV[7] admissions no script counted (scopeState.report)
+// timeout µs  ARGV[7] admissions no script counted (State.Report)
 // ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
 // ARGV[11] the admission's lease id (its concurrency limits' lease)
 // ARGV[12] n, the number of configured limits, then 3 values per limit:
@@ -153,7 +153,7 @@ return reply(REPLY, r)
 // RefuseReply names the fields of the refusal's reply.
 var RefuseReply = []string{"deadline", "now", "moved"}
 
-// RefuseScript records a refusal, or a pause by hand (scopeState.refuse),
+// RefuseScript records a refusal, or a pause by hand (State.Refuse),
 // and announces the scope's pause key on the gate's channel, with the
 // deadline in force and the Redis TIME (ms), so that open caches forget the
 // scope and gates remember the pause (reassert.go).
@@ -165,9 +165,9 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
 // operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
-// script counted (scopeState.report)  ARGV[7] the hint read as
+// script counted (State.Report)  ARGV[7] the hint read as
 // milliseconds ms (0: not in question; refusal.alt)  ARGV[8] n, then the
-// limits as for admitScript
+// limits as for AdmitScript
 // returns: refuseReply
 var RefuseScript = script(RefuseReply, luaRefuseBody)
 
@@ -207,7 +207,7 @@ return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or dead
 var ObserveReply = []string{"remaining", "reset", "now"}
 
 // ObserveScript records the budget a response advertised
-// (scopeState.observe), and announces the scope when it has a budget it
+// (State.Observe), and announces the scope when it has a budget it
 // did not have.
 //
 // KEYS[1] budget  KEYS[2] learn  KEYS[3] pause (the name announced)
@@ -218,7 +218,7 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 // ARGV[7] the learned window the answered request opened (its instant µs,
 // 0 none: see learnState.answer; a hintless episode's probe's, a slow
 // start's admission's, too)  ARGV[8] the longest configured fixed
-// window µs (0: none, then the learned window's; a reset beyond it aligns nothing: scopeState.alignsWithin)
+// window µs (0: none, then the learned window's; a reset beyond it aligns nothing: State.alignsWithin)
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
 // ARGV[10] the answered request's round trip µs (0 unknown: observation.rtt)
@@ -235,7 +235,7 @@ local u, fresh, prec = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), t
 budget_save(B)
 local L = learn_load(KEYS[2])
 local longest = tonumber(ARGV[8])
-if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- scopeState.alignsWithin
+if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- State.alignsWithin
 if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, tonumber(ARGV[10]))) end
 if ARGV[9] == '1' and tonumber(ARGV[1]) > 0 then learn_contradicted(L) end
 learn_answer(L, tonumber(ARGV[7]), u)

@@ -31,7 +31,7 @@ import (
 // refusal of its window's probe takes the probe's entry out of it instead
 // (slidingDrop; learnState.refuse).
 //
-// In Redis the log is a sorted set (schema.go: slog) whose members are
+// In Redis the log is a sorted set (internal/schema: slog) whose members are
 // "<instant>:<j>" (j tells apart admissions of one instant) scored by the
 // instant; the scripts read the entries after now − per, drop the others
 // when they write, and expire the key a margin after its last entry

@@ -27,7 +27,7 @@ package model
 // its first tasks deferred: TestModesEndToEnd).
 //
 // The start ends at the first refusal (what the refusals teach paces the
-// scope from there: model_learn.go, model_fallback.go), after startAnswers
+// scope from there: learn.go, fallback.go), after startAnswers
 // answers, or when no answer came for the answer timeout (params.answer),
 // so a lost answer holds no scope longer than that. Nothing but a silent
 // provider starts slowly: a budget advertised paces the scope by itself,

@@ -142,7 +142,7 @@ func waitClusterNodesOK(ctx context.Context, addr string, nodes int) error {
 	for {
 		info, err := rdb.ClusterInfo(ctx).Result()
 		if err == nil {
-			f := parseInfo(info)
+			f := ParseInfo(info)
 			last = fmt.Sprintf("cluster_state:%s cluster_slots_ok:%s cluster_known_nodes:%s",
 				f["cluster_state"], f["cluster_slots_ok"], f["cluster_known_nodes"])
 			if f["cluster_state"] == "ok" && f["cluster_slots_ok"] == "16384" &&

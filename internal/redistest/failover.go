@@ -215,7 +215,7 @@ func replicaUp(ctx context.Context, addr, master string) (bool, string) {
 	if err != nil {
 		return false, fmt.Sprintf("INFO replication on %s: %v", addr, err)
 	}
-	f := parseInfo(info)
+	f := ParseInfo(info)
 	if got := f["master_host"] + ":" + f["master_port"]; f["role"] != "slave" || got != master ||
 		f["master_link_status"] != "up" || f["master_sync_in_progress"] != "0" {
 		return false, fmt.Sprintf("%s: role:%s master %s (want %s) master_link_status:%s master_sync_in_progress:%s",
@@ -646,7 +646,7 @@ func (s *Sentinel) waitPromoted(tb testing.TB, replica string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if role := parseInfo(info)["role"]; role != "master" {
+		if role := ParseInfo(info)["role"]; role != "master" {
 			return false, replica + " has role " + role
 		}
 		return true, ""

@@ -402,7 +402,7 @@ func (s *Server) waitReady(p *process) error {
 	if err != nil {
 		return fmt.Errorf("INFO server on %s: %v", s.Addr, err)
 	}
-	fields := parseInfo(info)
+	fields := ParseInfo(info)
 	if pid := fields["process_id"]; pid != strconv.Itoa(p.cmd.Process.Pid) {
 		return fmt.Errorf("%w %s (process_id %q, ours is %d)", errNotOurs, s.Addr, pid, p.cmd.Process.Pid)
 	}
@@ -412,8 +412,9 @@ func (s *Server) waitReady(p *process) error {
 	return nil
 }
 
-// parseInfo parses the "key:value" lines of an INFO reply.
-func parseInfo(info string) map[string]string {
+// ParseInfo parses the "key:value" lines of an INFO reply (a section
+// header, "# Name", is left out).
+func ParseInfo(info string) map[string]string {
 	m := make(map[string]string)
 	for line := range strings.Lines(info) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {

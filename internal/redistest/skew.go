@@ -173,14 +173,14 @@ func (s *Server) CutReplication(tb testing.TB, master string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if st := parseInfo(info)["master_link_status"]; st != "down" {
+		if st := ParseInfo(info)["master_link_status"]; st != "down" {
 			return false, s.Addr + " master_link_status:" + st
 		}
 		info, err = m.Info(ctx, "replication").Result()
 		if err != nil {
 			return false, err.Error()
 		}
-		if n := parseInfo(info)["connected_slaves"]; n != "0" {
+		if n := ParseInfo(info)["connected_slaves"]; n != "0" {
 			return false, master + " connected_slaves:" + n
 		}
 		return true, ""

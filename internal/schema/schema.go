@@ -98,6 +98,20 @@ const (
 	Concurrent                  // leases in flight ("conc")
 )
 
+// KindOf is the kind of a limit that is fixed, sliding, concurrent or,
+// when none of them, a GCRA bucket.
+func KindOf(fixed, sliding, concurrent bool) LimitKind {
+	switch {
+	case fixed:
+		return Fixed
+	case sliding:
+		return Sliding
+	case concurrent:
+		return Concurrent
+	}
+	return GCRA
+}
+
 // MaxLimits is how many limits a scope may have configured: the keys of
 // its limits are numbered below it, so that Resume finds every one of
 // them, whichever gate configured it, without listing the keyspace.
