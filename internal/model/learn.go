@@ -406,12 +406,6 @@ end
 // cycle counted, the window grown, opened by its probe and answered), on a
 // hash with the fields of learnFields; L is the loaded state.
 const luaLearn = `
-local function learn_count(L, at, cost)
-  if L.since == 0 and L.limit == 0 then
-    L.since, L.admits, L.expires = at, 0, math.max(L.expires, at + C.learnTTL)
-  end
-  if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
-end
 local function learn_grow(L, l, at)
   local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
   if used(l, start) > 0 or used(l, start - l.per) < L.limit or L.refused >= start - l.per then return end
@@ -440,6 +434,17 @@ local function learn_contradicted(L)
 end
 local function learn_align(L, u, prec)
   L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true
+end
+`
+
+// luaLearnCount is learnState.count: an admission counted in the cycle
+// since the last refusal (the learned limit's evidence).
+const luaLearnCount = `
+local function learn_count(L, at, cost)
+  if L.since == 0 and L.limit == 0 then
+    L.since, L.admits, L.expires = at, 0, math.max(L.expires, at + C.learnTTL)
+  end
+  if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
 end
 `
 

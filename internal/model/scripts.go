@@ -14,9 +14,11 @@ import (
 )
 
 // The scripts: the model's transitions (model.go) as Redis transactions,
-// composed from one fragment per concern (model_*.go). Each runs on Redis
+// composed from one fragment per concern (the model's files). Each runs on Redis
 // TIME, touches only the keys of one scope (one hash tag), and answers with
-// a named reply: a flat list of field names and values (see reply).
+// a named reply: a flat list of the names and values of its fields that
+// are not zero (or false), in the order of the reply's names, an integer
+// sent as a number, anything else as a string (see reply and NamedReply).
 //
 // Every script starts with luaPrelude (the clock, strict readers, the
 // constants C and the field lists) and the fragments, then its own body.
@@ -45,10 +47,10 @@ end
 local function reply(names, r)
   local out = {}
   for _, n in ipairs(names) do
-    local v = r[n] or 0
-    if type(v) == 'boolean' then v = v and 1 or 0 end
-    if type(v) == 'number' then v = num(v) end
-    out[#out + 1] = n; out[#out + 1] = v
+    local v = r[n]
+    if v == true then v = 1 end
+    if type(v) == 'number' and v ~= math.floor(v) then v = num(v) end
+    if v and v ~= 0 then out[#out + 1] = n; out[#out + 1] = v end
   end
   return out
 end
@@ -97,9 +99,15 @@ const ExpiryMargin = time.Second
 // script composes a script from the prelude, the fragments and body,
 // whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaHash + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
-		luaLearnRecord + luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
-		"local REPLY = " + luaList(names) + "\n" + body)
+	return scriptWith(names, "", body)
+}
+
+// scriptWith is script with head run after the record fragments and before
+// the others are defined: a path that needs only those returns early.
+func scriptWith(names []string, head, body string) *redis.Script {
+	return redis.NewScript(luaPrelude + luaConstants + luaHash + luaLearnRecord + luaLearnCount + "local REPLY = " + luaList(names) + "\n" + head + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
+		luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
+		body)
 }
 
 // AdmitReply names the fields of the admission's reply (see decision).
@@ -124,7 +132,33 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // log's with its settling time; a lease's life) or interval µs, rate,
 // burst or the requests in flight
 // returns: admitReply
-var AdmitScript = script(AdmitReply, luaAdmitBody)
+var AdmitScript = scriptWith(AdmitReply, luaAdmitOpen, luaAdmitBody)
+
+// luaAdmitOpen is the admission of a scope that has no record but its
+// learned cycle, nothing learned in it, nothing configured, no probe to
+// send, asked by background work with no uncounted admission: no concern
+// can hold it, so it is admitted at once and its cycle counted
+// (learnState.count), as State.Admit does on such a state, without reading
+// the records that are not there (one EXISTS for them all). A cycle under
+// way is counted by HINCRBY of its admissions, the one field the count
+// changes; a cycle to begin (or a record that will not count) is loaded,
+// counted and saved whole.
+const luaAdmitOpen = `
+if ARGV[12] == '0' and ARGV[5] == '0' and ARGV[4] == '0' and ARGV[8] ~= '1' and ARGV[7] == '0'
+  and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
+  local v = hload(KEYS[4], {'limit', 'since', 'expires'})
+  local limit, since = int(v.limit) or 0, int(v.since) or 0
+  if (int(v.expires) or 0) <= now_us then limit, since = 0, 0 end
+  if limit == 0 then
+    local cost = tonumber(ARGV[1])
+    local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', KEYS[4], 'admits', cost)
+    if since == 0 or type(counted) == 'table' then
+      local L = learn_load(KEYS[4]); learn_count(L, now_us, cost); learn_save(L)
+    end
+    return reply(REPLY, {cache = true, now = now_us, budgetRemaining = -1})
+  end
+end
+`
 
 const luaAdmitBody = `
 local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[12])
@@ -248,24 +282,33 @@ if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `
 
-// NamedReply decodes a script's named reply: every name of names, each
-// once, with an integer value, except those in text (string values).
-func NamedReply(v any, names []string) (map[string]int64, map[string]string, error) {
+// NamedReply decodes a script's named reply: the fields of names it
+// carries, in their order, each once, an integer value into ints and any
+// other into texts; a field it leaves out is zero. A name not in names,
+// or out of their order, is an error: the script and the Go disagree.
+func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]string, err error) {
 	list, ok := v.([]any)
-	if !ok || len(list) != 2*len(names) {
+	if !ok || len(list)%2 != 0 {
 		return nil, nil, fmt.Errorf("quotagate: unexpected script reply %v", v)
 	}
-	ints, texts := make(map[string]int64, len(names)), map[string]string{}
-	for i, n := range names {
-		name, _ := list[2*i].(string)
-		val, _ := list[2*i+1].(string)
-		if name != n {
-			return nil, nil, fmt.Errorf("quotagate: unexpected script reply: field %d is %q, want %q", i, name, n)
+	ints, texts = make(map[string]int64, len(names)), map[string]string{}
+	next := 0 // the first of names the next field may be
+	for i := 0; i < len(list); i += 2 {
+		name, _ := list[i].(string)
+		j := slices.Index(names[next:], name)
+		if j < 0 {
+			return nil, nil, fmt.Errorf("quotagate: unexpected script reply: field %q is not one of %v after %d", name, names, next)
 		}
-		if x, err := strconv.ParseInt(val, 10, 64); err == nil {
-			ints[n] = x
-		} else {
-			texts[n] = val
+		next += j + 1
+		switch x := list[i+1].(type) {
+		case int64: // an integer, sent as a number
+			ints[name] = x
+		case string:
+			if n, err := strconv.ParseInt(x, 10, 64); err == nil {
+				ints[name] = n
+			} else {
+				texts[name] = x
+			}
 		}
 	}
 	return ints, texts, nil
@@ -274,8 +317,10 @@ func NamedReply(v any, names []string) (map[string]int64, map[string]string, err
 // luaHash is the load and save of a record hash: hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
 // 0 when its expires has passed (a record past it is none); hsave writes
-// the fields of R (a boolean as 1 or 0), all but skip, to R.key, expiring a
-// margin after R.expires (µs); a record whose expires is 0 is deleted.
+// the fields of R (a boolean as 1 or 0) over those of R.key, all but skip,
+// which it removes, expiring a margin after R.expires (µs); a record whose
+// expires is 0 is deleted. Every field is written, so none of an earlier
+// save is left but skip (and hload dropped a key of another type).
 const luaHash = `
 local function hrecord(key, fields)
   local v = hload(key, fields)
@@ -287,8 +332,8 @@ local function hrecord(key, fields)
   return R
 end
 local function hsave(R, fields, skip)
-  redis.call('DEL', R.key)
-  if R.expires == 0 then return end
+  if R.expires == 0 then redis.call('DEL', R.key); return end
+  if skip then redis.call('HDEL', R.key, skip) end
   local args = {}
   for _, f in ipairs(fields) do
     local v = R[f]
