@@ -735,8 +735,7 @@ func TestFailoverDurableSentinel(t *testing.T) {
 }
 
 // runDurableChecks: a write runDurably acknowledged is on the replica when
-// it returns (read there at once, no polling); its cost beside the plain
-// script is measured; with the replica suspended the write is reported
+// it returns (read there at once, no polling); with the replica suspended the write is reported
 // not replicated (errNotReplicated) yet in force on the master; after the
 // master's loss runDurably finds the promoted replica and reports that it
 // has no replica of its own.
@@ -757,30 +756,6 @@ func runDurableChecks(t *testing.T, d durableTarget) {
 	if got, err := reader.PExpireTime(ctx, key).Result(); err != nil || got.Milliseconds() != want {
 		t.Errorf("on the replica: PEXPIRETIME %s = %v, %v; want %d", key, got, err, want)
 	}
-
-	// The cost: n plain scripts, then n durable ones, then n plain again
-	// (the mean of both plain runs is the baseline, against drift).
-	const n = 300
-	measure := func(durable bool) time.Duration {
-		start := time.Now()
-		for i := range n {
-			var err error
-			if durable {
-				_, _, err = runDurably(ctx, d.rdb, key, 1, time.Second, foDurableScript, []string{key}, want+int64(i))
-			} else {
-				err = foDurableScript.Run(ctx, d.rdb, []string{key}, want+int64(i)).Err()
-			}
-			if err != nil {
-				t.Fatalf("durable %v, call %d: %v", durable, i, err)
-			}
-		}
-		return time.Since(start) / n
-	}
-	plain1 := measure(false)
-	durable := measure(true)
-	plain2 := measure(false)
-	plain := (plain1 + plain2) / 2
-	t.Logf("per call: plain script %v, script + WAIT 1 %v (%.2fx)", plain.Round(time.Microsecond), durable.Round(time.Microsecond), float64(durable)/float64(plain))
 
 	// A replica that does not answer: the write is in force, not durable.
 	replica.Suspend(t)
@@ -850,4 +825,29 @@ func TestFailoverDurablePause(t *testing.T) {
 	if !strings.Contains(logs.String(), "fewer replicas") {
 		t.Errorf("no warning that the pause is not durable:\n%s", logs.String())
 	}
+}
+
+// BenchmarkDurableWrite is what Config.Durable costs a pause: the plain
+// script against the same script followed by WAIT for one replica, on a
+// Sentinel-managed master with one replica (a fresh one per run).
+func BenchmarkDurableWrite(b *testing.B) {
+	s := redistest.StartSentinel(b)
+	rdb := s.Client(b)
+	key := "{" + s.Prefix(b) + ":durable}:pause"
+	want := time.Now().Add(time.Hour).UnixMilli()
+	ctx := context.Background()
+	b.Run("plain", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if err := foDurableScript.Run(ctx, rdb, []string{key}, want+int64(i)).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("wait-1", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if _, acked, err := runDurably(ctx, rdb, key, 1, time.Second, foDurableScript, []string{key}, want+int64(i)); err != nil || acked < 1 {
+				b.Fatalf("runDurably: %d acknowledged, %v", acked, err)
+			}
+		}
+	})
 }

@@ -120,3 +120,26 @@ func TestAdmitStackedLimits(t *testing.T) {
 		t.Errorf("limit keys %q %q", limitKey(k, 0, PerSecond(1, 1)), limitKey(k, 1, FixedWindow(3, time.Second)))
 	}
 }
+
+// TestUnhintedRefusalKeepsExpiry: what a scope learned always expires, also
+// after an unhinted refusal following its first contact. (Before, that
+// refusal left the learned hash without a TTL.)
+func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest", Tuning: Tuning{OpenCache: -1}})
+	defer g.Close()
+	ctx := context.Background()
+	if err := g.admit(ctx, s, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	k := scopeKeys("qgtest", s)
+	if _, ok := g.record(ctx, s, k, 0, 0); !ok {
+		t.Fatal("refusal not recorded")
+	}
+	for _, key := range c.MR.Keys() {
+		if ttl := c.MR.TTL(key); ttl <= 0 || ttl > time.Duration(model.LearnTTL)*time.Microsecond+model.ExpiryMargin {
+			t.Errorf("%s: TTL %v, want within the learned state's life", key, ttl)
+		}
+	}
+}

@@ -1178,3 +1178,20 @@ func mwOffsets(starts []time.Time, from time.Time) []string {
 	}
 	return out
 }
+
+// TestCostBeyondCapacityIsArchived: a task whose cost no limit can ever
+// admit is archived at once, with ErrCost, instead of deferred forever.
+func TestCostBeyondCapacityIsArchived(t *testing.T) {
+	_, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	for _, l := range []Limit{FixedWindow(3, time.Second), PerSecond(2, 2), SlidingWindow(5, time.Second)} {
+		g := New(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"acme": {l}}, Cost: func(*asynq.Task) int { return 6 }})
+		ran := false
+		h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { ran = true; return nil }))
+		err := h.ProcessTask(context.Background(), NewTask("poll", nil, s))
+		if !errors.Is(err, ErrCost) || !errors.Is(err, asynq.SkipRetry) || ran {
+			t.Errorf("%v: ProcessTask = %v (handler ran %v); want archived with ErrCost", l, err, ran)
+		}
+		g.Close()
+	}
+}

@@ -3,9 +3,7 @@ package quotagate
 import (
 	"container/heap"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,48 +273,6 @@ var shapeCells = func() []shapeCell {
 	out = append(out, cell{name: "gcra-burst0/none", quota: sim.Quota{Shape: sim.GCRA, Rate: 20, Burst: 0}, limit: PerSecond(20, 0), has: true})
 	return out
 }()
-
-// TestModelShapes prints every cell of the matrix on the model: plain
-// shared pause, nothing configured, configured, and the ideal. It is a
-// tool (QUOTAGATE_SHAPES=1, or a comma-separated list of cells; with
-// QUOTAGATE_SHAPES_TRACE=mode the runs of that mode are traced).
-func TestModelShapes(t *testing.T) {
-	sel := os.Getenv("QUOTAGATE_SHAPES")
-	if sel == "" {
-		t.Skip("set QUOTAGATE_SHAPES=1 (or cells) to print the matrix on the model")
-	}
-	tr := os.Getenv("QUOTAGATE_SHAPES_TRACE")
-	for _, c := range shapeCells {
-		if sel != "1" && !strings.Contains(","+sel+",", ","+c.name+",") {
-			continue
-		}
-		_, dn, _ := strings.Cut(c.name, "/")
-		d, _ := sim.DialectNamed(dn)
-		run := func(mode string, ls []Limit, plain bool) shapeRun {
-			if tr == mode {
-				shapeTrace = t.Logf
-				defer func() { shapeTrace = nil }()
-			}
-			return simulateShape(c.quota, d, ls, 20, 200, 25_000, plain, 90_000_000)
-		}
-		pl, g := run("pause", nil, true), run("gate", nil, false)
-		var cf shapeRun
-		if c.has {
-			cf = run("limit", []Limit{c.limit}, false)
-		}
-		f := func(r shapeRun) string {
-			if r.accepted < 200 {
-				return "incomplete " + itoa(r.accepted) + " " + strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x"
-			}
-			return strings.TrimRight(strings.TrimRight(ftoa(r.waste()), "0"), ".") + "x " + ftoa(float64(r.end)/1e6) + "s"
-		}
-		t.Logf("%-26s pause %-18s gate %-18s limit %-18s ideal %.2fs", c.name, f(pl), f(g), f(cf), c.quota.IdealLatency(200, 25*time.Millisecond).Seconds())
-	}
-}
-
-func itoa(v int) string { return strconv.Itoa(v) }
-
-func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // simAsynq is asynq's side of simulateShape's fleet, with the bench's
 // settings (example/run.go): the tasks not started yet (pending), and

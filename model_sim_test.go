@@ -380,29 +380,6 @@ func TestModelLearningOnlyHelpsShapes(t *testing.T) {
 	}
 }
 
-// TestModelSimTrace traces one simulated run, event by event, when
-// simTraceCase names it ("bucket", "clock", "first"): a tool for reading
-// what learning does, skipped otherwise.
-func TestModelSimTrace(t *testing.T) {
-	if testing.Short() || simTraceCase == "" {
-		t.Skip("set simTraceCase to trace a case")
-	}
-	simTrace = t.Logf
-	defer func() { simTrace = nil }()
-	p := model.Params{Hold: 1_500_000, MaxPause: 12 * 3600 * 1000, Answer: 2_500_000}
-	switch simTraceCase {
-	case "bucket":
-		simulate(p, &simBucket{per: 125_000, burst: 10}, 20, 200, 12_500, false)
-	case "clock":
-		simulate(p, &simFixed{n: 40, w: 5_000_000}, 20, 200, 12_500, false)
-	case "first":
-		simulate(p, &simFixed{n: 5, w: 3_000_000, fromFirst: true}, 20, 30, 12_500, false)
-	}
-}
-
-// simTraceCase selects the run TestModelSimTrace traces ("" : none).
-var simTraceCase = ""
-
 // simOutage refuses every request without a hint until until (µs), then
 // accepts every one; refused counts its refusals.
 type simOutage struct{ until, refused int64 }

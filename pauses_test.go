@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,85 @@ func TestTooManyLimitsIsArchived(t *testing.T) {
 	err := g.checkCost(s, NewTask("poll", nil, s))
 	if !errors.Is(err, ErrLimits) {
 		t.Fatalf("checkCost with %d limits = %v, want ErrLimits", len(many), err)
+	}
+}
+
+// TestResumeLiftsEverything: Resume lifts what holds a scope back, not only
+// its pause: a refusal with a GCRA limit emptied the bucket and deferred
+// tasks took slots of the line; after Resume the scope admits at once.
+// (Before, Resume deleted the pause key only, and the scope stayed limited
+// until the old deadline.)
+func TestResumeLiftsEverything(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "ups", Account: "a"}
+	g := newWith(rdb, Config{Prefix: "qgtest", Limits: map[string][]Limit{"ups": {PerSecond(1, 1)}}}, hooks{now: func() time.Time { return c.Now }})
+	defer g.Close()
+	ctx := context.Background()
+	k := scopeKeys("qgtest", s)
+	if _, ok := g.record(ctx, s, k, 30*time.Second, 0); !ok {
+		t.Fatal("refusal not recorded")
+	}
+	for range 3 {
+		if err := g.admit(ctx, s, 1, false); err == nil {
+			t.Fatal("admitted while paused")
+		}
+	}
+	if err := g.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || !st.Until.IsZero() {
+		t.Fatalf("State after Resume = %v, %v; want open", st, err)
+	}
+	if err := g.admit(ctx, s, 1, false); err != nil {
+		t.Errorf("after Resume: %v, want admitted at once", err)
+	}
+	for _, key := range []string{k.Pause, k.Line} {
+		if c.MR.Exists(key) {
+			t.Errorf("%s left after Resume", key)
+		}
+	}
+}
+
+// TestSpentBudgetIsVisible: a budget the provider said is spent holds the
+// scope until its reset, and State, Pauses and the deferral say so
+// (ReasonBudget); Resume lifts it. (Before, such a scope deferred tasks as
+// "paused by the provider" while State and Pauses showed it open, and Resume
+// could not lift it.)
+func TestSpentBudgetIsVisible(t *testing.T) {
+	_, rdb := newMini(t)
+	s := Scope{Provider: "gh", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest"})
+	defer g.Close()
+	ctx := context.Background()
+	h := http.Header{"X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}}
+	if err := g.Observe(ctx, s, &http.Response{StatusCode: http.StatusOK, Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.State(ctx, s)
+	if err != nil || st.Reason != ReasonBudget || st.Remaining != time.Minute || st.Budget == nil || st.Budget.Remaining != 0 {
+		t.Fatalf("State = %+v, %v; want waiting a minute for the budget's reset", st, err)
+	}
+	ps, err := g.Pauses(ctx)
+	if err != nil || len(ps) != 1 || ps[0].Scope != s || ps[0].Reason != ReasonBudget {
+		t.Errorf("Pauses = %v, %v; want the scope, waiting for its budget", ps, err)
+	}
+	var d *Deferral
+	if err := g.admit(ctx, s, 1, false); !errors.As(err, &d) || d.Reason != ReasonBudget {
+		t.Errorf("admit = %v, want a deferral for the spent budget", err)
+	}
+	if err := g.Resume(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := g.State(ctx, s); err != nil || !st.Until.IsZero() || st.Budget != nil {
+		t.Errorf("State after Resume = %+v, %v; want open, no budget", st, err)
+	}
+}
+
+// TestPauseStringOpen: an open scope's Pause says so. (Before: "paused for
+// 0s (until 0001-01-01…)".)
+func TestPauseStringOpen(t *testing.T) {
+	if got := (Pause{Scope: Scope{Provider: "ups", Account: "a"}}).String(); got != "ups/a is open" {
+		t.Errorf("String() = %q", got)
 	}
 }

@@ -378,3 +378,43 @@ func TestTransportResetsInMilliseconds(t *testing.T) {
 		t.Errorf("the budget's reset: %+v; want the window's end, 1.947 s ahead", st.Budget)
 	}
 }
+
+// TestProbeAfterVerdict: a first contact that is not admitted is no probe:
+// it marks nothing, so its peers do not wait for an answer that never
+// comes. (Before, the probe was marked before the verdict.)
+func TestProbeAfterVerdict(t *testing.T) {
+	c, rdb := newMini(t)
+	s := Scope{Provider: "acme", Account: "a"}
+	g := New(rdb, Config{Prefix: "qgtest"})
+	defer g.Close()
+	g.Transport(nil) // responses are observed: first contacts probe
+	ctx := context.Background()
+	if _, err := g.Pause(ctx, s, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.admit(ctx, s, 1, false); err == nil {
+		t.Fatal("admitted while paused")
+	}
+	if c.MR.Exists(scopeKeys("qgtest", s).Budget) {
+		t.Error("a deferred first contact marked a probe")
+	}
+}
+
+// TestSilentNotesPruned: the gate's notes of scopes whose provider
+// advertises nothing are pruned of the old ones (accounts are unbounded).
+func TestSilentNotesPruned(t *testing.T) {
+	_, rdb := newMini(t)
+	now := t0
+	g := newWith(rdb, Config{Prefix: "qgtest"}, hooks{now: func() time.Time { return now }})
+	defer g.Close()
+	for i := range silentPrune - 1 {
+		g.rememberSilent(string(rune(i)))
+	}
+	now = now.Add(silentFor)
+	g.rememberSilent("last") // the silentPrune-th note prunes
+	n := 0
+	g.silent.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Errorf("%d notes kept, want only the fresh one", n)
+	}
+}
