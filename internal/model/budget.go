@@ -193,37 +193,103 @@ type budgetVerdict struct {
 }
 
 // earliest is what the budget says of an admission of cost at now that
-// leaves k unspent (model_class.go): k's share of the budget's size and
-// its claims stay, and while claims wait no such admission is the probe;
-// what k alone holds back is asked for again at k's lapse. While a probe
-// is out, a task with no place to wait in its process (params.nowOnly)
-// goes, as in a slow start: deferred, asynq would bring it back a second
-// later, for a wait of one round trip (the carrier without quota beside a
-// paced one had 2 of its tasks deferred so in a CI run of
-// TestModesEndToEnd, 4–5 in every run with a latency of 150 ms).
+// leaves k unspent (class.go): a silent provider's budget holds nothing;
+// else the first of its rules that applies answers (untilReset,
+// awaitingProbe, probeUnanswered, probeAsks, refillsWhole).
 func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict {
+	if s.silent {
+		return budgetVerdict{}
+	}
+	if v, ok := s.untilReset(now, cost, k); ok {
+		return v
+	}
+	if v, ok := s.awaitingProbe(p, now); ok {
+		return v
+	}
+	if s.probeUnanswered() {
+		return budgetVerdict{silent: true}
+	}
+	if v, ok := s.probeAsks(p, now, k); ok {
+		return v
+	}
+	return s.refillsWhole(cost, k)
+}
+
+// untilReset is the window's budget: until its reset (or, with no reset
+// advertised, for as long as it is known) the budget admits while what it
+// has at now (avail), less k's share of its size and k's claims, covers
+// cost. The provider's remaining is its word for its window: past it, it
+// refuses. What k alone holds back is asked for again at k's lapse (or at
+// the reset, or at the unit a refilling budget brings back, whichever is
+// first); a spent budget holds the scope until its reset, or a refilling
+// one's next unit. ok is false when nothing is known or the reset has
+// passed: the probe's rules answer then.
+func (s budgetState) untilReset(now, cost int64, k keeper) (v budgetVerdict, ok bool) {
+	if !s.known || s.reset != 0 && s.reset <= now {
+		return budgetVerdict{}, false
+	}
 	kept, rem := k.of(s.limit), s.avail(now)
 	switch {
-	case s.silent:
-		return budgetVerdict{}
-	case s.known && (s.reset > now || s.reset == 0) && rem-kept >= cost:
-		return budgetVerdict{spend: true}
-	case s.known && s.reset > now && rem >= cost:
-		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: ReasonBudget}
-	case s.known && s.reset == 0 && rem >= cost:
-		return budgetVerdict{at: k.lapse, why: ReasonBudget}
-	case s.known && s.reset > now:
-		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: ReasonBudget}
-	case s.probeAt > 0 && now < s.probeAt+p.Probe && p.NowOnly:
-		return budgetVerdict{}
-	case s.probeAt > 0 && now < s.probeAt+p.Probe:
-		return budgetVerdict{at: min(s.probeAt+p.Probe, now+probePoll), why: ReasonProbe}
-	case !s.known && s.probeAt > 0:
-		return budgetVerdict{silent: true}
-	case p.Probe > 0 && k.claims > 0:
-		return budgetVerdict{at: min(k.lapse, now+probePoll), why: ReasonProbe}
-	case p.Probe > 0:
-		return budgetVerdict{probe: true}
+	case rem-kept >= cost:
+		return budgetVerdict{spend: true}, true
+	case rem >= cost && s.reset > now:
+		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: ReasonBudget}, true
+	case rem >= cost:
+		return budgetVerdict{at: k.lapse, why: ReasonBudget}, true
+	case s.reset > now:
+		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: ReasonBudget}, true
+	}
+	return budgetVerdict{}, false
+}
+
+// awaitingProbe holds the scope while a probe is out, until its timeout:
+// past a reset the budget's size is unknown (a window whole again, a
+// bucket one token fuller: dialects differ), and the probe's answer will
+// tell it, so the others wait for it, looking every probePoll. A task with
+// no place to wait in its process (params.nowOnly) goes instead, as in a
+// slow start: deferred, asynq would bring it back a whole second later,
+// for a wait of about one round trip. ok is false when no probe is out or
+// its timeout has passed.
+func (s budgetState) awaitingProbe(p Params, now int64) (v budgetVerdict, ok bool) {
+	switch {
+	case s.probeAt <= 0 || now >= s.probeAt+p.Probe:
+		return budgetVerdict{}, false
+	case p.NowOnly:
+		return budgetVerdict{}, true
+	}
+	return budgetVerdict{at: min(s.probeAt+p.Probe, now+probePoll), why: ReasonProbe}, true
+}
+
+// probeUnanswered reports whether the probe of a scope that knows no
+// budget went unanswered past its timeout (awaitingProbe no longer holds
+// it): the provider is read silent (markSilent), as when the probe is
+// answered with no budget (answersNothing). A provider that advertises
+// nothing is not held by a budget it never tells.
+func (s budgetState) probeUnanswered() bool { return !s.known && s.probeAt > 0 }
+
+// probeAsks sends the probe: past the reset (or at the scope's first
+// contact, which learns whether the provider advertises a budget at all)
+// one request goes to ask while the others wait for its answer
+// (awaitingProbe). While interactive claims wait (k.claims) no admission
+// that leaves them unspent is the probe: it asks again at k's lapse, or
+// the next probePoll. ok is false when probes are off (p.Probe 0).
+func (s budgetState) probeAsks(p Params, now int64, k keeper) (v budgetVerdict, ok bool) {
+	switch {
+	case p.Probe <= 0:
+		return budgetVerdict{}, false
+	case k.claims > 0:
+		return budgetVerdict{at: min(k.lapse, now+probePoll), why: ReasonProbe}, true
+	}
+	return budgetVerdict{probe: true}, true
+}
+
+// refillsWhole is the budget past its reset when no probe may ask (probes
+// off: responses are not observed, nothing would tell the budget's size):
+// it is read whole again, its limit, as a window's is after its end; what
+// k alone holds back of it is asked for again at k's lapse.
+func (s budgetState) refillsWhole(cost int64, k keeper) budgetVerdict {
+	kept := k.of(s.limit)
+	switch {
 	case s.known && s.limit-kept >= cost:
 		return budgetVerdict{refill: true}
 	case s.known && s.limit >= cost:
@@ -237,8 +303,7 @@ func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict
 func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
 	switch {
 	case v.silent:
-		s.silent, s.probeAt = true, 0
-		s.expires = now + LearnTTL
+		s.markSilent(now)
 	case v.probe:
 		s.refilled, s.answered = s.seq, 0
 		s.seq += cost
@@ -256,6 +321,14 @@ func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe b
 		return false, s.seq
 	}
 	return false, 0
+}
+
+// markSilent records at now that the provider advertises no budget: no
+// probe is out, none goes again, and the budget holds nothing until this
+// is forgotten, LearnTTL later (a provider may start advertising one).
+func (s *budgetState) markSilent(now int64) {
+	s.silent, s.probeAt = true, 0
+	s.expires = now + LearnTTL
 }
 
 // quiet reports whether nothing but an announced write can make the
