@@ -661,34 +661,62 @@ local function budget_counter_pause(B, ms, prec)
 end
 `
 
-// luaBudget is the budget's transaction as admissions meet it, on a hash
-// with the fields of budgetFields; B is the loaded budget (see
-// budgetState).
-const luaBudget = `
-local function budget_earliest(B, cost, k, nowOnly)
+// luaBudgetRules is the admission's rules of the budget, in earliest's
+// order (budgetState.untilReset, awaitingProbe, probeUnanswered,
+// probeAsks, refillsWhole; markSilent): each answers a verdict, or nil
+// when it does not apply.
+const luaBudgetRules = `
+local function budget_until_reset(B, cost, k)
+  if not B.known or (B.reset ~= 0 and B.reset <= now_us) then return nil end
   local kept, rem = keep_of(k, B.limit), budget_avail(B)
-  if B.silent then return {at = 0} end
-  local open = B.known and (B.reset > now_us or B.reset == 0)
-  if open and rem - kept >= cost then return {at = 0, spend = true} end
-  if open and rem >= cost then
-    if B.reset > now_us then return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'} end
-    return {at = k.lapse, why = 'budget'}
+  if rem - kept >= cost then return {at = 0, spend = true} end
+  if rem >= cost and B.reset > now_us then
+    return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'}
   end
-  if B.known and B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
-  if B.probeAt > 0 and now_us < B.probeAt + C.probe and nowOnly then return {at = 0} end
-  if B.probeAt > 0 and now_us < B.probeAt + C.probe then
-    return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
-  end
-  if not B.known and B.probeAt > 0 then return {at = 0, silent = true} end
-  if C.probe > 0 and k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
-  if C.probe > 0 then return {at = 0, probe = true} end
+  if rem >= cost then return {at = k.lapse, why = 'budget'} end
+  if B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
+  return nil
+end
+local function budget_awaiting_probe(B, nowOnly)
+  if B.probeAt <= 0 or now_us >= B.probeAt + C.probe then return nil end
+  if nowOnly then return {at = 0} end
+  return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
+end
+local function budget_probe_unanswered(B) return not B.known and B.probeAt > 0 end
+local function budget_probe_asks(B, k)
+  if C.probe <= 0 then return nil end
+  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
+  return {at = 0, probe = true}
+end
+local function budget_refills_whole(B, cost, k)
+  local kept = keep_of(k, B.limit)
   if B.known and B.limit - kept >= cost then return {at = 0, refill = true} end
   if B.known and B.limit >= cost then return {at = k.lapse, why = 'budget'} end
   return {at = 0}
 end
+local function budget_mark_silent(B)
+  B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+end
+`
+
+// luaBudget is the budget's transaction as admissions meet it
+// (budgetState.earliest, spend), on a hash with the fields of
+// budgetFields; B is the loaded budget (see budgetState).
+const luaBudget = luaBudgetRules + `
+local function budget_earliest(B, cost, k, nowOnly)
+  if B.silent then return {at = 0} end
+  local v = budget_until_reset(B, cost, k)
+  if v then return v end
+  v = budget_awaiting_probe(B, nowOnly)
+  if v then return v end
+  if budget_probe_unanswered(B) then return {at = 0, silent = true} end
+  v = budget_probe_asks(B, k)
+  if v then return v end
+  return budget_refills_whole(B, cost, k)
+end
 local function budget_spend(B, v, cost)
   if v.silent then
-    B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+    budget_mark_silent(B)
   elseif v.probe then
     B.refilled, B.seq, B.probeAt, B.answered = B.seq, B.seq + cost, now_us, 0
     B.expires, B.dirty = math.max(B.expires, now_us + C.learnTTL), true
