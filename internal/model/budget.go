@@ -362,97 +362,260 @@ type Observation struct {
 
 // observe records o at now. It returns the reset in force and its
 // precision, and announce: the scope has a budget it did not have (open
-// caches must forget it).
+// caches must forget it). It reads o by the budget's rules, in this order
+// (see the list at the top of the file).
 func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, announce bool) {
 	if o.Remaining < 0 {
-		if o.Remaining == -1 && s.probeAt > 0 && !s.known {
-			s.silent, s.probeAt = true, 0
-			s.expires = now + LearnTTL
+		if s.answersNothing(o) {
+			s.markSilent(now)
 		}
 		return 0, 0, false
 	}
-	if o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled {
+	if s.stale(o) {
 		return 0, 0, false
 	}
+	o = s.inMillis(now, o)
+	// first contact with no probe out: a scope open caches may keep as
+	// quiet (see quiet) now has a budget
+	fresh := !s.known && s.probeAt == 0
+	if s.roundsDown(o) {
+		s.down = true
+	}
+	rd := s.readingOf(now, o)
+	s.endsEarly(now, rd.u, o.Prec)
+	rd.same = s.sameWindow(now, rd.u, o.Prec)
+	rd.r = s.lowered(now, o, rd.same)
+	if o.Seq > 0 {
+		s.answered++
+	}
+	rd.counter = s.window == 0 && counts(s, now, o, rd.u, rd.lim)
+	rd.grew = s.fillsUntilFull(now, o, rd)
+	rd.refills = s.refills(rd)
+	rd.u = s.keptReset(rd)
+	rd.r, rd.at = s.counterLowers(now, rd)
+	s.pace(now, o, rd)
+	s.noteReading(o, rd.same)
+	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, rd.r, rd.u, 0, false, rd.lim
+	s.expires = max(rd.u, now) + LearnTTL
+	return rd.u, o.Prec, fresh
+}
+
+// reading is an observation as the budget reads it (observe).
+type reading struct {
+	u       int64 // µs: the reset read (0 unknown), then the one kept (keptReset)
+	lim     int64 // the quota's size: the reading's, else the one known
+	r       int64 // the remaining read (lowered), then what a counter keeps (counterLowers)
+	at      int64 // µs: the instant r was counted at (counterLowers)
+	same    bool  // u is a reading of the reset in force (sameWindow)
+	counter bool  // the reading shows a sliding window counter (counts)
+	grew    bool  // the reset grew as a bucket's fill time does (fillsUntilFull)
+	refills bool  // the budget refills before its reset (refills)
+}
+
+// readingOf is what o says of its own: the reset at now + o.Reset (0
+// unknown) and the quota's size, o's, else the one known.
+func (s budgetState) readingOf(now int64, o Observation) reading {
+	rd := reading{lim: s.limit}
+	if o.Reset > 0 {
+		rd.u = now + o.Reset
+	}
+	if o.Limit > 0 {
+		rd.lim = o.Limit
+	}
+	return rd
+}
+
+// answersNothing reports whether o, a response that advertises no budget
+// (Remaining −1; −2 is no response at all), answers the probe of a scope
+// that knows none: the probe asked whether the provider advertises a
+// budget, and it does not (markSilent), as when the probe goes unanswered
+// (probeUnanswered).
+func (s budgetState) answersNothing(o Observation) bool {
+	return o.Remaining == -1 && s.probeAt > 0 && !s.known
+}
+
+// stale reports whether o answers a request admitted before the last probe
+// or refill (its sequence number at most refilled): it speaks of a window
+// that is over, and is ignored.
+func (s budgetState) stale(o Observation) bool {
+	return o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled
+}
+
+// inMillis is o with its reset read as milliseconds when it is (o.Alt,
+// readsMillis), to the millisecond's precision; a reading so, or o's own
+// (o.Millis), makes the scope read its resets so from then on.
+func (s *budgetState) inMillis(now int64, o Observation) Observation {
 	if o.Alt > 0 && s.readsMillis(now, o) {
 		o.Reset, o.Prec, o.Millis = o.Alt, millisPrec, true
 	}
 	s.millis = s.millis || o.Millis
-	fresh := !s.known && s.probeAt == 0
-	if o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec {
-		s.down = true // the probe went at the reset, which had passed: rounded down
+	return o
+}
+
+// roundsDown reports whether o shows that the provider writes its resets
+// rounded down (down): o refuses the probe, which went once the reset it
+// waited for had passed, with the budget spent and its reset within the
+// reading's precision, so the window's end is within the second the reset
+// was written in, not before it. A reset in epoch seconds read against the
+// whole-second Date header is the reading's instant plus the whole seconds
+// between them: written rounded down, the window's end may follow it by up
+// to a second (keptReset).
+func (s budgetState) roundsDown(o Observation) bool {
+	return o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec
+}
+
+// endsEarly rolls a sliding window counter's budget at now when u, the
+// reset read, lies at least its precision beyond the reset in force
+// before that has come: the provider's next window was read, its own
+// window ended first, and the budget rolls there as it would at its reset
+// (roll).
+func (s *budgetState) endsEarly(now, u, prec int64) {
+	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= prec {
+		s.reset = now
+		s.roll(now)
 	}
-	// later: the units admitted after the answered request, which the
-	// provider may not have counted yet (lowered from its remaining)
+}
+
+// sameWindow reports whether u, the reset read, is the reset in force to
+// the reading's precision: the reading is of the window in force.
+func (s budgetState) sameWindow(now, u, prec int64) bool {
+	return u > 0 && s.reset > now && abs(u-s.reset) < prec
+}
+
+// lowered is the remaining o reads. The provider counted the requests it
+// received before the one it answered, not those admitted after it and
+// still on their way: its remaining is lowered by the units admitted after
+// its own sequence number, none below 0. An answer that other requests
+// overtook (overtaken) is read up by those that reached the provider
+// before it (above), and never above what the budget had.
+func (s budgetState) lowered(now int64, o Observation, same bool) int64 {
 	later := int64(0)
 	if o.Seq > 0 {
 		later = max(s.seq-o.Seq, 0)
 	}
-	u := int64(0)
-	if o.Reset > 0 {
-		u = now + o.Reset
+	if !s.overtaken(o, same) {
+		return max(o.Remaining-later, 0)
 	}
-	lim := s.limit
-	if o.Limit > 0 {
-		lim = o.Limit
+	later = max(later-s.above(o), 0)
+	return min(max(o.Remaining-later, 0), s.avail(now))
+}
+
+// fillsUntilFull reports whether the budget's reset is a bucket's "until
+// full" (throttled's GCRA) rather than a window's end: the reset as the
+// provider wrote it grew since the last reading (resetGrew) while the reset
+// in force was still ahead and the budget did not rise, and it moved by no
+// more than the pace its distance tells (paced). No window's end moves
+// later before it passes, and a bucket telling its next token moves it
+// later only as the budget rises (a token came); a bucket telling when it
+// is full moves it later with every request spent. A sliding window
+// counter's budget (window) is paced apart.
+func (s budgetState) fillsUntilFull(now int64, o Observation, rd reading) bool {
+	return s.window == 0 && s.known && s.reset > now && s.resetGrew(o) && rd.r <= s.avail(now) &&
+		rd.lim > rd.r && paced(rd.u-s.reset, o.Seq-s.distSeq, o.Reset/(rd.lim-rd.r)+o.Prec)
+}
+
+// resetGrew reports whether o's reset, as the provider wrote it, is
+// further than the last reading's (dist), which answered an earlier
+// request (distSeq).
+func (s budgetState) resetGrew(o Observation) bool {
+	return o.Seq > s.distSeq && s.distSeq > 0 && o.Reset > s.dist
+}
+
+// refills reports whether the budget refills before its reset: it did
+// (per), or its reset grew as a bucket's fill time (fillsUntilFull), and
+// the reading has a reset and room below its limit. A sliding window
+// counter's budget (window) is paced apart (pace).
+func (s budgetState) refills(rd reading) bool {
+	return (s.per > 0 || rd.grew) && rd.u > 0 && rd.lim > rd.r && s.window == 0
+}
+
+// keptReset is the reset kept of a reading: of two resets read for the
+// window in force (same) the earlier is kept, as resets are read rounded
+// up (a reset in whole seconds is the reading's instant plus the seconds it
+// says, after the window's end by up to a second). Where the provider
+// writes them rounded down (down) every reading is the end or before it by
+// up to a second, and the window's first reading, kept when it came (it is
+// not same), stays: the answer of the window's first request is the end or
+// after it whenever that request opened the window (a window counted from
+// its first request ends its length after it; one on the clock began
+// before it), so the next probe is not sent early and refused. A budget
+// that refills keeps the reading's own reset, its fill time.
+func (s budgetState) keptReset(rd reading) int64 {
+	switch {
+	case rd.refills || !rd.same:
+		return rd.u
+	case s.down:
+		return s.reset
 	}
-	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= o.Prec {
-		s.reset = now // the provider's window ended before the reset read: roll now
-		s.roll(now)
+	return min(rd.u, s.reset)
+}
+
+// counterLowers is the remaining, and the instant it was counted at, that a
+// sliding window counter's reading of its window in force leaves: an
+// answer that overtook requests admitted before it counts fewer of them
+// than its sequence number says (the lowering misses them), so within its
+// window a counter's reading lowers the budget, never raises it above what
+// its pace refilled (settle), and keeps the pace's phase.
+func (s *budgetState) counterLowers(now int64, rd reading) (r, at int64) {
+	if s.window <= 0 || !rd.same {
+		return rd.r, now
 	}
-	same := u > 0 && s.reset > now && abs(u-s.reset) < o.Prec
-	over := s.overtaken(o, same)
-	if over {
-		later = max(later-s.above(o), 0) // they reached the provider first: counted
+	s.settle(now)
+	if rd.r >= s.remaining {
+		return s.remaining, s.at
 	}
-	r := max(o.Remaining-later, 0)
-	if over {
-		r = min(r, s.avail(now))
-	}
-	if o.Seq > 0 {
-		s.answered++
-	}
-	counter := s.window == 0 && counts(s, now, o, u, lim)
-	grew := s.window == 0 && s.known && s.reset > now && o.Seq > s.distSeq && s.distSeq > 0 && o.Reset > s.dist && r <= s.avail(now) &&
-		lim > r && paced(u-s.reset, o.Seq-s.distSeq, o.Reset/(lim-r)+o.Prec)
-	refills := (s.per > 0 || grew) && u > 0 && lim > r && s.window == 0
-	if !refills && same {
-		if s.down {
-			u = s.reset // the window's first reading (see above)
-		} else {
-			u = min(u, s.reset)
-		}
-	}
-	// An answer that overtook requests admitted before it counts fewer of
-	// them than its sequence number says (the lowering above misses them):
-	// within its window a counter's reading lowers the budget, never raises
-	// it above what its pace refilled, and keeps the pace's phase.
-	at := now
-	if s.window > 0 && same {
-		s.settle(now)
-		if r >= s.remaining {
-			r, at = s.remaining, s.at
-		}
-	}
+	return rd.r, now
+}
+
+// pace sets how the budget refills from the reading on (per, at): a budget
+// that reads a sliding window counter for the first time paces as one
+// (becomesCounter); a counter keeps its pace, anchored where counterLowers
+// left it; a budget that refills is a bucket full at its reset, one unit
+// every per = (reset − now)/(limit − remaining) from the reading on, a
+// lower bound of a bucket full at the reset however its reset is rounded up
+// (its tokens are a straight line from remaining now to limit at its true
+// fill time, no later than the reset). Each later reading anchors it again
+// at the same pace (a bucket refilling faster shows it in the next
+// reading's remaining, and keeps it: a bucket loses no token until it is
+// full); only a reading whose reset grew again sets the pace anew (a reset
+// that stays where it was, as a window counter's end does, would make the
+// pace faster with every unit spent). Any other budget does not refill.
+func (s *budgetState) pace(now int64, o Observation, rd reading) {
 	per := s.per
 	s.per, s.at = 0, 0
 	switch {
-	case counter:
-		// The window is the distance between the two resets, to their
-		// precision: window ends written in whole seconds are whole
-		// seconds apart, each read late by less than a second (the
-		// reading's distance to its Date), the old one the earliest of
-		// its window's readings.
-		d := lim - o.Remaining - (o.Seq - s.refilled)
-		s.window, s.per, s.at = max((2*(u-s.reset)+o.Prec)/(2*o.Prec)*o.Prec, o.Prec), (u-now+d-1)/d, now
+	case rd.counter:
+		s.becomesCounter(now, o, rd)
 	case s.window > 0:
-		s.per, s.at = per, at
-	case refills:
-		if grew || per == 0 {
-			per = (u - now + lim - r - 1) / (lim - r)
+		s.per, s.at = per, rd.at
+	case rd.refills:
+		if rd.grew || per == 0 {
+			per = (rd.u - now + rd.lim - rd.r - 1) / (rd.lim - rd.r)
 		}
 		s.per, s.at = per, now
 	}
+}
+
+// becomesCounter paces a budget read as a sliding window counter's
+// (counts): the deficit d of the probe's answer beyond what the new
+// window's own requests spent is the previous window's weight, which
+// decays to nothing at the next window's end, so the budget refills one
+// unit every (reset − now)/d; the counter's window is the distance between
+// the two resets, to their precision (window ends written in whole seconds
+// are whole seconds apart, each read late by less than a second, the old
+// one the earliest of its window's readings). At each reset after that the
+// budget rolls on without a probe (roll).
+func (s *budgetState) becomesCounter(now int64, o Observation, rd reading) {
+	d := rd.lim - o.Remaining - (o.Seq - s.refilled)
+	s.window, s.per, s.at = max((2*(rd.u-s.reset)+o.Prec)/(2*o.Prec)*o.Prec, o.Prec), (rd.u-now+d-1)/d, now
+}
+
+// noteReading keeps what later readings' evidence needs: the reset as the
+// provider wrote it and the request it answered, when that is the newest
+// read (dist, distSeq: resetGrew, overtaken); and whether the reset in
+// force held while the remaining counts its readings advertised moved
+// (first, held: counts), a window's end rather than a bucket's next token.
+func (s *budgetState) noteReading(o Observation, same bool) {
 	if o.Seq > s.distSeq {
 		s.dist, s.distSeq = o.Reset, o.Seq
 	}
@@ -462,9 +625,6 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 	case !same:
 		s.first, s.held = o.Remaining, false
 	}
-	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
-	s.expires = max(u, now) + LearnTTL
-	return u, o.Prec, fresh
 }
 
 // readsMillis reports whether o's reset, a whole number under a name of
