@@ -804,10 +804,10 @@ local function budget_roll(B)
     end
   end
 end
-local function budget_counts(B, rem, u, lim, prec, seq)
-  return B.known and B.held and B.reset > 0 and B.reset <= now_us and seq > B.refilled and B.refilled > 0
-    and u - B.reset >= math.max(2 * prec, C.minCounterWindow) and u - now_us > now_us - B.reset
-    and lim - rem - (seq - B.refilled) > B.refilled - B.distSeq
+local function budget_counts(B, o, u, lim)
+  return B.known and B.held and B.reset > 0 and B.reset <= now_us and o.seq > B.refilled and B.refilled > 0
+    and u - B.reset >= math.max(2 * o.prec, C.minCounterWindow) and u - now_us > now_us - B.reset
+    and lim - o.remaining - (o.seq - B.refilled) > B.refilled - B.distSeq
 end
 `
 
@@ -894,66 +894,119 @@ local function budget_spend(B, v, cost)
 end
 `
 
-// luaBudgetObserve is the budget's transaction as a response advertises it
-// (budgetState.observe): the reading, lowered by the admissions after the
-// request it answers, and whether the budget refills before its reset.
-const luaBudgetObserve = `
-local function budget_reads_millis(B, reset, prec, alt)
-  return B.millis or B.known and B.reset > now_us and math.abs(now_us + alt - B.reset) < prec and reset > C.millisRatio * math.max(B.reset - now_us, prec)
+// luaBudgetRead is the reading of a response's budget (budgetState's
+// answersNothing, stale, readsMillis, inMillis, roundsDown, readingOf,
+// endsEarly, sameWindow, overtaken, above, lowered); o is the
+// observation (see Observation), R the reading (see reading).
+const luaBudgetRead = `
+local function budget_answers_nothing(B, o) return o.remaining == -1 and B.probeAt > 0 and not B.known end
+local function budget_stale(B, o) return o.seq > 0 and B.refilled > 0 and o.seq <= B.refilled end
+local function budget_reads_millis(B, o)
+  return B.millis or B.known and B.reset > now_us and math.abs(now_us + o.alt - B.reset) < o.prec
+    and o.reset > C.millisRatio * math.max(B.reset - now_us, o.prec)
 end
-local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
-  if rem < 0 then
-    if rem == -1 and B.probeAt > 0 and not B.known then
-      B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
-    end
-    return 0, false, 0
-  end
-  if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false, 0 end
-  if alt > 0 and budget_reads_millis(B, reset, prec, alt) then reset, prec, millis = alt, C.millisPrec, true end
-  B.millis = B.millis or millis
-  local fresh = not B.known and B.probeAt == 0
-  if refused and rem == 0 and B.known and B.probeAt > 0 and reset > 0 and reset <= prec then B.down = true end
-  local later = 0
-  if seq > 0 then later = math.max(B.seq - seq, 0) end
-  local u = 0
-  if reset > 0 then u = now_us + reset end
-  local lim = B.limit
-  if limit > 0 then lim = limit end
+local function budget_in_millis(B, o)
+  if o.alt > 0 and budget_reads_millis(B, o) then o.reset, o.prec, o.millis = o.alt, C.millisPrec, true end
+  B.millis = B.millis or o.millis
+end
+local function budget_rounds_down(B, o)
+  return o.refused and o.remaining == 0 and B.known and B.probeAt > 0 and o.reset > 0 and o.reset <= o.prec
+end
+local function budget_reading_of(B, o)
+  local R = {u = 0, lim = B.limit}
+  if o.reset > 0 then R.u = now_us + o.reset end
+  if o.limit > 0 then R.lim = o.limit end
+  return R
+end
+local function budget_ends_early(B, u, prec)
   if B.window > 0 and u > 0 and B.reset > now_us and u - B.reset >= prec then B.reset = now_us; budget_roll(B) end
-  local same = u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec
-  local over = same and seq > 0 and seq <= B.distSeq and B.distSeq > B.refilled and reset > prec -- budgetState.overtaken
-  if over then later = math.max(later - math.max(1, B.answered - (seq - B.refilled - 1)), 0) end -- above
-  local r = math.max(rem - later, 0)
-  if over then r = math.min(r, budget_avail(B)) end
-  if seq > 0 then B.answered = B.answered + 1 end
-  local counter = B.window == 0 and budget_counts(B, rem, u, lim, prec, seq)
-  local grew = B.window == 0 and B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
-    and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
-  local refills = (B.per > 0 or grew) and u > 0 and lim > r and B.window == 0
-  if not refills and same then
-    if B.down then u = B.reset else u = math.min(u, B.reset) end
-  end
-  local at = now_us
-  if B.window > 0 and same then
-    budget_settle(B)
-    if r >= B.remaining then r, at = B.remaining, B.at end
-  end
+end
+local function budget_same_window(B, u, prec) return u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec end
+local function budget_overtaken(B, o, same)
+  return same and o.seq > 0 and o.seq <= B.distSeq and B.distSeq > B.refilled and o.reset > o.prec
+end
+local function budget_above(B, o) return math.max(1, B.answered - (o.seq - B.refilled - 1)) end
+local function budget_lowered(B, o, same)
+  local later = 0
+  if o.seq > 0 then later = math.max(B.seq - o.seq, 0) end
+  if not budget_overtaken(B, o, same) then return math.max(o.remaining - later, 0) end
+  later = math.max(later - budget_above(B, o), 0)
+  return math.min(math.max(o.remaining - later, 0), budget_avail(B))
+end
+`
+
+// luaBudgetPace is what a reading does to the budget's pace and the reset
+// it keeps (budgetState's resetGrew, paced, fillsUntilFull, refills,
+// keptReset, counterLowers, becomesCounter, pace, noteReading).
+const luaBudgetPace = `
+local function budget_reset_grew(B, o) return o.seq > B.distSeq and B.distSeq > 0 and o.reset > B.dist end
+local function budget_paced(move, k, per) return move <= 0 or math.floor(move / (k + 1)) <= per end
+local function budget_fills_until_full(B, o, R)
+  return B.window == 0 and B.known and B.reset > now_us and budget_reset_grew(B, o) and R.r <= budget_avail(B)
+    and R.lim > R.r and budget_paced(R.u - B.reset, o.seq - B.distSeq, math.floor(o.reset / (R.lim - R.r)) + o.prec)
+end
+local function budget_refills(B, R) return (B.per > 0 or R.grew) and R.u > 0 and R.lim > R.r and B.window == 0 end
+local function budget_kept_reset(B, R)
+  if R.refills or not R.same then return R.u end
+  if B.down then return B.reset end
+  return math.min(R.u, B.reset)
+end
+local function budget_counter_lowers(B, R)
+  if B.window <= 0 or not R.same then return R.r, now_us end
+  budget_settle(B)
+  if R.r >= B.remaining then return B.remaining, B.at end
+  return R.r, now_us
+end
+local function budget_becomes_counter(B, o, R)
+  local d = R.lim - o.remaining - (o.seq - B.refilled)
+  B.window = math.max(math.floor((2 * (R.u - B.reset) + o.prec) / (2 * o.prec)) * o.prec, o.prec)
+  B.per, B.at = math.floor((R.u - now_us + d - 1) / d), now_us
+end
+local function budget_pace(B, o, R)
   local per = B.per
   B.per, B.at = 0, 0
-  if counter then
-    local d = lim - rem - (seq - B.refilled)
-    B.window = math.max(math.floor((2 * (u - B.reset) + prec) / (2 * prec)) * prec, prec)
-    B.per, B.at = math.floor((u - now_us + d - 1) / d), now_us
-  elseif B.window > 0 then B.per, B.at = per, at
-  elseif refills then
-    if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
+  if R.counter then budget_becomes_counter(B, o, R)
+  elseif B.window > 0 then B.per, B.at = per, R.at
+  elseif R.refills then
+    if R.grew or per == 0 then per = math.floor((R.u - now_us + R.lim - R.r - 1) / (R.lim - R.r)) end
     B.per, B.at = per, now_us
   end
-  if seq > B.distSeq then B.dist, B.distSeq = reset, seq end
-  if same and rem ~= B.first then B.held = true elseif not same then B.first, B.held = rem, false end
-  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
-  B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
-  return u, fresh, prec
+end
+local function budget_note_reading(B, o, same)
+  if o.seq > B.distSeq then B.dist, B.distSeq = o.reset, o.seq end
+  if same and o.remaining ~= B.first then B.held = true elseif not same then B.first, B.held = o.remaining, false end
+end
+`
+
+// luaBudgetObserve is the budget's transaction as a response advertises it
+// (budgetState.observe): its rules (luaBudgetRead, luaBudgetPace) in
+// observe's order.
+const luaBudgetObserve = luaBudgetRead + luaBudgetPace + `
+local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
+  local o = {remaining = rem, reset = reset, limit = limit, prec = prec, seq = seq, refused = refused, alt = alt, millis = millis}
+  if o.remaining < 0 then
+    if budget_answers_nothing(B, o) then budget_mark_silent(B) end
+    return 0, false, 0
+  end
+  if budget_stale(B, o) then return 0, false, 0 end
+  budget_in_millis(B, o)
+  local fresh = not B.known and B.probeAt == 0
+  if budget_rounds_down(B, o) then B.down = true end
+  local R = budget_reading_of(B, o)
+  budget_ends_early(B, R.u, o.prec)
+  R.same = budget_same_window(B, R.u, o.prec)
+  R.r = budget_lowered(B, o, R.same)
+  if o.seq > 0 then B.answered = B.answered + 1 end
+  R.counter = B.window == 0 and budget_counts(B, o, R.u, R.lim)
+  R.grew = budget_fills_until_full(B, o, R)
+  R.refills = budget_refills(B, R)
+  R.u = budget_kept_reset(B, R)
+  R.r, R.at = budget_counter_lowers(B, R)
+  budget_pace(B, o, R)
+  budget_note_reading(B, o, R.same)
+  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, R.r, R.u, 0, false, R.lim
+  B.expires, B.dirty = math.max(R.u, now_us) + C.learnTTL, true
+  return R.u, fresh, o.prec
 end
 `
 
