@@ -4,87 +4,63 @@ import "math"
 
 // The advertised budget: what the provider said is left of its quota
 // (remaining, until reset), spent by the admissions since, counting the
-// requests still on their way.
+// requests still on their way. Its rules are the functions below, each
+// with a Lua twin of the same name in snake case after budget_
+// (untilReset, budget_until_reset); each doc comment says what its rule
+// reads, what it assumes of the provider, what it changes and why it
+// holds.
 //
-// Until its reset a budget admits while remaining ≥ cost; a spent budget
-// holds the scope until its reset (reasonBudget), as the provider's word
-// for its window. Once the reset has passed the budget's size is unknown
-// (a window whole again, a bucket one token fuller: dialects differ), so
-// one request, the probe, goes to ask while the others wait for its
-// answer, at most the probe's timeout (reasonProbe), looking every
-// probePoll. A scope whose first request is a probe (first contact) learns
-// whether its provider advertises a budget at all; a probe answered with
-// none, or not answered within its timeout, marks the provider silent.
+// An admission (earliest, then spend) is answered by the first that
+// applies:
 //
-// The provider counted the requests it received before the one answered,
-// not those admitted after it and still on their way: an answer's
-// remaining is lowered by the admissions after its own (sequence numbers),
-// and the answer of a request admitted before the last probe or refill
-// speaks of a window that is over: it is ignored. Of two resets read for
-// the same window (within the reading's precision) the earlier is kept,
-// as resets are read rounded up.
+//  1. silent (set by markSilent): a provider that advertises nothing is
+//     not held by a budget.
+//  2. untilReset: until its reset the budget admits while it covers the
+//     cost; spent, it holds the scope until its reset or its next unit.
+//  3. awaitingProbe: while a probe is out the others wait for its answer.
+//  4. probeUnanswered: a probe of a scope that knows no budget, unanswered
+//     past its timeout, marks the provider silent (markSilent).
+//  5. probeAsks: past the reset, or at first contact, one probe asks.
+//  6. refillsWhole: with probes off, past its reset the budget is whole.
 //
-// Except where the provider writes its resets rounded down (down): a
-// reset in epoch seconds read against the whole-second Date header is the
-// reading's instant plus the whole seconds between them, an instant the
-// window's end may follow by up to a second, and the earliest of a
-// window's readings (one just after Date turned a second) is the
-// earliest instant the end may be, not the latest. The evidence is a
-// probe sent once the reset it waited for had passed, refused with the
-// budget spent and its reset within the reading's precision (the end is
-// within the second the reset was written in). Such a scope keeps the
-// first reading of each window instead: the answer of the window's first
-// request, which is the end or after it whenever that request opened the
-// window (a window counted from its first request ends its length after
-// it; one on the clock began before it), so the next probe is not refused
-// (fixed-first/epoch-floor of the matrix: a probe up to a second early,
-// refused, and the next window opened a second late, window after window,
-// 24.1–25.1 s where the ideal is 20 s).
+// A response (observe) is read by these, in this order:
 //
-// A budget refills before its reset when the reset is a bucket's "until
-// full" (throttled's GCRA) rather than a window's end: the evidence is
-// a reset whose distance, as the provider wrote it, grew between two
-// readings (the later one answering a later request) while the stored
-// reset was still ahead and the budget did not rise. No window's end moves
-// later before it passes, and a bucket telling its next token moves it
-// later only as the budget rises (a token came); a bucket telling when it
-// is full moves it later with every request spent. Such a budget refills
-// by one unit every per = (reset − now)/(limit − remaining) from the
-// reading on: a lower bound of a bucket that is full at the reset, however
-// its reset is rounded up (the tokens it refills are a straight line from
-// remaining now to limit at its true fill time, no later than the reset).
-// Each later reading's remaining anchors it again at the same pace (a
-// bucket refilling faster shows it in the next reading's remaining, and
-// keeps it: a bucket loses no token until it is full); only a reading
-// whose reset grew again sets the pace anew (a reset that stays where it
-// was, as a window counter's end does, would make the pace faster with
-// every unit spent). Past the reset a probe asks, as for every budget.
+//  7. answersNothing: a probe answered with no budget marks the provider
+//     silent (markSilent).
+//  8. stale: the answer of a request admitted before the last probe or
+//     refill is ignored.
+//  9. inMillis (readsMillis): a reset in milliseconds under a name of
+//     seconds is read as milliseconds.
+//  10. roundsDown: a probe refused just past its reset shows resets
+//     written rounded down.
+//  11. endsEarly: a counter's next window, read before its reset, rolls
+//     its budget at once.
+//  12. lowered (sameWindow, overtaken, above): an answer's remaining, less
+//     the admissions after its request, read up by those that overtook it.
+//  13. counts: the first answer after a reset shows a sliding window
+//     counter.
+//  14. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
+//     the budget was spent is a bucket's fill time; the budget refills.
+//  15. keptReset: of two readings of one window the earlier reset is
+//     kept, the first where resets are rounded down.
+//  16. counterLowers: a counter's reading lowers its budget, never raises
+//     it.
+//  17. pace (becomesCounter): how the budget refills from the reading on.
+//  18. noteReading: what the evidence of 13 and 14 needs of the reading.
 //
-// A sliding window counter (go-chi/httprate, Cloudflare: a request at e
-// into window k is accepted while prev·(w − e)/w + cur + 1 ≤ n) advertises
-// a window's end as its reset, and its budget is not whole after it: the
-// previous window still weighs in, and decays to nothing at the next
-// window's end. Nothing in a first window tells it from a fixed window;
-// the probe after the reset does (see counts): its answer (refused, or
-// accepted with little left) advertises less than the limit beyond what
-// the new window's own requests spent. The deficit d beyond them is the
-// previous window's weight: the budget refills one unit every
-// (reset − now)/d, and the counter's window is the distance between the
-// two resets, to their precision. At each reset after that the budget
-// rolls on without a probe (see roll): what the window had not got back by
-// its end is the weight that decays over the next window. Readings anchor it as they come, lower
-// only (see observe), and the provider's own next window, read before the
-// reset the gate has, rolls it at once. A refusal whose hint is no longer
-// than the counter's window pauses the scope until the budget's next unit,
-// at least MinPause (see counterPause): httprate's Retry-After is the
-// whole window whatever the wait.
+// Between them:
+//
+//  19. roll: at its reset a counter's budget rolls on, without a probe.
+//  20. counterPause: a counter's whole-window hint pauses the scope until
+//     the budget's next unit.
+//
+// avail, refillAt and settle are a refilling budget's arithmetic.
 //
 // Invariants: never admit into a budget known to be spent before its
 // reset (or, refilling, its next unit); never hold a scope past the reset
 // and the probe's timeout (after them a request goes); a budget is
-// forgotten learnTTL after its reset.
-// A scope with configured limits is paced by them: its budget is
-// observed and shown, not enforced.
+// forgotten LearnTTL after its reset. A scope with configured limits is
+// paced by them: its budget is observed and shown, not enforced.
 
 // probePoll is how often the workers waiting for a probe's answer look for
 // it: about two round trips to a provider 25 ms away (the example's);
@@ -116,9 +92,8 @@ type budgetState struct {
 	window    int64 // µs: a sliding window counter's window (at its reset the budget rolls on); 0 not one
 	first     int64 // the remaining the first reading of the reset in force wrote
 	held      bool  // a later reading of the same reset wrote another remaining: the reset held while the budget moved
-	// down: the provider writes its resets rounded down (a probe sent at
-	// its reset was refused, the reset just passed): a window's first
-	// reading is kept, not the earliest (see above)
+	// down: the provider writes its resets rounded down (roundsDown): a
+	// window's first reading is kept, not the earliest (keptReset)
 	down bool
 	// millis: the provider writes its resets in milliseconds under a name
 	// of seconds (see readsMillis)
@@ -636,8 +611,8 @@ func (s *budgetState) noteReading(o Observation, same bool) {
 // beyond a second, when the window in force ends sooner). A limiter that
 // writes milliseconds under X-RateLimit-Reset writes numbers of at most an
 // hour in every window's last 3.6 s: read as seconds, a window's last
-// "1947" held the scope for 32 minutes (a refusal's pause, or a spent
-// budget's reset; TestTransportResetsInMilliseconds). A scope whose first
+// "1947" would hold the scope for 32 minutes (a refusal's pause, or a
+// spent budget's reset; TestTransportResetsInMilliseconds). A scope whose first
 // reading is such a number (a window shorter than 3.6 s) reads it as
 // seconds, as the hint package does: nothing tells it otherwise yet.
 func (s budgetState) readsMillis(now int64, o Observation) bool {
@@ -648,9 +623,8 @@ func (s budgetState) readsMillis(now int64, o Observation) bool {
 // reading must lie for its milliseconds reading to be taken: an order of
 // magnitude, where milliseconds read as seconds lie three beyond it. A
 // bucket's time until it is full grows from a fraction of a second to "2"
-// as it is spent: with only the seconds reading required to be a second
-// off, gcra/until-full on the shapes tool read its resets as milliseconds
-// in every send-delay spread (1.00–1.01×, 23.78–23.95 s → 1.06×, 24.08 s).
+// as it is spent: its seconds reading lies a second or so beyond the window
+// in force, and is not to be read as milliseconds.
 const millisRatio = 10
 
 // millisPrec is the precision of a reset written in milliseconds (µs).
@@ -664,20 +638,14 @@ const millisPrec = 1000
 // every admission after its own, says a unit less than is left for each:
 // it is read up by them (above): they are not lowered from it, never
 // more of them than were admitted after it, so it is never read above
-// what it said, nor above what the budget had. (Lowered to 0 first and
-// then read up, a spent window read last by an overtaken answer read 2
-// left: two requests went into it, and their refusals' reset, written in
-// milliseconds under a name of seconds, paused the scope for 32 minutes;
-// fixed/reset-ms on the shapes tool, 3 of 24 send-delay spreads, none
-// since.) Read as
-// it was, a budget short by them held a window's last task until the next
-// window (fixed/ietf and fixed/epoch-floor of the matrix, 23.1–25.2 s where
-// the ideal is 20 s; the shapes tool's budget-header fixed cells 25.15 s →
-// 21.11 s). A reset within its precision may be a bucket's next token,
-// whose remaining grows between readings: such readings are read as they
-// are (with the rule, bucket/delta took 36.0–36.8 s in 2 of 9 runs, in none
-// of 7 without it; the 36–38 s it still took in about one run of ten was
-// a bucket read as a counter, traced since: see counts).
+// what it said, nor above what the budget had. Read as it was, a budget
+// short by them would hold a window's last task until the next window.
+// They are taken off the admissions lowered from it, before the floor at
+// 0 (lowered): read up after the floor, a spent window's last, overtaken
+// answer would read units left that are not, and send requests into the
+// spent window. A reset within its precision may be a bucket's next
+// token, whose remaining grows between readings: such readings are read
+// as they are.
 func (s budgetState) overtaken(o Observation, same bool) bool {
 	return same && o.Seq > 0 && o.Seq <= s.distSeq && s.distSeq > s.refilled && o.Reset > o.Prec
 }
@@ -687,11 +655,9 @@ func (s budgetState) overtaken(o Observation, same bool) bool {
 // reading since the last probe that cannot be of a request admitted before
 // o's (there are o.seq − refilled − 1 units of those at most). When answers
 // come in the order their requests arrived, and none is lost, it is exact:
-// a burst that arrived in reverse order is read whole by its last answer.
-// (Read a unit up only, such a burst of 11 left 19 read where the provider
-// had 28, and the window's last 9 polls were deferred 2 s: the shapes
-// tool's budget-header fixed cells with other send delays, late in 2 of 24
-// spreads, none since.)
+// a burst that arrived in reverse order is read whole by its last answer,
+// where read a unit up only it would be read short by all but one of its
+// requests, and hold the window's last tasks until its end.
 func (s budgetState) above(o Observation) int64 {
 	return max(1, s.answered-(o.Seq-s.refilled-1))
 }
@@ -714,11 +680,11 @@ func (s budgetState) counterPause(now, ms, prec int64) int64 {
 }
 
 // minCounterWindow is the shortest window a budget is read as a sliding
-// window counter's: counters count windows of seconds (httprate's, Cloudflare's
-// 10 s and a minute), while a reset that moved less than a second after the
-// window before was spent is a bucket's next token (Discord's
-// X-RateLimit-Reset-After, bucket/discord of the matrix: read as a counter's
-// 125 ms window it let 9 go every 125 ms, 1.15–1.19× measured where it was 1.01×).
+// window counter's: counters count windows of seconds (httprate's,
+// Cloudflare's 10 s and a minute), while a reset that moved less than a
+// second after the window before was spent is a bucket's next token
+// (Discord's X-RateLimit-Reset-After), which a counter's pace would hold
+// below its rate.
 const minCounterWindow = 1_000_000 // µs
 
 // counts reports whether o, the answer to the first request after the
@@ -741,10 +707,9 @@ const minCounterWindow = 1_000_000 // µs
 // further ahead than the old one is behind): a bucket's next token is
 // never further ahead than a token's time (rounded up, a precision), so
 // read once a pause has held the scope a second past the reset, it lies
-// two seconds after it (bucket/delta of the matrix, read as a counter of
-// a 2 s window: paced at 5/s where the bucket gives 8, 36.6–37.9 s in
-// about one run of ten, where the ideal is 23.75 s). A counter read so
-// late in its window is read at its next reset.
+// two seconds after it, and read as a counter of a 2 s window the bucket
+// would be paced below its rate. A counter read so late in its window is
+// read at its next reset.
 func counts(s *budgetState, now int64, o Observation, u, lim int64) bool {
 	return s.known && s.held && s.reset > 0 && s.reset <= now && o.Seq > s.refilled && s.refilled > 0 &&
 		u-s.reset >= max(2*o.Prec, minCounterWindow) && u-now > now-s.reset &&
