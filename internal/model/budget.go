@@ -4,87 +4,63 @@ import "math"
 
 // The advertised budget: what the provider said is left of its quota
 // (remaining, until reset), spent by the admissions since, counting the
-// requests still on their way.
+// requests still on their way. Its rules are the functions below, each
+// with a Lua twin of the same name in snake case after budget_
+// (untilReset, budget_until_reset); each doc comment says what its rule
+// reads, what it assumes of the provider, what it changes and why it
+// holds.
 //
-// Until its reset a budget admits while remaining ≥ cost; a spent budget
-// holds the scope until its reset (reasonBudget), as the provider's word
-// for its window. Once the reset has passed the budget's size is unknown
-// (a window whole again, a bucket one token fuller: dialects differ), so
-// one request, the probe, goes to ask while the others wait for its
-// answer, at most the probe's timeout (reasonProbe), looking every
-// probePoll. A scope whose first request is a probe (first contact) learns
-// whether its provider advertises a budget at all; a probe answered with
-// none, or not answered within its timeout, marks the provider silent.
+// An admission (earliest, then spend) is answered by the first that
+// applies:
 //
-// The provider counted the requests it received before the one answered,
-// not those admitted after it and still on their way: an answer's
-// remaining is lowered by the admissions after its own (sequence numbers),
-// and the answer of a request admitted before the last probe or refill
-// speaks of a window that is over: it is ignored. Of two resets read for
-// the same window (within the reading's precision) the earlier is kept,
-// as resets are read rounded up.
+//  1. silent (set by markSilent): a provider that advertises nothing is
+//     not held by a budget.
+//  2. untilReset: until its reset the budget admits while it covers the
+//     cost; spent, it holds the scope until its reset or its next unit.
+//  3. awaitingProbe: while a probe is out the others wait for its answer.
+//  4. probeUnanswered: a probe of a scope that knows no budget, unanswered
+//     past its timeout, marks the provider silent (markSilent).
+//  5. probeAsks: past the reset, or at first contact, one probe asks.
+//  6. refillsWhole: with probes off, past its reset the budget is whole.
 //
-// Except where the provider writes its resets rounded down (down): a
-// reset in epoch seconds read against the whole-second Date header is the
-// reading's instant plus the whole seconds between them, an instant the
-// window's end may follow by up to a second, and the earliest of a
-// window's readings (one just after Date turned a second) is the
-// earliest instant the end may be, not the latest. The evidence is a
-// probe sent once the reset it waited for had passed, refused with the
-// budget spent and its reset within the reading's precision (the end is
-// within the second the reset was written in). Such a scope keeps the
-// first reading of each window instead: the answer of the window's first
-// request, which is the end or after it whenever that request opened the
-// window (a window counted from its first request ends its length after
-// it; one on the clock began before it), so the next probe is not refused
-// (fixed-first/epoch-floor of the matrix: a probe up to a second early,
-// refused, and the next window opened a second late, window after window,
-// 24.1–25.1 s where the ideal is 20 s).
+// A response (observe) is read by these, in this order:
 //
-// A budget refills before its reset when the reset is a bucket's "until
-// full" (throttled's GCRA) rather than a window's end: the evidence is
-// a reset whose distance, as the provider wrote it, grew between two
-// readings (the later one answering a later request) while the stored
-// reset was still ahead and the budget did not rise. No window's end moves
-// later before it passes, and a bucket telling its next token moves it
-// later only as the budget rises (a token came); a bucket telling when it
-// is full moves it later with every request spent. Such a budget refills
-// by one unit every per = (reset − now)/(limit − remaining) from the
-// reading on: a lower bound of a bucket that is full at the reset, however
-// its reset is rounded up (the tokens it refills are a straight line from
-// remaining now to limit at its true fill time, no later than the reset).
-// Each later reading's remaining anchors it again at the same pace (a
-// bucket refilling faster shows it in the next reading's remaining, and
-// keeps it: a bucket loses no token until it is full); only a reading
-// whose reset grew again sets the pace anew (a reset that stays where it
-// was, as a window counter's end does, would make the pace faster with
-// every unit spent). Past the reset a probe asks, as for every budget.
+//  7. answersNothing: a probe answered with no budget marks the provider
+//     silent (markSilent).
+//  8. stale: the answer of a request admitted before the last probe or
+//     refill is ignored.
+//  9. inMillis (readsMillis): a reset in milliseconds under a name of
+//     seconds is read as milliseconds.
+//  10. roundsDown: a probe refused just past its reset shows resets
+//     written rounded down.
+//  11. endsEarly: a counter's next window, read before its reset, rolls
+//     its budget at once.
+//  12. lowered (sameWindow, overtaken, above): an answer's remaining, less
+//     the admissions after its request, read up by those that overtook it.
+//  13. counts: the first answer after a reset shows a sliding window
+//     counter.
+//  14. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
+//     the budget was spent is a bucket's fill time; the budget refills.
+//  15. keptReset: of two readings of one window the earlier reset is
+//     kept, the first where resets are rounded down.
+//  16. counterLowers: a counter's reading lowers its budget, never raises
+//     it.
+//  17. pace (becomesCounter): how the budget refills from the reading on.
+//  18. noteReading: what the evidence of 13 and 14 needs of the reading.
 //
-// A sliding window counter (go-chi/httprate, Cloudflare: a request at e
-// into window k is accepted while prev·(w − e)/w + cur + 1 ≤ n) advertises
-// a window's end as its reset, and its budget is not whole after it: the
-// previous window still weighs in, and decays to nothing at the next
-// window's end. Nothing in a first window tells it from a fixed window;
-// the probe after the reset does (see counts): its answer (refused, or
-// accepted with little left) advertises less than the limit beyond what
-// the new window's own requests spent. The deficit d beyond them is the
-// previous window's weight: the budget refills one unit every
-// (reset − now)/d, and the counter's window is the distance between the
-// two resets, to their precision. At each reset after that the budget
-// rolls on without a probe (see roll): what the window had not got back by
-// its end is the weight that decays over the next window. Readings anchor it as they come, lower
-// only (see observe), and the provider's own next window, read before the
-// reset the gate has, rolls it at once. A refusal whose hint is no longer
-// than the counter's window pauses the scope until the budget's next unit,
-// at least MinPause (see counterPause): httprate's Retry-After is the
-// whole window whatever the wait.
+// Between them:
+//
+//  19. roll: at its reset a counter's budget rolls on, without a probe.
+//  20. counterPause: a counter's whole-window hint pauses the scope until
+//     the budget's next unit.
+//
+// avail, refillAt and settle are a refilling budget's arithmetic.
 //
 // Invariants: never admit into a budget known to be spent before its
 // reset (or, refilling, its next unit); never hold a scope past the reset
 // and the probe's timeout (after them a request goes); a budget is
-// forgotten learnTTL after its reset.
-// A scope with configured limits is paced by them: its budget is
-// observed and shown, not enforced.
+// forgotten LearnTTL after its reset. A scope with configured limits is
+// paced by them: its budget is observed and shown, not enforced.
 
 // probePoll is how often the workers waiting for a probe's answer look for
 // it: about two round trips to a provider 25 ms away (the example's);
@@ -116,9 +92,8 @@ type budgetState struct {
 	window    int64 // µs: a sliding window counter's window (at its reset the budget rolls on); 0 not one
 	first     int64 // the remaining the first reading of the reset in force wrote
 	held      bool  // a later reading of the same reset wrote another remaining: the reset held while the budget moved
-	// down: the provider writes its resets rounded down (a probe sent at
-	// its reset was refused, the reset just passed): a window's first
-	// reading is kept, not the earliest (see above)
+	// down: the provider writes its resets rounded down (roundsDown): a
+	// window's first reading is kept, not the earliest (keptReset)
 	down bool
 	// millis: the provider writes its resets in milliseconds under a name
 	// of seconds (see readsMillis)
@@ -193,37 +168,103 @@ type budgetVerdict struct {
 }
 
 // earliest is what the budget says of an admission of cost at now that
-// leaves k unspent (model_class.go): k's share of the budget's size and
-// its claims stay, and while claims wait no such admission is the probe;
-// what k alone holds back is asked for again at k's lapse. While a probe
-// is out, a task with no place to wait in its process (params.nowOnly)
-// goes, as in a slow start: deferred, asynq would bring it back a second
-// later, for a wait of one round trip (the carrier without quota beside a
-// paced one had 2 of its tasks deferred so in a CI run of
-// TestModesEndToEnd, 4–5 in every run with a latency of 150 ms).
+// leaves k unspent (class.go): a silent provider's budget holds nothing;
+// else the first of its rules that applies answers (untilReset,
+// awaitingProbe, probeUnanswered, probeAsks, refillsWhole).
 func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict {
+	if s.silent {
+		return budgetVerdict{}
+	}
+	if v, ok := s.untilReset(now, cost, k); ok {
+		return v
+	}
+	if v, ok := s.awaitingProbe(p, now); ok {
+		return v
+	}
+	if s.probeUnanswered() {
+		return budgetVerdict{silent: true}
+	}
+	if v, ok := s.probeAsks(p, now, k); ok {
+		return v
+	}
+	return s.refillsWhole(cost, k)
+}
+
+// untilReset is the window's budget: until its reset (or, with no reset
+// advertised, for as long as it is known) the budget admits while what it
+// has at now (avail), less k's share of its size and k's claims, covers
+// cost. The provider's remaining is its word for its window: past it, it
+// refuses. What k alone holds back is asked for again at k's lapse (or at
+// the reset, or at the unit a refilling budget brings back, whichever is
+// first); a spent budget holds the scope until its reset, or a refilling
+// one's next unit. ok is false when nothing is known or the reset has
+// passed: the probe's rules answer then.
+func (s budgetState) untilReset(now, cost int64, k keeper) (v budgetVerdict, ok bool) {
+	if !s.known || s.reset != 0 && s.reset <= now {
+		return budgetVerdict{}, false
+	}
 	kept, rem := k.of(s.limit), s.avail(now)
 	switch {
-	case s.silent:
-		return budgetVerdict{}
-	case s.known && (s.reset > now || s.reset == 0) && rem-kept >= cost:
-		return budgetVerdict{spend: true}
-	case s.known && s.reset > now && rem >= cost:
-		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: ReasonBudget}
-	case s.known && s.reset == 0 && rem >= cost:
-		return budgetVerdict{at: k.lapse, why: ReasonBudget}
-	case s.known && s.reset > now:
-		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: ReasonBudget}
-	case s.probeAt > 0 && now < s.probeAt+p.Probe && p.NowOnly:
-		return budgetVerdict{}
-	case s.probeAt > 0 && now < s.probeAt+p.Probe:
-		return budgetVerdict{at: min(s.probeAt+p.Probe, now+probePoll), why: ReasonProbe}
-	case !s.known && s.probeAt > 0:
-		return budgetVerdict{silent: true}
-	case p.Probe > 0 && k.claims > 0:
-		return budgetVerdict{at: min(k.lapse, now+probePoll), why: ReasonProbe}
-	case p.Probe > 0:
-		return budgetVerdict{probe: true}
+	case rem-kept >= cost:
+		return budgetVerdict{spend: true}, true
+	case rem >= cost && s.reset > now:
+		return budgetVerdict{at: min(k.lapse, s.reset, s.refillAt(cost+kept)), why: ReasonBudget}, true
+	case rem >= cost:
+		return budgetVerdict{at: k.lapse, why: ReasonBudget}, true
+	case s.reset > now:
+		return budgetVerdict{at: min(s.reset, s.refillAt(cost)), why: ReasonBudget}, true
+	}
+	return budgetVerdict{}, false
+}
+
+// awaitingProbe holds the scope while a probe is out, until its timeout:
+// past a reset the budget's size is unknown (a window whole again, a
+// bucket one token fuller: dialects differ), and the probe's answer will
+// tell it, so the others wait for it, looking every probePoll. A task with
+// no place to wait in its process (params.nowOnly) goes instead, as in a
+// slow start: deferred, asynq would bring it back a whole second later,
+// for a wait of about one round trip. ok is false when no probe is out or
+// its timeout has passed.
+func (s budgetState) awaitingProbe(p Params, now int64) (v budgetVerdict, ok bool) {
+	switch {
+	case s.probeAt <= 0 || now >= s.probeAt+p.Probe:
+		return budgetVerdict{}, false
+	case p.NowOnly:
+		return budgetVerdict{}, true
+	}
+	return budgetVerdict{at: min(s.probeAt+p.Probe, now+probePoll), why: ReasonProbe}, true
+}
+
+// probeUnanswered reports whether the probe of a scope that knows no
+// budget went unanswered past its timeout (awaitingProbe no longer holds
+// it): the provider is read silent (markSilent), as when the probe is
+// answered with no budget (answersNothing). A provider that advertises
+// nothing is not held by a budget it never tells.
+func (s budgetState) probeUnanswered() bool { return !s.known && s.probeAt > 0 }
+
+// probeAsks sends the probe: past the reset (or at the scope's first
+// contact, which learns whether the provider advertises a budget at all)
+// one request goes to ask while the others wait for its answer
+// (awaitingProbe). While interactive claims wait (k.claims) no admission
+// that leaves them unspent is the probe: it asks again at k's lapse, or
+// the next probePoll. ok is false when probes are off (p.Probe 0).
+func (s budgetState) probeAsks(p Params, now int64, k keeper) (v budgetVerdict, ok bool) {
+	switch {
+	case p.Probe <= 0:
+		return budgetVerdict{}, false
+	case k.claims > 0:
+		return budgetVerdict{at: min(k.lapse, now+probePoll), why: ReasonProbe}, true
+	}
+	return budgetVerdict{probe: true}, true
+}
+
+// refillsWhole is the budget past its reset when no probe may ask (probes
+// off: responses are not observed, nothing would tell the budget's size):
+// it is read whole again, its limit, as a window's is after its end; what
+// k alone holds back of it is asked for again at k's lapse.
+func (s budgetState) refillsWhole(cost int64, k keeper) budgetVerdict {
+	kept := k.of(s.limit)
+	switch {
 	case s.known && s.limit-kept >= cost:
 		return budgetVerdict{refill: true}
 	case s.known && s.limit >= cost:
@@ -237,8 +278,7 @@ func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict
 func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
 	switch {
 	case v.silent:
-		s.silent, s.probeAt = true, 0
-		s.expires = now + LearnTTL
+		s.markSilent(now)
 	case v.probe:
 		s.refilled, s.answered = s.seq, 0
 		s.seq += cost
@@ -256,6 +296,14 @@ func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe b
 		return false, s.seq
 	}
 	return false, 0
+}
+
+// markSilent records at now that the provider advertises no budget: no
+// probe is out, none goes again, and the budget holds nothing until this
+// is forgotten, LearnTTL later (a provider may start advertising one).
+func (s *budgetState) markSilent(now int64) {
+	s.silent, s.probeAt = true, 0
+	s.expires = now + LearnTTL
 }
 
 // quiet reports whether nothing but an announced write can make the
@@ -289,97 +337,260 @@ type Observation struct {
 
 // observe records o at now. It returns the reset in force and its
 // precision, and announce: the scope has a budget it did not have (open
-// caches must forget it).
+// caches must forget it). It reads o by the budget's rules, in this order
+// (see the list at the top of the file).
 func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, announce bool) {
 	if o.Remaining < 0 {
-		if o.Remaining == -1 && s.probeAt > 0 && !s.known {
-			s.silent, s.probeAt = true, 0
-			s.expires = now + LearnTTL
+		if s.answersNothing(o) {
+			s.markSilent(now)
 		}
 		return 0, 0, false
 	}
-	if o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled {
+	if s.stale(o) {
 		return 0, 0, false
 	}
+	o = s.inMillis(now, o)
+	// first contact with no probe out: a scope open caches may keep as
+	// quiet (see quiet) now has a budget
+	fresh := !s.known && s.probeAt == 0
+	if s.roundsDown(o) {
+		s.down = true
+	}
+	rd := s.readingOf(now, o)
+	s.endsEarly(now, rd.u, o.Prec)
+	rd.same = s.sameWindow(now, rd.u, o.Prec)
+	rd.r = s.lowered(now, o, rd.same)
+	if o.Seq > 0 {
+		s.answered++
+	}
+	rd.counter = s.window == 0 && counts(s, now, o, rd.u, rd.lim)
+	rd.grew = s.fillsUntilFull(now, o, rd)
+	rd.refills = s.refills(rd)
+	rd.u = s.keptReset(rd)
+	rd.r, rd.at = s.counterLowers(now, rd)
+	s.pace(now, o, rd)
+	s.noteReading(o, rd.same)
+	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, rd.r, rd.u, 0, false, rd.lim
+	s.expires = max(rd.u, now) + LearnTTL
+	return rd.u, o.Prec, fresh
+}
+
+// reading is an observation as the budget reads it (observe).
+type reading struct {
+	u       int64 // µs: the reset read (0 unknown), then the one kept (keptReset)
+	lim     int64 // the quota's size: the reading's, else the one known
+	r       int64 // the remaining read (lowered), then what a counter keeps (counterLowers)
+	at      int64 // µs: the instant r was counted at (counterLowers)
+	same    bool  // u is a reading of the reset in force (sameWindow)
+	counter bool  // the reading shows a sliding window counter (counts)
+	grew    bool  // the reset grew as a bucket's fill time does (fillsUntilFull)
+	refills bool  // the budget refills before its reset (refills)
+}
+
+// readingOf is what o says of its own: the reset at now + o.Reset (0
+// unknown) and the quota's size, o's, else the one known.
+func (s budgetState) readingOf(now int64, o Observation) reading {
+	rd := reading{lim: s.limit}
+	if o.Reset > 0 {
+		rd.u = now + o.Reset
+	}
+	if o.Limit > 0 {
+		rd.lim = o.Limit
+	}
+	return rd
+}
+
+// answersNothing reports whether o, a response that advertises no budget
+// (Remaining −1; −2 is no response at all), answers the probe of a scope
+// that knows none: the probe asked whether the provider advertises a
+// budget, and it does not (markSilent), as when the probe goes unanswered
+// (probeUnanswered).
+func (s budgetState) answersNothing(o Observation) bool {
+	return o.Remaining == -1 && s.probeAt > 0 && !s.known
+}
+
+// stale reports whether o answers a request admitted before the last probe
+// or refill (its sequence number at most refilled): it speaks of a window
+// that is over, and is ignored.
+func (s budgetState) stale(o Observation) bool {
+	return o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled
+}
+
+// inMillis is o with its reset read as milliseconds when it is (o.Alt,
+// readsMillis), to the millisecond's precision; a reading so, or o's own
+// (o.Millis), makes the scope read its resets so from then on.
+func (s *budgetState) inMillis(now int64, o Observation) Observation {
 	if o.Alt > 0 && s.readsMillis(now, o) {
 		o.Reset, o.Prec, o.Millis = o.Alt, millisPrec, true
 	}
 	s.millis = s.millis || o.Millis
-	fresh := !s.known && s.probeAt == 0
-	if o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec {
-		s.down = true // the probe went at the reset, which had passed: rounded down
+	return o
+}
+
+// roundsDown reports whether o shows that the provider writes its resets
+// rounded down (down): o refuses the probe, which went once the reset it
+// waited for had passed, with the budget spent and its reset within the
+// reading's precision, so the window's end is within the second the reset
+// was written in, not before it. A reset in epoch seconds read against the
+// whole-second Date header is the reading's instant plus the whole seconds
+// between them: written rounded down, the window's end may follow it by up
+// to a second (keptReset).
+func (s budgetState) roundsDown(o Observation) bool {
+	return o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec
+}
+
+// endsEarly rolls a sliding window counter's budget at now when u, the
+// reset read, lies at least its precision beyond the reset in force
+// before that has come: the provider's next window was read, its own
+// window ended first, and the budget rolls there as it would at its reset
+// (roll).
+func (s *budgetState) endsEarly(now, u, prec int64) {
+	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= prec {
+		s.reset = now
+		s.roll(now)
 	}
-	// later: the units admitted after the answered request, which the
-	// provider may not have counted yet (lowered from its remaining)
+}
+
+// sameWindow reports whether u, the reset read, is the reset in force to
+// the reading's precision: the reading is of the window in force.
+func (s budgetState) sameWindow(now, u, prec int64) bool {
+	return u > 0 && s.reset > now && abs(u-s.reset) < prec
+}
+
+// lowered is the remaining o reads. The provider counted the requests it
+// received before the one it answered, not those admitted after it and
+// still on their way: its remaining is lowered by the units admitted after
+// its own sequence number, none below 0. An answer that other requests
+// overtook (overtaken) is read up by those that reached the provider
+// before it (above), and never above what the budget had.
+func (s budgetState) lowered(now int64, o Observation, same bool) int64 {
 	later := int64(0)
 	if o.Seq > 0 {
 		later = max(s.seq-o.Seq, 0)
 	}
-	u := int64(0)
-	if o.Reset > 0 {
-		u = now + o.Reset
+	if !s.overtaken(o, same) {
+		return max(o.Remaining-later, 0)
 	}
-	lim := s.limit
-	if o.Limit > 0 {
-		lim = o.Limit
+	later = max(later-s.above(o), 0)
+	return min(max(o.Remaining-later, 0), s.avail(now))
+}
+
+// fillsUntilFull reports whether the budget's reset is a bucket's "until
+// full" (throttled's GCRA) rather than a window's end: the reset as the
+// provider wrote it grew since the last reading (resetGrew) while the reset
+// in force was still ahead and the budget did not rise, and it moved by no
+// more than the pace its distance tells (paced). No window's end moves
+// later before it passes, and a bucket telling its next token moves it
+// later only as the budget rises (a token came); a bucket telling when it
+// is full moves it later with every request spent. A sliding window
+// counter's budget (window) is paced apart.
+func (s budgetState) fillsUntilFull(now int64, o Observation, rd reading) bool {
+	return s.window == 0 && s.known && s.reset > now && s.resetGrew(o) && rd.r <= s.avail(now) &&
+		rd.lim > rd.r && paced(rd.u-s.reset, o.Seq-s.distSeq, o.Reset/(rd.lim-rd.r)+o.Prec)
+}
+
+// resetGrew reports whether o's reset, as the provider wrote it, is
+// further than the last reading's (dist), which answered an earlier
+// request (distSeq).
+func (s budgetState) resetGrew(o Observation) bool {
+	return o.Seq > s.distSeq && s.distSeq > 0 && o.Reset > s.dist
+}
+
+// refills reports whether the budget refills before its reset: it did
+// (per), or its reset grew as a bucket's fill time (fillsUntilFull), and
+// the reading has a reset and room below its limit. A sliding window
+// counter's budget (window) is paced apart (pace).
+func (s budgetState) refills(rd reading) bool {
+	return (s.per > 0 || rd.grew) && rd.u > 0 && rd.lim > rd.r && s.window == 0
+}
+
+// keptReset is the reset kept of a reading: of two resets read for the
+// window in force (same) the earlier is kept, as resets are read rounded
+// up (a reset in whole seconds is the reading's instant plus the seconds it
+// says, after the window's end by up to a second). Where the provider
+// writes them rounded down (down) every reading is the end or before it by
+// up to a second, and the window's first reading, kept when it came (it is
+// not same), stays: the answer of the window's first request is the end or
+// after it whenever that request opened the window (a window counted from
+// its first request ends its length after it; one on the clock began
+// before it), so the next probe is not sent early and refused. A budget
+// that refills keeps the reading's own reset, its fill time.
+func (s budgetState) keptReset(rd reading) int64 {
+	switch {
+	case rd.refills || !rd.same:
+		return rd.u
+	case s.down:
+		return s.reset
 	}
-	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= o.Prec {
-		s.reset = now // the provider's window ended before the reset read: roll now
-		s.roll(now)
+	return min(rd.u, s.reset)
+}
+
+// counterLowers is the remaining, and the instant it was counted at, that a
+// sliding window counter's reading of its window in force leaves: an
+// answer that overtook requests admitted before it counts fewer of them
+// than its sequence number says (the lowering misses them), so within its
+// window a counter's reading lowers the budget, never raises it above what
+// its pace refilled (settle), and keeps the pace's phase.
+func (s *budgetState) counterLowers(now int64, rd reading) (r, at int64) {
+	if s.window <= 0 || !rd.same {
+		return rd.r, now
 	}
-	same := u > 0 && s.reset > now && abs(u-s.reset) < o.Prec
-	over := s.overtaken(o, same)
-	if over {
-		later = max(later-s.above(o), 0) // they reached the provider first: counted
+	s.settle(now)
+	if rd.r >= s.remaining {
+		return s.remaining, s.at
 	}
-	r := max(o.Remaining-later, 0)
-	if over {
-		r = min(r, s.avail(now))
-	}
-	if o.Seq > 0 {
-		s.answered++
-	}
-	counter := s.window == 0 && counts(s, now, o, u, lim)
-	grew := s.window == 0 && s.known && s.reset > now && o.Seq > s.distSeq && s.distSeq > 0 && o.Reset > s.dist && r <= s.avail(now) &&
-		lim > r && paced(u-s.reset, o.Seq-s.distSeq, o.Reset/(lim-r)+o.Prec)
-	refills := (s.per > 0 || grew) && u > 0 && lim > r && s.window == 0
-	if !refills && same {
-		if s.down {
-			u = s.reset // the window's first reading (see above)
-		} else {
-			u = min(u, s.reset)
-		}
-	}
-	// An answer that overtook requests admitted before it counts fewer of
-	// them than its sequence number says (the lowering above misses them):
-	// within its window a counter's reading lowers the budget, never raises
-	// it above what its pace refilled, and keeps the pace's phase.
-	at := now
-	if s.window > 0 && same {
-		s.settle(now)
-		if r >= s.remaining {
-			r, at = s.remaining, s.at
-		}
-	}
+	return rd.r, now
+}
+
+// pace sets how the budget refills from the reading on (per, at): a budget
+// that reads a sliding window counter for the first time paces as one
+// (becomesCounter); a counter keeps its pace, anchored where counterLowers
+// left it; a budget that refills is a bucket full at its reset, one unit
+// every per = (reset − now)/(limit − remaining) from the reading on, a
+// lower bound of a bucket full at the reset however its reset is rounded up
+// (its tokens are a straight line from remaining now to limit at its true
+// fill time, no later than the reset). Each later reading anchors it again
+// at the same pace (a bucket refilling faster shows it in the next
+// reading's remaining, and keeps it: a bucket loses no token until it is
+// full); only a reading whose reset grew again sets the pace anew (a reset
+// that stays where it was, as a window counter's end does, would make the
+// pace faster with every unit spent). Any other budget does not refill.
+func (s *budgetState) pace(now int64, o Observation, rd reading) {
 	per := s.per
 	s.per, s.at = 0, 0
 	switch {
-	case counter:
-		// The window is the distance between the two resets, to their
-		// precision: window ends written in whole seconds are whole
-		// seconds apart, each read late by less than a second (the
-		// reading's distance to its Date), the old one the earliest of
-		// its window's readings.
-		d := lim - o.Remaining - (o.Seq - s.refilled)
-		s.window, s.per, s.at = max((2*(u-s.reset)+o.Prec)/(2*o.Prec)*o.Prec, o.Prec), (u-now+d-1)/d, now
+	case rd.counter:
+		s.becomesCounter(now, o, rd)
 	case s.window > 0:
-		s.per, s.at = per, at
-	case refills:
-		if grew || per == 0 {
-			per = (u - now + lim - r - 1) / (lim - r)
+		s.per, s.at = per, rd.at
+	case rd.refills:
+		if rd.grew || per == 0 {
+			per = (rd.u - now + rd.lim - rd.r - 1) / (rd.lim - rd.r)
 		}
 		s.per, s.at = per, now
 	}
+}
+
+// becomesCounter paces a budget read as a sliding window counter's
+// (counts): the deficit d of the probe's answer beyond what the new
+// window's own requests spent is the previous window's weight, which
+// decays to nothing at the next window's end, so the budget refills one
+// unit every (reset − now)/d; the counter's window is the distance between
+// the two resets, to their precision (window ends written in whole seconds
+// are whole seconds apart, each read late by less than a second, the old
+// one the earliest of its window's readings). At each reset after that the
+// budget rolls on without a probe (roll).
+func (s *budgetState) becomesCounter(now int64, o Observation, rd reading) {
+	d := rd.lim - o.Remaining - (o.Seq - s.refilled)
+	s.window, s.per, s.at = max((2*(rd.u-s.reset)+o.Prec)/(2*o.Prec)*o.Prec, o.Prec), (rd.u-now+d-1)/d, now
+}
+
+// noteReading keeps what later readings' evidence needs: the reset as the
+// provider wrote it and the request it answered, when that is the newest
+// read (dist, distSeq: resetGrew, overtaken); and whether the reset in
+// force held while the remaining counts its readings advertised moved
+// (first, held: counts), a window's end rather than a bucket's next token.
+func (s *budgetState) noteReading(o Observation, same bool) {
 	if o.Seq > s.distSeq {
 		s.dist, s.distSeq = o.Reset, o.Seq
 	}
@@ -389,9 +600,6 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 	case !same:
 		s.first, s.held = o.Remaining, false
 	}
-	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, r, u, 0, false, lim
-	s.expires = max(u, now) + LearnTTL
-	return u, o.Prec, fresh
 }
 
 // readsMillis reports whether o's reset, a whole number under a name of
@@ -403,8 +611,8 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 // beyond a second, when the window in force ends sooner). A limiter that
 // writes milliseconds under X-RateLimit-Reset writes numbers of at most an
 // hour in every window's last 3.6 s: read as seconds, a window's last
-// "1947" held the scope for 32 minutes (a refusal's pause, or a spent
-// budget's reset; TestTransportResetsInMilliseconds). A scope whose first
+// "1947" would hold the scope for 32 minutes (a refusal's pause, or a
+// spent budget's reset; TestTransportResetsInMilliseconds). A scope whose first
 // reading is such a number (a window shorter than 3.6 s) reads it as
 // seconds, as the hint package does: nothing tells it otherwise yet.
 func (s budgetState) readsMillis(now int64, o Observation) bool {
@@ -415,9 +623,8 @@ func (s budgetState) readsMillis(now int64, o Observation) bool {
 // reading must lie for its milliseconds reading to be taken: an order of
 // magnitude, where milliseconds read as seconds lie three beyond it. A
 // bucket's time until it is full grows from a fraction of a second to "2"
-// as it is spent: with only the seconds reading required to be a second
-// off, gcra/until-full on the shapes tool read its resets as milliseconds
-// in every send-delay spread (1.00–1.01×, 23.78–23.95 s → 1.06×, 24.08 s).
+// as it is spent: its seconds reading lies a second or so beyond the window
+// in force, and is not to be read as milliseconds.
 const millisRatio = 10
 
 // millisPrec is the precision of a reset written in milliseconds (µs).
@@ -431,20 +638,14 @@ const millisPrec = 1000
 // every admission after its own, says a unit less than is left for each:
 // it is read up by them (above): they are not lowered from it, never
 // more of them than were admitted after it, so it is never read above
-// what it said, nor above what the budget had. (Lowered to 0 first and
-// then read up, a spent window read last by an overtaken answer read 2
-// left: two requests went into it, and their refusals' reset, written in
-// milliseconds under a name of seconds, paused the scope for 32 minutes;
-// fixed/reset-ms on the shapes tool, 3 of 24 send-delay spreads, none
-// since.) Read as
-// it was, a budget short by them held a window's last task until the next
-// window (fixed/ietf and fixed/epoch-floor of the matrix, 23.1–25.2 s where
-// the ideal is 20 s; the shapes tool's budget-header fixed cells 25.15 s →
-// 21.11 s). A reset within its precision may be a bucket's next token,
-// whose remaining grows between readings: such readings are read as they
-// are (with the rule, bucket/delta took 36.0–36.8 s in 2 of 9 runs, in none
-// of 7 without it; the 36–38 s it still took in about one run of ten was
-// a bucket read as a counter, traced since: see counts).
+// what it said, nor above what the budget had. Read as it was, a budget
+// short by them would hold a window's last task until the next window.
+// They are taken off the admissions lowered from it, before the floor at
+// 0 (lowered): read up after the floor, a spent window's last, overtaken
+// answer would read units left that are not, and send requests into the
+// spent window. A reset within its precision may be a bucket's next
+// token, whose remaining grows between readings: such readings are read
+// as they are.
 func (s budgetState) overtaken(o Observation, same bool) bool {
 	return same && o.Seq > 0 && o.Seq <= s.distSeq && s.distSeq > s.refilled && o.Reset > o.Prec
 }
@@ -454,11 +655,9 @@ func (s budgetState) overtaken(o Observation, same bool) bool {
 // reading since the last probe that cannot be of a request admitted before
 // o's (there are o.seq − refilled − 1 units of those at most). When answers
 // come in the order their requests arrived, and none is lost, it is exact:
-// a burst that arrived in reverse order is read whole by its last answer.
-// (Read a unit up only, such a burst of 11 left 19 read where the provider
-// had 28, and the window's last 9 polls were deferred 2 s: the shapes
-// tool's budget-header fixed cells with other send delays, late in 2 of 24
-// spreads, none since.)
+// a burst that arrived in reverse order is read whole by its last answer,
+// where read a unit up only it would be read short by all but one of its
+// requests, and hold the window's last tasks until its end.
 func (s budgetState) above(o Observation) int64 {
 	return max(1, s.answered-(o.Seq-s.refilled-1))
 }
@@ -481,11 +680,11 @@ func (s budgetState) counterPause(now, ms, prec int64) int64 {
 }
 
 // minCounterWindow is the shortest window a budget is read as a sliding
-// window counter's: counters count windows of seconds (httprate's, Cloudflare's
-// 10 s and a minute), while a reset that moved less than a second after the
-// window before was spent is a bucket's next token (Discord's
-// X-RateLimit-Reset-After, bucket/discord of the matrix: read as a counter's
-// 125 ms window it let 9 go every 125 ms, 1.15–1.19× measured where it was 1.01×).
+// window counter's: counters count windows of seconds (httprate's,
+// Cloudflare's 10 s and a minute), while a reset that moved less than a
+// second after the window before was spent is a bucket's next token
+// (Discord's X-RateLimit-Reset-After), which a counter's pace would hold
+// below its rate.
 const minCounterWindow = 1_000_000 // µs
 
 // counts reports whether o, the answer to the first request after the
@@ -508,10 +707,9 @@ const minCounterWindow = 1_000_000 // µs
 // further ahead than the old one is behind): a bucket's next token is
 // never further ahead than a token's time (rounded up, a precision), so
 // read once a pause has held the scope a second past the reset, it lies
-// two seconds after it (bucket/delta of the matrix, read as a counter of
-// a 2 s window: paced at 5/s where the bucket gives 8, 36.6–37.9 s in
-// about one run of ten, where the ideal is 23.75 s). A counter read so
-// late in its window is read at its next reset.
+// two seconds after it, and read as a counter of a 2 s window the bucket
+// would be paced below its rate. A counter read so late in its window is
+// read at its next reset.
 func counts(s *budgetState, now int64, o Observation, u, lim int64) bool {
 	return s.known && s.held && s.reset > 0 && s.reset <= now && o.Seq > s.refilled && s.refilled > 0 &&
 		u-s.reset >= max(2*o.Prec, minCounterWindow) && u-now > now-s.reset &&
@@ -571,10 +769,10 @@ local function budget_roll(B)
     end
   end
 end
-local function budget_counts(B, rem, u, lim, prec, seq)
-  return B.known and B.held and B.reset > 0 and B.reset <= now_us and seq > B.refilled and B.refilled > 0
-    and u - B.reset >= math.max(2 * prec, C.minCounterWindow) and u - now_us > now_us - B.reset
-    and lim - rem - (seq - B.refilled) > B.refilled - B.distSeq
+local function budget_counts(B, o, u, lim)
+  return B.known and B.held and B.reset > 0 and B.reset <= now_us and o.seq > B.refilled and B.refilled > 0
+    and u - B.reset >= math.max(2 * o.prec, C.minCounterWindow) and u - now_us > now_us - B.reset
+    and lim - o.remaining - (o.seq - B.refilled) > B.refilled - B.distSeq
 end
 `
 
@@ -588,34 +786,62 @@ local function budget_counter_pause(B, ms, prec)
 end
 `
 
-// luaBudget is the budget's transaction as admissions meet it, on a hash
-// with the fields of budgetFields; B is the loaded budget (see
-// budgetState).
-const luaBudget = `
-local function budget_earliest(B, cost, k, nowOnly)
+// luaBudgetRules is the admission's rules of the budget, in earliest's
+// order (budgetState.untilReset, awaitingProbe, probeUnanswered,
+// probeAsks, refillsWhole; markSilent): each answers a verdict, or nil
+// when it does not apply.
+const luaBudgetRules = `
+local function budget_until_reset(B, cost, k)
+  if not B.known or (B.reset ~= 0 and B.reset <= now_us) then return nil end
   local kept, rem = keep_of(k, B.limit), budget_avail(B)
-  if B.silent then return {at = 0} end
-  local open = B.known and (B.reset > now_us or B.reset == 0)
-  if open and rem - kept >= cost then return {at = 0, spend = true} end
-  if open and rem >= cost then
-    if B.reset > now_us then return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'} end
-    return {at = k.lapse, why = 'budget'}
+  if rem - kept >= cost then return {at = 0, spend = true} end
+  if rem >= cost and B.reset > now_us then
+    return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'}
   end
-  if B.known and B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
-  if B.probeAt > 0 and now_us < B.probeAt + C.probe and nowOnly then return {at = 0} end
-  if B.probeAt > 0 and now_us < B.probeAt + C.probe then
-    return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
-  end
-  if not B.known and B.probeAt > 0 then return {at = 0, silent = true} end
-  if C.probe > 0 and k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
-  if C.probe > 0 then return {at = 0, probe = true} end
+  if rem >= cost then return {at = k.lapse, why = 'budget'} end
+  if B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
+  return nil
+end
+local function budget_awaiting_probe(B, nowOnly)
+  if B.probeAt <= 0 or now_us >= B.probeAt + C.probe then return nil end
+  if nowOnly then return {at = 0} end
+  return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
+end
+local function budget_probe_unanswered(B) return not B.known and B.probeAt > 0 end
+local function budget_probe_asks(B, k)
+  if C.probe <= 0 then return nil end
+  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
+  return {at = 0, probe = true}
+end
+local function budget_refills_whole(B, cost, k)
+  local kept = keep_of(k, B.limit)
   if B.known and B.limit - kept >= cost then return {at = 0, refill = true} end
   if B.known and B.limit >= cost then return {at = k.lapse, why = 'budget'} end
   return {at = 0}
 end
+local function budget_mark_silent(B)
+  B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+end
+`
+
+// luaBudget is the budget's transaction as admissions meet it
+// (budgetState.earliest, spend), on a hash with the fields of
+// budgetFields; B is the loaded budget (see budgetState).
+const luaBudget = luaBudgetRules + `
+local function budget_earliest(B, cost, k, nowOnly)
+  if B.silent then return {at = 0} end
+  local v = budget_until_reset(B, cost, k)
+  if v then return v end
+  v = budget_awaiting_probe(B, nowOnly)
+  if v then return v end
+  if budget_probe_unanswered(B) then return {at = 0, silent = true} end
+  v = budget_probe_asks(B, k)
+  if v then return v end
+  return budget_refills_whole(B, cost, k)
+end
 local function budget_spend(B, v, cost)
   if v.silent then
-    B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+    budget_mark_silent(B)
   elseif v.probe then
     B.refilled, B.seq, B.probeAt, B.answered = B.seq, B.seq + cost, now_us, 0
     B.expires, B.dirty = math.max(B.expires, now_us + C.learnTTL), true
@@ -633,66 +859,119 @@ local function budget_spend(B, v, cost)
 end
 `
 
-// luaBudgetObserve is the budget's transaction as a response advertises it
-// (budgetState.observe): the reading, lowered by the admissions after the
-// request it answers, and whether the budget refills before its reset.
-const luaBudgetObserve = `
-local function budget_reads_millis(B, reset, prec, alt)
-  return B.millis or B.known and B.reset > now_us and math.abs(now_us + alt - B.reset) < prec and reset > C.millisRatio * math.max(B.reset - now_us, prec)
+// luaBudgetRead is the reading of a response's budget (budgetState's
+// answersNothing, stale, readsMillis, inMillis, roundsDown, readingOf,
+// endsEarly, sameWindow, overtaken, above, lowered); o is the
+// observation (see Observation), R the reading (see reading).
+const luaBudgetRead = `
+local function budget_answers_nothing(B, o) return o.remaining == -1 and B.probeAt > 0 and not B.known end
+local function budget_stale(B, o) return o.seq > 0 and B.refilled > 0 and o.seq <= B.refilled end
+local function budget_reads_millis(B, o)
+  return B.millis or B.known and B.reset > now_us and math.abs(now_us + o.alt - B.reset) < o.prec
+    and o.reset > C.millisRatio * math.max(B.reset - now_us, o.prec)
 end
-local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
-  if rem < 0 then
-    if rem == -1 and B.probeAt > 0 and not B.known then
-      B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
-    end
-    return 0, false, 0
-  end
-  if seq > 0 and B.refilled > 0 and seq <= B.refilled then return 0, false, 0 end
-  if alt > 0 and budget_reads_millis(B, reset, prec, alt) then reset, prec, millis = alt, C.millisPrec, true end
-  B.millis = B.millis or millis
-  local fresh = not B.known and B.probeAt == 0
-  if refused and rem == 0 and B.known and B.probeAt > 0 and reset > 0 and reset <= prec then B.down = true end
-  local later = 0
-  if seq > 0 then later = math.max(B.seq - seq, 0) end
-  local u = 0
-  if reset > 0 then u = now_us + reset end
-  local lim = B.limit
-  if limit > 0 then lim = limit end
+local function budget_in_millis(B, o)
+  if o.alt > 0 and budget_reads_millis(B, o) then o.reset, o.prec, o.millis = o.alt, C.millisPrec, true end
+  B.millis = B.millis or o.millis
+end
+local function budget_rounds_down(B, o)
+  return o.refused and o.remaining == 0 and B.known and B.probeAt > 0 and o.reset > 0 and o.reset <= o.prec
+end
+local function budget_reading_of(B, o)
+  local R = {u = 0, lim = B.limit}
+  if o.reset > 0 then R.u = now_us + o.reset end
+  if o.limit > 0 then R.lim = o.limit end
+  return R
+end
+local function budget_ends_early(B, u, prec)
   if B.window > 0 and u > 0 and B.reset > now_us and u - B.reset >= prec then B.reset = now_us; budget_roll(B) end
-  local same = u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec
-  local over = same and seq > 0 and seq <= B.distSeq and B.distSeq > B.refilled and reset > prec -- budgetState.overtaken
-  if over then later = math.max(later - math.max(1, B.answered - (seq - B.refilled - 1)), 0) end -- above
-  local r = math.max(rem - later, 0)
-  if over then r = math.min(r, budget_avail(B)) end
-  if seq > 0 then B.answered = B.answered + 1 end
-  local counter = B.window == 0 and budget_counts(B, rem, u, lim, prec, seq)
-  local grew = B.window == 0 and B.known and B.reset > now_us and seq > B.distSeq and B.distSeq > 0 and reset > B.dist and r <= budget_avail(B)
-    and lim > r and (u - B.reset <= 0 or math.floor((u - B.reset) / (seq - B.distSeq + 1)) <= math.floor(reset / (lim - r)) + prec)
-  local refills = (B.per > 0 or grew) and u > 0 and lim > r and B.window == 0
-  if not refills and same then
-    if B.down then u = B.reset else u = math.min(u, B.reset) end
-  end
-  local at = now_us
-  if B.window > 0 and same then
-    budget_settle(B)
-    if r >= B.remaining then r, at = B.remaining, B.at end
-  end
+end
+local function budget_same_window(B, u, prec) return u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec end
+local function budget_overtaken(B, o, same)
+  return same and o.seq > 0 and o.seq <= B.distSeq and B.distSeq > B.refilled and o.reset > o.prec
+end
+local function budget_above(B, o) return math.max(1, B.answered - (o.seq - B.refilled - 1)) end
+local function budget_lowered(B, o, same)
+  local later = 0
+  if o.seq > 0 then later = math.max(B.seq - o.seq, 0) end
+  if not budget_overtaken(B, o, same) then return math.max(o.remaining - later, 0) end
+  later = math.max(later - budget_above(B, o), 0)
+  return math.min(math.max(o.remaining - later, 0), budget_avail(B))
+end
+`
+
+// luaBudgetPace is what a reading does to the budget's pace and the reset
+// it keeps (budgetState's resetGrew, paced, fillsUntilFull, refills,
+// keptReset, counterLowers, becomesCounter, pace, noteReading).
+const luaBudgetPace = `
+local function budget_reset_grew(B, o) return o.seq > B.distSeq and B.distSeq > 0 and o.reset > B.dist end
+local function budget_paced(move, k, per) return move <= 0 or math.floor(move / (k + 1)) <= per end
+local function budget_fills_until_full(B, o, R)
+  return B.window == 0 and B.known and B.reset > now_us and budget_reset_grew(B, o) and R.r <= budget_avail(B)
+    and R.lim > R.r and budget_paced(R.u - B.reset, o.seq - B.distSeq, math.floor(o.reset / (R.lim - R.r)) + o.prec)
+end
+local function budget_refills(B, R) return (B.per > 0 or R.grew) and R.u > 0 and R.lim > R.r and B.window == 0 end
+local function budget_kept_reset(B, R)
+  if R.refills or not R.same then return R.u end
+  if B.down then return B.reset end
+  return math.min(R.u, B.reset)
+end
+local function budget_counter_lowers(B, R)
+  if B.window <= 0 or not R.same then return R.r, now_us end
+  budget_settle(B)
+  if R.r >= B.remaining then return B.remaining, B.at end
+  return R.r, now_us
+end
+local function budget_becomes_counter(B, o, R)
+  local d = R.lim - o.remaining - (o.seq - B.refilled)
+  B.window = math.max(math.floor((2 * (R.u - B.reset) + o.prec) / (2 * o.prec)) * o.prec, o.prec)
+  B.per, B.at = math.floor((R.u - now_us + d - 1) / d), now_us
+end
+local function budget_pace(B, o, R)
   local per = B.per
   B.per, B.at = 0, 0
-  if counter then
-    local d = lim - rem - (seq - B.refilled)
-    B.window = math.max(math.floor((2 * (u - B.reset) + prec) / (2 * prec)) * prec, prec)
-    B.per, B.at = math.floor((u - now_us + d - 1) / d), now_us
-  elseif B.window > 0 then B.per, B.at = per, at
-  elseif refills then
-    if grew or per == 0 then per = math.floor((u - now_us + lim - r - 1) / (lim - r)) end
+  if R.counter then budget_becomes_counter(B, o, R)
+  elseif B.window > 0 then B.per, B.at = per, R.at
+  elseif R.refills then
+    if R.grew or per == 0 then per = math.floor((R.u - now_us + R.lim - R.r - 1) / (R.lim - R.r)) end
     B.per, B.at = per, now_us
   end
-  if seq > B.distSeq then B.dist, B.distSeq = reset, seq end
-  if same and rem ~= B.first then B.held = true elseif not same then B.first, B.held = rem, false end
-  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, r, u, 0, false, lim
-  B.expires, B.dirty = math.max(u, now_us) + C.learnTTL, true
-  return u, fresh, prec
+end
+local function budget_note_reading(B, o, same)
+  if o.seq > B.distSeq then B.dist, B.distSeq = o.reset, o.seq end
+  if same and o.remaining ~= B.first then B.held = true elseif not same then B.first, B.held = o.remaining, false end
+end
+`
+
+// luaBudgetObserve is the budget's transaction as a response advertises it
+// (budgetState.observe): its rules (luaBudgetRead, luaBudgetPace) in
+// observe's order.
+const luaBudgetObserve = luaBudgetRead + luaBudgetPace + `
+local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
+  local o = {remaining = rem, reset = reset, limit = limit, prec = prec, seq = seq, refused = refused, alt = alt, millis = millis}
+  if o.remaining < 0 then
+    if budget_answers_nothing(B, o) then budget_mark_silent(B) end
+    return 0, false, 0
+  end
+  if budget_stale(B, o) then return 0, false, 0 end
+  budget_in_millis(B, o)
+  local fresh = not B.known and B.probeAt == 0
+  if budget_rounds_down(B, o) then B.down = true end
+  local R = budget_reading_of(B, o)
+  budget_ends_early(B, R.u, o.prec)
+  R.same = budget_same_window(B, R.u, o.prec)
+  R.r = budget_lowered(B, o, R.same)
+  if o.seq > 0 then B.answered = B.answered + 1 end
+  R.counter = B.window == 0 and budget_counts(B, o, R.u, R.lim)
+  R.grew = budget_fills_until_full(B, o, R)
+  R.refills = budget_refills(B, R)
+  R.u = budget_kept_reset(B, R)
+  R.r, R.at = budget_counter_lowers(B, R)
+  budget_pace(B, o, R)
+  budget_note_reading(B, o, R.same)
+  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, R.r, R.u, 0, false, R.lim
+  B.expires, B.dirty = math.max(R.u, now_us) + C.learnTTL, true
+  return R.u, fresh, o.prec
 end
 `
 
