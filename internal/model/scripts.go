@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,18 +97,80 @@ func luaList(v []string) string {
 // moment before it expires says the same as no key).
 const ExpiryMargin = time.Second
 
-// script composes a script from the prelude, the fragments and body,
-// whose reply has the fields names (REPLY in the body).
+// fragments are the concerns' Lua in the order a script defines them: a
+// fragment calls only functions defined before it (or by itself).
+var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
+	luaLimitRecord, luaWindow, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaAdmitCommit, luaAdmit}
+
+// script composes a script from the prelude, the fragments body uses and
+// body, whose reply has the fields names (REPLY in the body).
 func script(names []string, body string) *redis.Script {
 	return scriptWith(names, "", body)
 }
 
-// scriptWith is script with head run after the record fragments and before
-// the others are defined: a path that needs only those returns early.
+// scriptWith is script with head run before the fragments only body uses
+// are defined: a path that needs few of them returns early, having
+// defined no more than those.
 func scriptWith(names []string, head, body string) *redis.Script {
-	return redis.NewScript(luaPrelude + luaConstants + luaHash + luaLearnRecord + luaLearnCount + "local REPLY = " + luaList(names) + "\n" + head + luaClass + luaPause + luaFallback + luaStart + luaSliding + luaConcurrency + luaLimitRecord + luaWindow + luaLimit + luaBudgetRefill + luaBudgetCounter + luaBudgetRecord + luaBudgetPause + luaBudget + luaBudgetObserve +
-		luaLearn + luaLearnProbe + luaLearnRefusal + luaLine + luaCompose + luaAdmitCommit + luaAdmit +
-		body)
+	return redis.NewScript(composeScript(names, head, body))
+}
+
+// composeScript is the source of scriptWith's script.
+func composeScript(names []string, head, body string) string {
+	first := uses(head, nil)
+	return luaPrelude + luaConstants + luaHash + "local REPLY = " + luaList(names) + "\n" +
+		pick(first, nil) + head + pick(uses(body, first), first) + body
+}
+
+// luaDefines finds the functions a fragment defines.
+var luaDefines = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)`)
+
+// luaNames finds the names a fragment mentions.
+var luaNames = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// definedIn maps every function a fragment defines to that fragment's
+// index in fragments.
+var definedIn = func() map[string]int {
+	m := map[string]int{}
+	for i, f := range fragments {
+		for _, d := range luaDefines.FindAllStringSubmatch(f, -1) {
+			m[d[1]] = i
+		}
+	}
+	return m
+}()
+
+// uses marks, in need (a fresh one when nil), the fragments src calls a
+// function of, and those their own functions call, transitively.
+func uses(src string, need []bool) []bool {
+	if need == nil {
+		need = make([]bool, len(fragments))
+	} else {
+		need = slices.Clone(need)
+	}
+	var visit func(string)
+	visit = func(src string) {
+		for _, n := range luaNames.FindAllString(src, -1) {
+			if i, ok := definedIn[n]; ok && !need[i] {
+				need[i] = true
+				visit(fragments[i])
+			}
+		}
+	}
+	visit(src)
+	return need
+}
+
+// pick concatenates, in order, the fragments need marks and done does not.
+func pick(need, done []bool) string {
+	var b strings.Builder
+	for i, f := range fragments {
+		if need[i] && (done == nil || !done[i]) {
+			b.WriteString(f)
+		}
+	}
+	return b.String()
 }
 
 // AdmitReply names the fields of the admission's reply (see decision).
@@ -393,8 +456,9 @@ var ReassertReply = []string{"deadline", "now", "moved", "resumed"}
 // ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
 // ARGV[7] the slack, ms
 // returns: ReassertReply (deadline 0: no pause in force)
-var ReassertScript = redis.NewScript(luaPrelude + luaConstants + luaPause +
-	"local REPLY = " + luaList(ReassertReply) + "\n" + `
+var ReassertScript = script(ReassertReply, luaReassertBody)
+
+const luaReassertBody = `
 C.maxPause = tonumber(ARGV[4])
 local P = pause_load(KEYS[1])
 local r = int(redis.pcall('GET', KEYS[3]))
@@ -411,4 +475,4 @@ end
 local d = pause_refuse(KEYS[1], KEYS[2], P, want - now_ms, ARGV[6] == '1')
 redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(d) .. ' ' .. num(now_ms))
 return reply(REPLY, {deadline = d, now = now_us, moved = true})
-`)
+`
