@@ -168,125 +168,272 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 }
 
 // admitAs is admit for work whose line is line and which leaves k unspent
-// (its class's; see model_class.go), its lease id.
+// (its class's; see model_class.go), its lease id. It asks every concern
+// for the earliest instant it admits the request: first those that hold
+// the scope by a deadline (admitDeadline; a deadline ahead defers the
+// task to it), then the limits for the earliest instant all of them admit
+// from now (search). The verdict admits only an instant within the hold
+// (within); the commit (commit) changes only what that admission spends,
+// and a task not admitted changes nothing but its slot of the line.
 func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *lineState, id string) Decision {
-	d := Decision{Limited: len(lim.specs) > 0}
-	d.Reopen = s.reopen(lim)
-	al := s.learn.alignment()
+	a := admission{s: s, p: p, now: now, cost: cost, lim: lim, al: s.learn.alignment(), k: k, line: line, id: id}
+	d := Decision{Limited: len(lim.specs) > 0, Reopen: s.reopen(lim)}
+	h := a.deadline()
+	if h.at > now {
+		return a.paused(d, h)
+	}
+	at, ok, k := a.search()
+	full := lim.full(p, a.al, k, now, cost)
+	unreserved := a.unreserved(k, full)
+	if !a.within(at, ok, unreserved) {
+		return a.limited(d, k, at, full, unreserved)
+	}
+	d.Wait = at - now
+	a.commit(&d, at, h)
+	return d
+}
 
-	// A deadline: the pause, or the budget's (spent until its reset, or
-	// a probe's answer awaited). A scope with configured limits is paced
-	// by them: its budget is shown, not enforced.
-	deadline, why := s.pause.earliest(p, now), ReasonPause
-	var bv budgetVerdict
-	if len(p.Limits) == 0 {
-		bv = s.budget.earliest(p, now, cost, k)
-		if bv.at > max(deadline, now) {
-			deadline, why = bv.at, bv.why
-		}
+// admission is one request's question to a scope, as admitAs asks it of
+// the concerns: a request of cost at now, under the limits lim (their
+// fixed windows aligned by al), leaving k unspent, deferred to line, with
+// the lease id. Its steps are the scripts' admit_* functions (luaAdmit),
+// whose S holds the same.
+type admission struct {
+	s         *State
+	p         Params
+	now, cost int64
+	lim       active
+	al        alignment
+	k         keeper
+	line      *lineState
+	id        string
+}
+
+// held is what the concerns that hold a scope by a deadline answer
+// (admission.deadline).
+type held struct {
+	at     int64         // µs: the latest deadline asked for (≤ now: none holds the scope)
+	why    Reason        // the reason of the concern that asked for it first
+	budget budgetVerdict // the budget's answer: its spend commits it
+	starts bool          // a slow start is on: the admission counts in it
+}
+
+// later makes at the deadline, with why, when it is later than the
+// deadline so far and than now. A concern that asks for the deadline
+// already in force does not take its reason: the first concern asked for
+// an instant names it.
+func (h *held) later(now, at int64, why Reason) {
+	if at > max(h.at, now) {
+		h.at, h.why = at, why
 	}
-	fixed := lim.learned // the learned limit's windows open with a probe (see learnState.opens)
-	if fixed {
-		if at := s.learn.earliest(p, now); at > max(deadline, now) {
-			deadline, why = at, ReasonProbe
-		}
-	}
-	if at := s.fall.earliest(p, now); at > max(deadline, now) {
-		deadline, why = at, ReasonProbe // a hintless episode's probe is out
-	}
+}
+
+// deadline asks the concerns that hold a scope by a deadline for the
+// earliest instant each admits, in this order: the pause, the budget, the
+// learned window's probe, the hintless episode's probe, the slow start.
+// None of them admits before its deadline whatever the limits say, so the
+// latest is the scope's, and the limits are asked only when it has passed.
+func (a admission) deadline() held {
+	s := a.s
+	h := held{at: s.pause.earliest(a.p, a.now), why: ReasonPause}
+	h.budget = a.budget()
+	h.later(a.now, h.budget.at, h.budget.why)
+	h.later(a.now, a.learned(), ReasonProbe)
+	h.later(a.now, s.fall.earliest(a.p, a.now), ReasonProbe)
 	_, learned := s.learn.spec()
-	starts := s.start.on(p, s.budget, learned, now)
-	if at := s.start.earliest(p, now, cost); starts && !p.NowOnly && at > max(deadline, now) {
-		deadline, why = at, ReasonInFlight // a slow start's answers are awaited
-	}
-	if deadline > now {
-		d.Code, d.Reason = Paused, why
-		d.Until = ceilMs(deadline)
-		d.Wait = deadline - now
-		if why == ReasonPause {
-			d.Until, d.ByOp = s.pause.untilMs, s.pause.operator
-		}
-		if len(lim.specs) > 0 {
-			inc := lim.interval(cost)
-			d.Wait = line.take(now, deadline, inc)
-			d.Spread = inc > 0
-		}
-		return d
-	}
+	h.starts = s.start.on(a.p, s.budget, learned, a.now)
+	h.later(a.now, a.start(h.starts), ReasonInFlight)
+	return h
+}
 
-	// The limits: the earliest instant every one admits, of what k leaves
-	// of them; past k's lapse, ask again then. A reserve lent is lent for
-	// now: a slot ahead leaves it.
-	at, ok := lim.earliest(p, al, k, now, cost)
-	if at > now && k.lent > 0 {
+// budget is the advertised budget's answer (spent until its reset, or a
+// probe's answer awaited). A scope with configured limits is paced by
+// them: its budget is shown, not enforced, so it holds nothing.
+func (a admission) budget() budgetVerdict {
+	if len(a.p.Limits) > 0 {
+		return budgetVerdict{}
+	}
+	return a.s.budget.earliest(a.p, a.now, a.cost, a.k)
+}
+
+// learned is the learned window's probe's deadline: while the learned
+// limit applies, its windows open with one request, the probe
+// (learnState.opens), and the others wait for its answer. A learned limit
+// that does not apply holds nothing (0).
+func (a admission) learned() int64 {
+	if !a.lim.learned {
+		return 0
+	}
+	return a.s.learn.earliest(a.p, a.now)
+}
+
+// start is the slow start's deadline while it is on: its answers are
+// awaited. A task with no place to wait in its process (Params.NowOnly)
+// goes at once: deferred, asynq would bring it back later than the
+// start's round trips save (model_start.go).
+func (a admission) start(on bool) int64 {
+	if !on || a.p.NowOnly {
+		return 0
+	}
+	return a.s.start.earliest(a.p, a.now, a.cost)
+}
+
+// paused is the verdict of a request a deadline holds: paused until it,
+// shown to the millisecond (the pause's own deadline as it is stored, and
+// who set it). With limits, the task takes its slot of the line from the
+// deadline on (deferTo), so that the deferred come back at the limits'
+// pace, not all at once.
+func (a admission) paused(d Decision, h held) Decision {
+	d.Code, d.Reason = Paused, h.why
+	d.Until = ceilMs(h.at)
+	d.Wait = h.at - a.now
+	if h.why == ReasonPause {
+		d.Until, d.ByOp = a.s.pause.untilMs, a.s.pause.operator
+	}
+	if len(a.lim.specs) > 0 {
+		d.Wait, d.Spread = a.deferTo(h.at)
+	}
+	return d
+}
+
+// search is the earliest instant at or after now every limit admits the
+// request, of what k leaves of each (active.earliest), whether they agree
+// on it (ok), and the keeper it was asked with. A reserve lent is lent
+// for now only: when the limits admit later than now, they are asked
+// again leaving the lent reserve, so a slot ahead never spends the
+// reserve of the next window. Past k's lapse nothing is held back: an
+// instant later than the lapse is not admitted with k, and the task asks
+// again at the lapse (not ok).
+func (a admission) search() (at int64, ok bool, k keeper) {
+	k = a.k
+	at, ok = a.lim.earliest(a.p, a.al, k, a.now, a.cost)
+	if at > a.now && k.lent > 0 {
 		k = keeper{share: k.lent}
-		at, ok = lim.earliest(p, al, k, now, cost)
+		at, ok = a.lim.earliest(a.p, a.al, k, a.now, a.cost)
 	}
 	if k.lapse > 0 && at > k.lapse {
 		at, ok = k.lapse, false
 	}
-	// The learned limit reserves no slot ahead, unless it is a log (see
-	// learnState.logSpec): its next window is asked for when it opens, by
-	// one request first (see learnState.opens); a refusal may realign it
-	// meanwhile. Nor does work that leaves a reserve
-	// or claims in force behind a bucket: a bucket's slot ahead of now
-	// spends tokens the reserve needs now (its TAT would run ahead of now
-	// by more than the burst less the reserve), so it asks again at the
-	// instant, holding; so does a sliding log's (its entry ahead counts in
-	// the window of now), and a concurrency limit's (its lease is held from
-	// now). A concurrency limit with every slot taken reserves nothing
-	// either: its leases are released long before the instant it answers
-	// (their expiry), so the task asks again at the earliest instant the
-	// other limits admit, at least concurrentPoll from now, at most that
-	// expiry.
-	full := lim.full(p, al, k, now, cost)
-	d.Unreserved = p.NowOnly || fixed && !lim.sliding() || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
-	if !ok || at-now > p.Hold || d.Unreserved && at > now {
-		d.Code, d.Reason = Limited, ReasonLimit
-		if lim.learned {
-			d.Reason = ReasonLearned
-		}
-		if full {
-			d.Reason = ReasonInFlight
-			others, _ := lim.others().earliest(p, al, k, now, cost)
-			at = min(at, max(others, now+concurrentPoll))
-		}
-		inc := lim.interval(cost)
-		d.Wait = line.take(now, at, inc)
-		d.Spread = inc > 0
-		return d
-	}
-	d.Unreserved = false
+	return at, ok, k
+}
 
-	// Admitted at at: commit.
-	d.Wait = at - now
-	if l, _ := s.learn.spec(); lim.learned {
-		if s.learn.opens(l, p, &s.lwin, al, at) {
-			s.learn.probeAt, d.Opens = at, at
-			s.learn.expires = max(s.learn.expires, at+LearnTTL)
-		}
-		s.learn.grow(l, p, &s.lwin, al, at)
-		if lim.sliding() { // the learned log's windows count it too
-			s.lwin.spend(l, p, al, at, cost)
-		}
+// unreserved reports whether the request may not reserve a slot ahead of
+// now: it is admitted at now or holds until the instant and asks again
+// then. So does a task with no place to wait (Params.NowOnly). The
+// learned limit reserves no slot ahead, unless it is a log (see
+// learnState.logSpec): its next window is asked for when it opens, by one
+// request first (see learnState.opens); a refusal may realign it
+// meanwhile. Nor does work that leaves a reserve or claims in force (k
+// lapses) behind a bucket: a bucket's slot ahead of now spends tokens the
+// reserve needs now (its TAT would run ahead of now by more than the
+// burst less the reserve); so does a sliding log's (its entry ahead
+// counts in the window of now), and a concurrency limit's (its lease is
+// held from now). A concurrency limit with every slot taken (full)
+// reserves nothing either: its leases are released long before the
+// instant it answers (see fullRetry).
+func (a admission) unreserved(k keeper, full bool) bool {
+	lim := a.lim
+	return a.p.NowOnly || lim.learned && !lim.sliding() || full || k.lapse > 0 && (lim.interval(a.cost) > 0 || lim.sliding() || lim.concurrent())
+}
+
+// within reports whether the limits' instant at is admitted: every limit
+// admits it (ok), it is within the hold (a slot farther ahead is not
+// reserved: the task is deferred), and, when the request may not reserve
+// a slot ahead (unreserved), it is now.
+func (a admission) within(at int64, ok, unreserved bool) bool {
+	return ok && at-a.now <= a.p.Hold && !(unreserved && at > a.now)
+}
+
+// limited is the verdict of a request the limits do not admit in time:
+// limited, by the learned limit or a configured one, or by a concurrency
+// limit with every slot taken (full: it asks again at fullRetry), and
+// deferred to its slot of the line from the instant the limits admit.
+func (a admission) limited(d Decision, k keeper, at int64, full, unreserved bool) Decision {
+	d.Code, d.Reason, d.Unreserved = Limited, ReasonLimit, unreserved
+	if a.lim.learned {
+		d.Reason = ReasonLearned
 	}
-	for i, l := range lim.specs {
-		lim.states[i].spend(l, p, al, now, at, cost, id)
+	if full {
+		d.Reason, at = ReasonInFlight, a.fullRetry(k, at)
 	}
-	if len(p.Limits) == 0 {
-		d.Probe, d.Seq = s.budget.spend(p, now, cost, bv)
-		s.learn.count(at, cost)
+	d.Wait, d.Spread = a.deferTo(at)
+	return d
+}
+
+// fullRetry is when a request that a concurrency limit with every slot
+// taken refused asks again, at most at, the instant the limits answered:
+// that is its leases' expiry, and they are released long before it, so it
+// asks at the earliest instant the other limits admit, at least
+// concurrentPoll from now.
+func (a admission) fullRetry(k keeper, at int64) int64 {
+	others, _ := a.lim.others().earliest(a.p, a.al, k, a.now, a.cost)
+	return min(at, max(others, a.now+concurrentPoll))
+}
+
+// deferTo is the wait until the deferred task's slot of the line, the
+// first free one from at on, and whether the line spreads its slots: one
+// interval of the fastest GCRA limit apart (active.interval), so that the
+// deferred come back at the limits' pace. With no GCRA limit (fixed
+// windows open at once) every one comes back at at.
+func (a admission) deferTo(at int64) (wait int64, spread bool) {
+	inc := a.lim.interval(a.cost)
+	return a.line.take(a.now, at, inc), inc > 0
+}
+
+// commit spends what an admission at at spends, concern by concern: the
+// learned limit (commitLearned), every limit applied, the budget and the
+// learned cycle (with no limit configured: they are not enforced
+// otherwise), the hintless episode's probe and the slow start, whose
+// answers are awaited (Decision.Opens).
+func (a admission) commit(d *Decision, at int64, h held) {
+	s := a.s
+	a.commitLearned(d, at)
+	for i, l := range a.lim.specs {
+		a.lim.states[i].spend(l, a.p, a.al, a.now, at, a.cost, a.id)
+	}
+	if len(a.p.Limits) == 0 {
+		d.Probe, d.Seq = s.budget.spend(a.p, a.now, a.cost, h.budget)
+		s.learn.count(at, a.cost)
 	}
 	probes := s.fall.probes()
 	if probes {
 		s.fall.probeAt, d.Opens = at, at
 	}
-	if starts {
-		s.start.spend(at, cost)
+	if h.starts {
+		s.start.spend(at, a.cost)
 		d.Opens = at // its answer is reported
 	}
-	d.Cache = len(lim.specs) == 0 && len(p.Limits) == 0 && s.budget.quiet(p) && !probes && !starts
-	return d
+	d.Cache = a.opensCache(probes, h.starts)
+}
+
+// commitLearned is the learned limit's part of an admission at at, when
+// it applies: the first admission of a window after one spent whole is
+// the window's probe (learnState.opens); the window may raise n
+// (learnState.grow); and when the learned limit is a log, its fixed
+// windows count the admission too (they tell the probe and the raises).
+func (a admission) commitLearned(d *Decision, at int64) {
+	if !a.lim.learned {
+		return
+	}
+	s := a.s
+	l, _ := s.learn.spec()
+	if s.learn.opens(l, a.p, &s.lwin, a.al, at) {
+		s.learn.probeAt, d.Opens = at, at
+		s.learn.expires = max(s.learn.expires, at+LearnTTL)
+	}
+	s.learn.grow(l, a.p, &s.lwin, a.al, at)
+	if a.lim.sliding() {
+		s.lwin.spend(l, a.p, a.al, at, a.cost)
+	}
+}
+
+// opensCache reports whether nothing but a pause can stop the scope after
+// the admission (Decision.Cache; see openCache): no limit applies nor is
+// configured, the budget has nothing to tell (budgetState.quiet), and the
+// admission was neither a hintless episode's probe (probes) nor counted in
+// a slow start (starts), whose answers are awaited.
+func (a admission) opensCache(probes, starts bool) bool {
+	return len(a.lim.specs) == 0 && len(a.p.Limits) == 0 && a.s.budget.quiet(a.p) && !probes && !starts
 }
 
 // Report adds n admissions no script counted (an open cache's) to what the
