@@ -117,9 +117,11 @@ const maxRounds = 8
 // active are the limits that apply to a scope: the configured ones, or the
 // learned one when none is configured and the provider advertises no
 // budget, or advertises one that is not what refuses (a refusal that
-// advertised budget left: learnState.secondary). (Learning beside an
-// advertised budget that does refuse measured slower on every cell whose
-// provider advertises one: GitHub's 21.1 s became 31.1 s.)
+// advertised budget left: learnState.secondary). Beside an advertised
+// budget that is what refuses, the learned limit does not apply: the
+// budget is the provider's own word on its quota and paces the scope by
+// itself, and a count learned beside it could only hold the scope below
+// what the provider accepts.
 type active struct {
 	specs   []limitSpec
 	states  []*limitState
