@@ -672,22 +672,55 @@ func (s *State) Resume(p Params) {
 // Normalize shapes s for p at now: one limit state per configured limit,
 // of its kind, and nothing that the values say is over (a pause not in
 // force, a past TAT or line slot, stale windows, forgotten records): the
-// state as the scripts load it.
+// state as the scripts load it. Each concern's rule is its own step, in
+// this order: the learned limit's windows and log are shaped by what is
+// left of the learned limit once it is forgotten.
 func (s *State) Normalize(p Params, now int64) {
+	s.normalizePause(p, now)
+	s.normalizeLines(now)
+	s.class.normalize(p, now)
+	s.normalizeBudget(now)
+	s.forgetExpired(now)
+	s.normalizeLearned(p, now)
+	s.normalizeLimits(p, now)
+}
+
+// normalizePause drops a deadline not in force (past, or farther ahead
+// than MaxPause: malformed): it is no pause at all, as pause_load reads
+// it.
+func (s *State) normalizePause(p Params, now int64) {
 	if !s.pause.inForce(p, now) {
 		s.pause = pauseState{}
 	}
+}
+
+// normalizeLines empties a line whose next slot has passed: a deferral
+// takes its slot from the instant it asks for, so a past slot holds no one
+// back (its key expires a margin after it).
+func (s *State) normalizeLines(now int64) {
 	if s.line.next <= now {
 		s.line = lineState{}
 	}
 	if s.iline.next <= now {
 		s.iline = lineState{}
 	}
-	s.class.normalize(p, now)
+}
+
+// normalizeBudget forgets an advertised budget past its expiry (a budget
+// with no news is none: missing is open) and rolls what is left to now
+// (budgetState.roll).
+func (s *State) normalizeBudget(now int64) {
 	if s.budget.expires <= now {
 		s.budget = budgetState{}
 	}
 	s.budget.roll(now)
+}
+
+// forgetExpired forgets the learned limit, the hintless episode and the
+// slow start each at its expires: what a scope learned or began long ago
+// is a hint, not a law, and a scope with no news is open (a record past
+// its expires is none, as hrecord reads it).
+func (s *State) forgetExpired(now int64) {
 	if s.learn.expires <= now {
 		s.learn = learnState{}
 	}
@@ -697,6 +730,14 @@ func (s *State) Normalize(p Params, now int64) {
 	if s.start.expires <= now {
 		s.start = startState{}
 	}
+}
+
+// normalizeLearned keeps the learned limit's window counts and its log
+// only while there is a learned limit of their shape, and of them only
+// what is live at now: with no limit learned (or it forgotten), its
+// counts are of no window, and with a window no longer than the hold, of
+// no log (learnState.logSpec).
+func (s *State) normalizeLearned(p Params, now int64) {
 	if l, ok := s.learn.spec(); ok {
 		s.lwin.live(l, now)
 	} else {
@@ -707,24 +748,39 @@ func (s *State) Normalize(p Params, now int64) {
 	} else {
 		s.llog = limitState{sliding: true}
 	}
+}
+
+// normalizeLimits keeps one state per configured limit, in order: a limit
+// added starts whole, one removed is forgotten, and each is normalized for
+// its limit (normalizeLimit).
+func (s *State) normalizeLimits(p Params, now int64) {
 	for len(s.limits) < len(p.Limits) {
 		s.limits = append(s.limits, limitState{})
 	}
 	s.limits = s.limits[:len(p.Limits)]
 	for i, l := range p.Limits {
-		st := &s.limits[i]
-		if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
-			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
-		}
-		if l.fixed {
-			s.limits[i].win.live(l, now)
-		} else if l.sliding {
-			s.limits[i].log = slidingLive(s.limits[i].log, l, now)
-		} else if l.concurrent {
-			s.limits[i].leases = concLive(s.limits[i].leases, now)
-		} else if s.limits[i].tat <= now {
-			s.limits[i].tat = 0
-		}
+		normalizeLimit(&s.limits[i], l, now)
+	}
+}
+
+// normalizeLimit shapes st for the configured limit l at now. A state of
+// another kind (the limit was reconfigured) starts whole: its values mean
+// nothing for l. Of l's kind, nothing over is kept: a fixed window's stale
+// windows, a sliding log's entries past its window, a concurrency limit's
+// expired leases, a GCRA TAT in the past (the bucket is full).
+func normalizeLimit(st *limitState, l limitSpec, now int64) {
+	if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
+		*st = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
+	}
+	switch {
+	case l.fixed:
+		st.win.live(l, now)
+	case l.sliding:
+		st.log = slidingLive(st.log, l, now)
+	case l.concurrent:
+		st.leases = concLive(st.leases, now)
+	case st.tat <= now:
+		st.tat = 0
 	}
 }
 
