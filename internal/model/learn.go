@@ -281,23 +281,23 @@ func (r Refusal) teaching(configured bool) Refusal {
 // whether the learned windows' counts are over (they were refused), and the
 // instant of the learned window's probe it refused (0 none): its entry
 // leaves the learned log (scopeState.refuse).
+//
+// A refusal of a paused scope changes the cycle that paused it only
+// (absorbOne, followPause). One of an open scope answers the probe that
+// was out (it is no longer awaited); unhinted, it ends the cycle with no
+// successor: nothing tells where the provider's window ends. Hinted, it
+// teaches by what it refused (refusing): a probe's window had not begun
+// (refuseProbe), a paced window's pace was too fast (slowDown), any other
+// says what the cycle got accepted (learnFrom); and the next cycle starts
+// at D (nextCycle).
 func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
 	if !open {
-		if now < s.absorb && s.limit > 0 {
-			s.limit-- // 0: the cycle got nothing accepted, so it taught no quota (an outage): the pause answers it
-			if s.limit == 0 {
-				s.window = 0 // nor a window: the learned log and windows are forgotten with it
-			}
-		}
-		if r.Hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
-			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
-		}
+		s.absorbOne(now)
+		s.followPause(D, r)
 		return false, 0
 	}
-	// the episode's probe refused, or a window's (unless paced: its pace is
-	// too fast, below): its window has not begun
-	pacedOut := r.Hintless && s.paced > 0 && s.limit > 0
-	probed, at := s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe, s.probeAt
+	pacedOut, probed := s.refusing(r)
+	at := s.probeAt
 	s.probeAt = 0
 	if !r.Hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
@@ -305,24 +305,91 @@ func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin
 	}
 	s.expires = now + LearnTTL
 	switch {
-	case configured:
+	case configured: // the configured limits pace the scope: it learns the alignment only
 	case probed:
-		s.absorb, probe = 0, at
-		if !r.Hintless { // a hintless pause is ours, not the provider's word of its window's end
-			s.relearn(now, D, at, r.Prec, lwin)
-		}
+		probe = s.refuseProbe(now, D, at, r, lwin)
 	case pacedOut:
-		// a paced window refused: its pace is above the provider's
-		s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
+		s.slowDown(now)
 	default:
 		s.learnFrom(now, D, r.Prec, lwin)
 	}
+	s.nextCycle(now, D, r)
+	return true, probe
+}
+
+// absorbOne takes one off n for a refusal at now of a request that was on
+// its way when the refusal that closed the cycle paused the scope (before
+// absorb): the cycle got one fewer accepted than it admitted. At 0 the
+// cycle got nothing accepted, so it taught no quota (an outage: the pause
+// answers it), nor a window: the learned log and windows are forgotten
+// with it.
+func (s *learnState) absorbOne(now int64) {
+	if now < s.absorb && s.limit > 0 {
+		s.limit--
+		if s.limit == 0 {
+			s.window = 0
+		}
+	}
+}
+
+// followPause moves the next cycle's start to D when a hinted refusal of
+// a paused scope moved the pause later and the next cycle was to start at
+// the end of the pause before (since, where the refusal that paused the
+// scope aligned the windows: nextCycle): the provider's window resets at
+// the deadline in force, not at the one before.
+func (s *learnState) followPause(D int64, r Refusal) {
+	if r.Hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
+		s.since, s.alignAt = D, D
+	}
+}
+
+// refusing is what a refusal of an open scope refused. pacedOut: a
+// hintless refusal of a paced window of a learned limit, whose pace is
+// then above the provider's. probed: otherwise, a refusal while a learned
+// window's probe is out, or a refusal of the hintless episode's probe:
+// the provider refused even one request, so the probe's window has not
+// begun.
+func (s learnState) refusing(r Refusal) (pacedOut, probed bool) {
+	pacedOut = r.Hintless && s.paced > 0 && s.limit > 0
+	return pacedOut, s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe
+}
+
+// refuseProbe learns from a hinted refusal of a probe: the learned
+// window's, sent at at (0: none was out, the hintless episode's probe was
+// refused). Its window has not begun, so n stays, and no
+// refusal still on its way takes one off it. A hint tells where the
+// provider's window ends (relearn); a hintless refusal's deadline is the
+// episode's own pause, which tells nothing of the window. It returns at:
+// the provider counted nothing for the refused probe, so its entry leaves
+// the learned log.
+func (s *learnState) refuseProbe(now, D, at int64, r Refusal, lwin *windowState) int64 {
+	s.absorb = 0
+	if !r.Hintless {
+		s.relearn(now, D, at, r.Prec, lwin)
+	}
+	return at
+}
+
+// slowDown learns from a hintless refusal of a paced window at now: its
+// pace is above the provider's, so n is one less (at least 1). The level
+// was refused, so best is forgotten and raises frozen for raiseAfter; no
+// refusal still on its way takes more off n.
+func (s *learnState) slowDown(now int64) {
+	s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
+}
+
+// nextCycle starts the next cycle at D, the hinted refusal's deadline at
+// now: the provider's window resets then, so the learned windows align to
+// it, read to the hint's precision, unpaced. A hintless refusal's D is its
+// episode's own pause, not the provider's reset: nothing tells a window's
+// edges, so it aligns to no precision and paces the windows
+// (learnState.paced).
+func (s *learnState) nextCycle(now, D int64, r Refusal) {
 	s.since, s.admits, s.refused = D, 0, now
 	s.alignAt, s.alignPrec, s.paced = D, r.Prec, 0
 	if r.Hintless {
-		s.alignPrec, s.paced = 0, 1 // the deadline is the episode's own; nothing tells a window: pace it
+		s.alignPrec, s.paced = 0, 1
 	}
-	return true, probe
 }
 
 func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
