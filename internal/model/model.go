@@ -847,87 +847,155 @@ local function conc_others(act)
 end
 `
 
-// luaAdmit is scopeState.admit's decision in the scripts: the deadlines
-// (pause, budget, a learned window's probe), then the limits' earliest
-// instant of what the class leaves, then the commit (luaAdmitCommit). S
-// holds the loaded records (P pause, B budget, L learned, K class, FB the
-// hintless episode), the
-// active limits act, the alignment al, the keeper k, and the keys of the
-// class's line and of pauseby; it answers the admission's named reply.
-const luaAdmit = `
-local function admit(S, cost)
-  local B, L, act, k = S.B, S.L, S.act, S.k
+// luaAdmitCommit is the commit of an admission at at (admission.commit):
+// the learned limit's part (admit_commit_learned), every limit spent, the
+// budget spent, the learned cycle counted, a hintless episode's probe
+// marked, the slow start counted, and whether the open cache may hold the
+// scope (admit_opens_cache). The records changed are saved.
+const luaAdmitCommit = `
+local function admit_commit_learned(S, r, at, cost)
+  if not S.learned then return end
+  local L = S.L
+  if learn_opens(L, S.lw, at) then
+    L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+  end
+  learn_grow(L, S.lw, at)
+  if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+end
+local function admit_opens_cache(S, probes, starts)
+  local B = S.B
+  return #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not starts
+end
+local function admit_commit(S, r, at, h, cost)
+  admit_commit_learned(S, r, at, cost)
+  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
+  if S.nlim == 0 then
+    r.probe, r.seq = budget_spend(S.B, h.budget, cost)
+    learn_count(S.L, at, cost)
+    budget_save(S.B)
+  end
+  learn_save(S.L)
+  local probes = fallback_probes(S.FB)
+  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
+  if h.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
+  r.cache = admit_opens_cache(S, probes, h.starts)
+end
+`
+
+// luaAdmit is admitAs in the scripts, one local function per step of
+// admission, each named as its Go twin (admission.deadline is
+// admit_deadline, held.later held_later): the deadlines (luaAdmitDeadline),
+// then the limits' earliest instant of what the class leaves and the
+// verdict (luaAdmitLimits), then the commit (luaAdmitCommit); the reply
+// starts with what it shows of the scope (luaAdmitShown). S holds the
+// loaded records (P pause, B budget, L learned, K class, FB the hintless
+// episode, ST the slow start), the active limits act, the alignment al,
+// the keeper k, and the keys of the class's line and of pauseby; admit
+// answers the admission's named reply.
+const luaAdmit = luaAdmitShown + luaAdmitDeadline + luaAdmitLimits
+
+// luaAdmitShown is what the admission's reply shows of the scope, whatever
+// the verdict (admit_shown): the fields Gate.State reads, the backlog of
+// the first limit, and how many requests the scope can use when it
+// reopens (reopen, State.reopen). It has no Go twin but reopen: the model
+// answers State from its values.
+const luaAdmitShown = `
+local function reopen(S)
+  if S.B.known and S.B.limit > 0 then return S.B.limit end
+  if S.learned then return S.L.limit end
+  return 0
+end
+local function admit_shown(S)
+  local B, L, act = S.B, S.L, S.act
   local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
-    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
+    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window, reopen = reopen(S)}
   if #act > 0 and act[1].sliding and #act[1].log > 0 then r.backlog = act[1].log[#act[1].log] + act[1].per - now_us
   elseif #act > 0 and not act[1].fixed and not act[1].sliding and not act[1].concurrent and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
-  if B.known and B.limit > 0 then r.reopen = B.limit elseif S.learned then r.reopen = L.limit end
-  local inc = S.dry and 0 or interval(act, cost)
-  local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
-  if S.nlim == 0 then
-    bv = budget_earliest(B, cost, k, S.nowOnly)
-    if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
-  end
-  local fixed = S.learned -- the learned limit's windows open with a probe
-  if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
-  if fallback_earliest(S.FB) > math.max(deadline, now_us) then deadline, why = fallback_earliest(S.FB), 'probe' end
-  S.starts = start_on(S.ST, B, L.limit > 0 and L.window > 0, S.nlim)
-  if S.starts and not S.nowOnly and start_earliest(S.ST, cost) > math.max(deadline, now_us) then deadline, why = start_earliest(S.ST, cost), 'inflight' end
-  if deadline > now_us then
-    r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
-    if why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
-    if #act > 0 then r.wait, r.spread = line_take(S.line, deadline, inc), inc > 0 end
-    return r
-  end
-  local at, ok = limits_earliest(act, S.al, cost, k)
-  if at > now_us and k.lent > 0 then
-    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
-    at, ok = limits_earliest(act, S.al, cost, k)
-  end
-  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  local full = conc_full(act, cost, k)
-  local unreserved = S.nowOnly or fixed and not act[1].sliding or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
-  if not ok or at - now_us > C.hold or unreserved and at > now_us then
-    r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
-    if full then
-      r.reason = 'inflight'
-      at = math.min(at, math.max(limits_earliest(conc_others(act), S.al, cost, k), now_us + C.concurrentPoll))
-    end
-    r.wait, r.spread = line_take(S.line, at, inc), inc > 0
-    return r
-  end
-  r.wait = at - now_us
-  if not S.dry then admit_commit(S, r, at, bv, cost) end
   return r
 end
 `
 
-// luaAdmitCommit is the commit of an admission at at (scopeState.admit
-// after its decision): every limit spent (the learned one grown, its
-// window's probe marked, and its windows S.lw counted when it is a log),
-// the budget spent, the learned cycle counted, a
-// hintless episode's probe marked.
-const luaAdmitCommit = `
-local function admit_commit(S, r, at, bv, cost)
-  local B, L = S.B, S.L
-  if S.learned then
-    if learn_opens(L, S.lw, at) then
-      L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
-    end
-    learn_grow(L, S.lw, at)
-    if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+// luaAdmitDeadline asks the concerns that hold a scope by a deadline
+// (admission.deadline and its questions), and answers a request held by
+// one (admission.paused, deferTo).
+const luaAdmitDeadline = `
+local function held_later(h, at, why)
+  if at > math.max(h.at, now_us) then h.at, h.why = at, why end
+end
+local function admit_budget(S, cost)
+  if S.nlim > 0 then return {at = 0} end
+  return budget_earliest(S.B, cost, S.k, S.nowOnly)
+end
+local function admit_learned(S)
+  if not S.learned then return 0 end
+  return learn_earliest(S.L)
+end
+local function admit_start(S, cost, on)
+  if not on or S.nowOnly then return 0 end
+  return start_earliest(S.ST, cost)
+end
+local function admit_deadline(S, cost)
+  local h = {at = (S.P or 0) * 1000, why = 'pause'}
+  h.budget = admit_budget(S, cost)
+  held_later(h, h.budget.at, h.budget.why)
+  held_later(h, admit_learned(S), 'probe')
+  held_later(h, fallback_earliest(S.FB), 'probe')
+  h.starts = start_on(S.ST, S.B, S.L.limit > 0 and S.L.window > 0, S.nlim)
+  held_later(h, admit_start(S, cost, h.starts), 'inflight')
+  return h
+end
+local function admit_defer_to(S, cost, at)
+  local inc = S.dry and 0 or interval(S.act, cost)
+  return line_take(S.line, at, inc), inc > 0
+end
+local function admit_paused(S, r, h, cost)
+  r.code, r.reason, r.wait, r.deadline = 1, h.why, h.at - now_us, math.ceil(h.at / 1000)
+  if h.why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
+  if #S.act > 0 then r.wait, r.spread = admit_defer_to(S, cost, h.at) end
+  return r
+end
+`
+
+// luaAdmitLimits is the rest of admitAs: the search of the limits
+// (admission.search), the verdict (unreserved, within, limited,
+// fullRetry), and admit itself.
+const luaAdmitLimits = `
+local function admit_search(S, cost)
+  local k = S.k
+  local at, ok = limits_earliest(S.act, S.al, cost, k)
+  if at > now_us and k.lent > 0 then
+    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
+    at, ok = limits_earliest(S.act, S.al, cost, k)
   end
-  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
-  if S.nlim == 0 then
-    r.probe, r.seq = budget_spend(B, bv, cost)
-    learn_count(L, at, cost)
-    budget_save(B)
-  end
-  learn_save(L)
-  local probes = fallback_probes(S.FB)
-  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
-  if S.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
-  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not S.starts
+  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
+  return at, ok, k
+end
+local function admit_unreserved(S, cost, k, full)
+  return S.nowOnly or S.learned and not S.act[1].sliding or full or k.lapse > 0 and (interval(S.act, cost) > 0 or held_now(S.act))
+end
+local function admit_within(at, ok, unreserved)
+  return ok and at - now_us <= C.hold and not (unreserved and at > now_us)
+end
+local function admit_full_retry(S, cost, k, at)
+  return math.min(at, math.max(limits_earliest(conc_others(S.act), S.al, cost, k), now_us + C.concurrentPoll))
+end
+local function admit_limited(S, r, cost, k, at, full, unreserved)
+  r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
+  if full then r.reason, at = 'inflight', admit_full_retry(S, cost, k, at) end
+  r.wait, r.spread = admit_defer_to(S, cost, at)
+  return r
+end
+local function admit(S, cost)
+  local r = admit_shown(S)
+  local h = admit_deadline(S, cost)
+  if h.at > now_us then return admit_paused(S, r, h, cost) end
+  local at, ok, k = admit_search(S, cost)
+  local full = conc_full(S.act, cost, k)
+  local unreserved = admit_unreserved(S, cost, k, full)
+  if not admit_within(at, ok, unreserved) then return admit_limited(S, r, cost, k, at, full, unreserved) end
+  r.wait = at - now_us
+  if not S.dry then admit_commit(S, r, at, h, cost) end
+  return r
 end
 `
 
