@@ -522,8 +522,13 @@ end
 `
 
 // luaLearnRefusal is the learned limit's transaction as refusals and
-// uncounted admissions teach it (learnState.refuse, report).
-const luaLearnRefusal = `
+// uncounted admissions teach it (learnState.refuse, report): what a cycle
+// got accepted (luaLearnTeach), then the rules of a refusal, each a local
+// function named as its Go twin (luaLearnRefuse).
+const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
+
+// luaLearnTeach is learnState.report and learnFrom.
+const luaLearnTeach = `
 local function learn_report(L, n)
   if n <= 0 then return end
   if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
@@ -546,30 +551,54 @@ local function learn_from(L, D, prec, lw)
   if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
 end
+`
+
+// luaLearnRefuse is learnState.refuse and its rules: absorbOne,
+// followPause, refusing, refuseProbe, slowDown and nextCycle.
+const luaLearnRefuse = `
+local function learn_absorb_one(L)
+  if now_us < L.absorb and L.limit > 0 then
+    L.limit = L.limit - 1
+    if L.limit == 0 then L.window = 0 end
+  end
+end
+local function learn_follow_pause(L, D, r)
+  if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+end
+local function learn_refusing(L, r)
+  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
+  return paced_out, L.probeAt > 0 and not paced_out or r.hintless and r.probe
+end
+local function learn_refuse_probe(L, D, at, r, lw)
+  L.absorb = 0
+  if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
+  return at
+end
+local function learn_slow_down(L)
+  L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+end
+local function learn_next_cycle(L, D, r)
+  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
+  if r.hintless then L.alignPrec, L.paced = 0, 1 end
+end
 local function learn_refuse(L, D, r, open, configured, lw)
   L.dirty = L.expires > 0 or r.hinted
   if not open then
-    if now_us < L.absorb and L.limit > 0 then
-      L.limit = L.limit - 1
-      if L.limit == 0 then L.window = 0 end
-    end
-    if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+    learn_absorb_one(L)
+    learn_follow_pause(L, D, r)
     return false, 0
   end
-  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
-  local probed, at = L.probeAt > 0 and not paced_out or r.hintless and r.probe, L.probeAt
+  local paced_out, probed = learn_refusing(L, r)
+  local at = L.probeAt
   L.probeAt = 0
   if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false, 0 end
   L.expires = now_us + C.learnTTL
   local probe = 0
-  if configured then
-  elseif probed then
-    L.absorb, probe = 0, at
-    if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
-  elseif paced_out then L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+  if configured then -- the configured limits pace the scope: it learns the alignment only
+  elseif probed then probe = learn_refuse_probe(L, D, at, r, lw)
+  elseif paced_out then learn_slow_down(L)
   else learn_from(L, D, r.prec, lw) end
-  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
-  if r.hintless then L.alignPrec, L.paced = 0, 1 end
+  learn_next_cycle(L, D, r)
   return true, probe
 end
 `
