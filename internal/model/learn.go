@@ -5,8 +5,8 @@ package model
 // aligned to the last refusal's deadline when no limit is configured.
 // Every admission counts in the cycle; the limit also applies beside an
 // advertised budget once a refusal advertised budget left (secondary):
-// that budget is another quota's (GitHub's primary beside its secondary
-// limit; fixed/github-secondary of the matrix, 1.27× on the model before).
+// that budget is another quota's (GitHub's primary budget beside its
+// secondary limit).
 //
 // A refusal with a hint ends a cycle at its deadline D (the provider's
 // window resets then) and starts the next one there. What the scope got
@@ -39,9 +39,8 @@ package model
 //     would pause the scope for all of it), and one at the learned window's end of a window
 //     spent whole at a level never sustained (n at or above best), which
 //     also forgets best (a bucket's slack can raise it once). Restoring
-//     best is no raise. (A raise refused with a hint of the whole window
-//     pauses the scope for all of it: sliding-log/window's first raise cost
-//     a window, 21.3 s → 26.2 s on the model.)
+//     best is no raise. Raises are frozen because a raise refused with a
+//     hint of the whole window pauses the scope for all of it.
 //   - A learned window longer than MaxHold is applied as a sliding log of
 //     n per w (logSpec): a log's admissions are ones a fixed window of the
 //     same n and w admits, whatever its alignment, so the log is right
@@ -70,13 +69,13 @@ package model
 //     refusal's deadline, and n stays. A refused probe's entry leaves the
 //     learned log (one entry, at probeAt): a provider counts no refused
 //     request, by a log or by a fixed window, and the entry would hold a
-//     slot a whole window although the provider's is free (a 10 s clock
-//     window met 4.9 s into it, TestModelLearningOnlyHelps: 43.4 s against
-//     the plain pause's 35.5 s; 35.4 s now). No hinted refusal fills the
+//     slot a whole window although the provider's is free, and learning
+//     would be slower than the plain pause (a clock window met partway
+//     through: TestModelLearningOnlyHelps). No hinted refusal fills the
 //     learned log, as one fills a configured log (slidingFill): its n is
 //     what the refusals taught and the pause holds the scope until D; the
-//     fill would put back the probe's slot at the refusal's instant, the
-//     43.4 s again on the model.
+//     fill would put the refused probe's slot back at the refusal's
+//     instant.
 //   - A refused probe tells where the provider's window ends (relearn):
 //     the window spent whole before the probe's, from s, got its n
 //     accepted in one window of the provider's, which ends at the
@@ -103,11 +102,11 @@ package model
 
 // raiseAfter is how long a refusal of the level it came at (the rules above)
 // keeps n from being raised beyond what the windows got accepted: probing
-// for a grown quota costs at most one climb a minute. bucket/prose of the
-// matrix chose it: raised by one every window spent whole, a bucket's 8 a
-// second climbed to 9 on its slack and to 10, refused, every three windows
-// (1.18× on the model, 1.14× measured). A minute is longer than the matrix's runs and short beside learnTTL: a
-// provider that grants more is found a minute after its last refusal.
+// for a grown quota costs at most one climb a minute. Unfrozen, n raised
+// by one every window spent whole climbs on a bucket's slack above its
+// rate and is refused again every few windows, each refusal a pause. A
+// minute is short beside learnTTL: a provider that grants more is found a
+// minute after its last refusal.
 const raiseAfter = 60_000_000 // µs
 
 // Bounds of a learned window: shorter than a second is no window a hint
@@ -177,9 +176,7 @@ func (s *learnState) answer(now, at, reset int64) {
 // when its window is longer than p.hold: a slot reserved ahead then lies
 // in the learned window of now or the next one. A shorter one stays a
 // fixed window: its slots reserved up to MaxHold ahead would lie in
-// windows not yet seen, sent whatever a refusal meanwhile says
-// (bucket/prose 1.11× → 1.16×, concurrency/retry-after 1.07× → 1.15× on
-// the model, their learned windows of a second read as logs).
+// windows not yet seen, sent whatever a refusal meanwhile says.
 func (s learnState) logSpec(p Params) (limitSpec, bool) {
 	return limitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
 }
@@ -249,15 +246,12 @@ func (s *learnState) grow(l limitSpec, p Params, w *windowState, al alignment, a
 // learned limit with: its deadline is its episode's pause, not the
 // provider's reset, which may be anywhere within the pause's first
 // second (fallbackFirst): the learned window is rounded to whole seconds,
-// as a hint read in seconds is. gcra/none and gcra-delay/none of the matrix
-// chose to learn from hintless refusals at all: with nothing learned, every
-// episode's probe answer sent the whole fleet, and a bucket's refill
-// refused about half of it (2.3× and 1.29× on the model, 1.48× and 1.24–1.32×
-// measured). The windows it aligns are paced (learnState.paced): unpaced,
-// nginx's limit_req without a burst (gcra-burst0/none of the model tool,
-// 20 r/s) got one of each window's burst accepted, and the scope learned
-// 1 a second (89 of 200 polls in 90 s; 21.3 s paced; 71.4 s paced on the
-// model with asynq's queue, whose main did 149 in 90 s at 6.77×).
+// as a hint read in seconds is. Hintless refusals teach at all because,
+// with nothing learned, every episode's probe answer sends the whole
+// fleet, and a bucket's refill refuses about half of it. The windows they
+// align are paced (learnState.paced): unpaced, a limiter without a burst
+// (nginx's limit_req) accepts one of each window's burst, and the scope
+// would learn one request a window.
 const hintlessPrec = fallbackFirst * 1000
 
 // teaching is the refusal as the learned limit learns from it: a hinted
