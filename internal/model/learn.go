@@ -386,31 +386,75 @@ func (s *learnState) nextCycle(now, D int64, r Refusal) {
 	}
 }
 
+// learnFrom learns from a hinted refusal at now whose deadline is D, read
+// to prec, that ended a cycle and refused no probe (the rules above). It
+// absorbs no refusal unless it learns n: then the refusals on their way
+// until D take one off each (absorbOne). Under a learned limit, a deadline
+// at the learned window's end says what the window got accepted
+// (fromWindowEnd). A deadline elsewhere says the windows are not the
+// provider's, unless it only moved the window's end within the hint's
+// precision (endMoved): n and w are learned again from the cycle since the
+// last refusal (fromCycle), as from a first refusal. A cycle not begun
+// before now teaches nothing.
 func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	s.absorb = 0
-	if l, ok := s.spec(); ok {
-		start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
-		if abs(D-(start+l.per)) <= max(prec, 1000) {
-			if lwin.used(l, start) >= s.limit && s.limit >= s.best { // the level n, never sustained, refused
-				s.best, s.frozen = 0, now+raiseAfter
-			}
-			s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
-			return
-		}
+	if s.fromWindowEnd(now, D, prec, lwin) {
+		return
 	}
 	if s.since == 0 || s.since >= now {
 		return
 	}
-	if _, ok := s.spec(); ok && s.since+s.window <= now && D-s.since-s.window <= prec {
-		return // the window's end moved within the hint's precision: realign, keep n and w
+	if s.endMoved(now, D, prec) {
+		return
 	}
+	s.fromCycle(now, D, prec)
+}
+
+// fromWindowEnd learns from a refusal at now whose deadline D is the
+// learned window's end, within the hint's precision (at least a
+// millisecond), and reports whether it was: n was too many, so n becomes
+// what the window got accepted (its admissions less the refused one, at
+// least 1). A window spent whole at a level never sustained (n at or above
+// best) refused that level: best is forgotten, raises frozen (raiseAfter).
+func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
+	l, ok := s.spec()
+	if !ok {
+		return false
+	}
+	start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
+	if abs(D-(start+l.per)) > max(prec, 1000) {
+		return false
+	}
+	if lwin.used(l, start) >= s.limit && s.limit >= s.best {
+		s.best, s.frozen = 0, now+raiseAfter
+	}
+	s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
+	return true
+}
+
+// endMoved reports whether a refusal at now with deadline D only moved
+// the learned window's end: under a learned limit, the window from the
+// cycle's start is over at now, and D is no later than the hint's
+// precision after its end. The windows realign to D (nextCycle); n and w
+// stay.
+func (s learnState) endMoved(now, D, prec int64) bool {
+	_, ok := s.spec()
+	return ok && s.since+s.window <= now && D-s.since-s.window <= prec
+}
+
+// fromCycle learns n and w from the cycle a refusal at now with deadline
+// D ended: w is D less the cycle's start (rounded to the hint's
+// precision), n what it admitted less the refused one. A cycle of fewer
+// than two admissions, or a window outside [minLearnedWindow,
+// maxLearnedWindow], teaches nothing. When the cycle began at a deadline
+// (a limit was learned), or was refused within the hint's precision of
+// its start, it refused the level the provider's window reached: raises
+// are frozen (raiseAfter).
+func (s *learnState) fromCycle(now, D, prec int64) {
 	w := roundWindow(D-s.since, prec)
 	if s.admits < 2 || w < minLearnedWindow || w > maxLearnedWindow {
 		return
 	}
-	// the cycle began at a deadline, or was refused within the hint's
-	// precision of its start: it refused the level the provider's window
-	// reached
 	if s.limit > 0 || D-now >= w-prec {
 		s.frozen = now + raiseAfter
 	}
