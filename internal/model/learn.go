@@ -565,29 +565,37 @@ end
 // function named as its Go twin (luaLearnRefuse).
 const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
 
-// luaLearnTeach is learnState.report and learnFrom.
+// luaLearnTeach is learnState.report, and learnFrom with its rules
+// (fromWindowEnd, endMoved, fromCycle).
 const luaLearnTeach = `
 local function learn_report(L, n)
   if n <= 0 then return end
   if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
   elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
 end
-local function learn_from(L, D, prec, lw)
-  L.absorb = 0
-  if L.limit > 0 and L.window > 0 then
-    local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
-    if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
-      if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
-      L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
-      return
-    end
-  end
-  if L.since == 0 or L.since >= now_us then return end
-  if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
+local function learn_from_window_end(L, D, prec, lw)
+  if not (L.limit > 0 and L.window > 0) then return false end
+  local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
+  if math.abs(D - (start + L.window)) > math.max(prec, 1000) then return false end
+  if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
+  L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
+  return true
+end
+local function learn_end_moved(L, D, prec)
+  return L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec
+end
+local function learn_from_cycle(L, D, prec)
   local w = learn_round(D - L.since, prec)
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
   if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
+end
+local function learn_from(L, D, prec, lw)
+  L.absorb = 0
+  if learn_from_window_end(L, D, prec, lw) then return end
+  if L.since == 0 or L.since >= now_us then return end
+  if learn_end_moved(L, D, prec) then return end
+  learn_from_cycle(L, D, prec)
 end
 `
 

@@ -240,3 +240,45 @@ func TestNextCycleSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnFromSteps walks learnFrom's rules (fromWindowEnd, endMoved,
+// fromCycle) from a cycle that began at T0, each row a refusal at now with
+// deadline D read to a second, of the state before it and the learned
+// window's count of the window from T0.
+func TestLearnFromSteps(t *testing.T) {
+	sec := 1000 * ms
+	learned := learnState{limit: 5, window: 10 * sec, best: 5, alignAt: T0, since: T0, admits: 8}
+	first := learnState{since: T0, admits: 6} // nothing learned yet
+	with := func(s learnState, f func(*learnState)) learnState { f(&s); return s }
+	for _, st := range []struct {
+		name   string
+		s      learnState
+		used   int64
+		now, D int64
+		want   learnState
+	}{
+		{"at the learned window's end: n is what it got accepted", learned, 4, T0 + 4*sec, T0 + 10*sec,
+			with(learned, func(s *learnState) { s.limit, s.absorb = 3, T0+10*sec })},
+		{"... spent whole at a level never sustained: best forgotten, raises frozen", learned, 6, T0 + 4*sec, T0 + 10*sec,
+			with(learned, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 5, T0+10*sec, 0, T0+4*sec+raiseAfter })},
+		{"the end moved within the hint's precision: n and w stay", learned, 4, T0 + 10*sec + 500*ms, T0 + 11*sec, learned},
+		{"a deadline elsewhere: n and w from the cycle, frozen", learned, 4, T0 + 10*sec + 500*ms, T0 + 15*sec,
+			with(learned, func(s *learnState) {
+				s.limit, s.window, s.absorb, s.frozen = 7, 15*sec, T0+15*sec, T0+10*sec+500*ms+raiseAfter
+			})},
+		{"a first refusal: n and w from the cycle", first, 0, T0 + 3*sec, T0 + 5*sec,
+			with(first, func(s *learnState) { s.limit, s.window, s.absorb = 5, 5*sec, T0+5*sec })},
+		{"... refused within the hint's precision of its start: frozen", first, 0, T0 + 500*ms, T0 + 5*sec,
+			with(first, func(s *learnState) { s.limit, s.window, s.absorb, s.frozen = 5, 5*sec, T0+5*sec, T0+500*ms+raiseAfter })},
+		{"a cycle of one admission teaches nothing", with(first, func(s *learnState) { s.admits = 1 }), 0, T0 + 3*sec, T0 + 5*sec,
+			with(first, func(s *learnState) { s.admits = 1 })},
+		{"a cycle not begun before now teaches nothing", first, 0, T0, T0 + 5*sec, first},
+	} {
+		s := st.s
+		s.absorb = T0 // a refusal before absorbed: learnFrom absorbs none unless it learns n
+		s.learnFrom(st.now, st.D, sec, &windowState{counts: map[int64]int64{T0: st.used}})
+		if s != st.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", st.name, s, st.want)
+		}
+	}
+}
