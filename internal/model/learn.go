@@ -274,7 +274,7 @@ func (r Refusal) teaching(configured bool) Refusal {
 // are configured (nothing is learned then but the alignment). It reports
 // whether the learned windows' counts are over (they were refused), and the
 // instant of the learned window's probe it refused (0 none): its entry
-// leaves the learned log (scopeState.refuse).
+// leaves the learned log (State.Refuse).
 //
 // A refusal of a paused scope changes the cycle that paused it only
 // (absorbOne, followPause). One of an open scope answers the probe that

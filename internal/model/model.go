@@ -170,7 +170,7 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 }
 
 // admitAs is admit for work whose line is line and which leaves k unspent
-// (its class's; see model_class.go), its lease id. It asks every concern
+// (its class's; see class.go), its lease id. It asks every concern
 // for the earliest instant it admits the request: first those that hold
 // the scope by a deadline (admitDeadline; a deadline ahead defers the
 // task to it), then the limits for the earliest instant all of them admit
@@ -272,7 +272,7 @@ func (a admission) learned() int64 {
 // start is the slow start's deadline while it is on: its answers are
 // awaited. A task with no place to wait in its process (Params.NowOnly)
 // goes at once: deferred, asynq would bring it back later than the
-// start's round trips save (model_start.go).
+// start's round trips save (start.go).
 func (a admission) start(on bool) int64 {
 	if !on || a.p.NowOnly {
 		return 0
