@@ -172,7 +172,7 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 // admitAs is admit for work whose line is line and which leaves k unspent
 // (its class's; see class.go), its lease id. It asks every concern
 // for the earliest instant it admits the request: first those that hold
-// the scope by a deadline (admitDeadline; a deadline ahead defers the
+// the scope by a deadline (deadline; a deadline ahead defers the
 // task to it), then the limits for the earliest instant all of them admit
 // from now (search). The verdict admits only an instant within the hold
 // (within); the commit (commit) changes only what that admission spends,
