@@ -5,8 +5,8 @@ package model
 // aligned to the last refusal's deadline when no limit is configured.
 // Every admission counts in the cycle; the limit also applies beside an
 // advertised budget once a refusal advertised budget left (secondary):
-// that budget is another quota's (GitHub's primary beside its secondary
-// limit; fixed/github-secondary of the matrix, 1.27× on the model before).
+// that budget is another quota's (GitHub's primary budget beside its
+// secondary limit).
 //
 // A refusal with a hint ends a cycle at its deadline D (the provider's
 // window resets then) and starts the next one there. What the scope got
@@ -39,9 +39,8 @@ package model
 //     would pause the scope for all of it), and one at the learned window's end of a window
 //     spent whole at a level never sustained (n at or above best), which
 //     also forgets best (a bucket's slack can raise it once). Restoring
-//     best is no raise. (A raise refused with a hint of the whole window
-//     pauses the scope for all of it: sliding-log/window's first raise cost
-//     a window, 21.3 s → 26.2 s on the model.)
+//     best is no raise. Raises are frozen because a raise refused with a
+//     hint of the whole window pauses the scope for all of it.
 //   - A learned window longer than MaxHold is applied as a sliding log of
 //     n per w (logSpec): a log's admissions are ones a fixed window of the
 //     same n and w admits, whatever its alignment, so the log is right
@@ -70,13 +69,13 @@ package model
 //     refusal's deadline, and n stays. A refused probe's entry leaves the
 //     learned log (one entry, at probeAt): a provider counts no refused
 //     request, by a log or by a fixed window, and the entry would hold a
-//     slot a whole window although the provider's is free (a 10 s clock
-//     window met 4.9 s into it, TestModelLearningOnlyHelps: 43.4 s against
-//     the plain pause's 35.5 s; 35.4 s now). No hinted refusal fills the
+//     slot a whole window although the provider's is free, and learning
+//     would be slower than the plain pause (a clock window met partway
+//     through: TestModelLearningOnlyHelps). No hinted refusal fills the
 //     learned log, as one fills a configured log (slidingFill): its n is
 //     what the refusals taught and the pause holds the scope until D; the
-//     fill would put back the probe's slot at the refusal's instant, the
-//     43.4 s again on the model.
+//     fill would put the refused probe's slot back at the refusal's
+//     instant.
 //   - A refused probe tells where the provider's window ends (relearn):
 //     the window spent whole before the probe's, from s, got its n
 //     accepted in one window of the provider's, which ends at the
@@ -103,11 +102,11 @@ package model
 
 // raiseAfter is how long a refusal of the level it came at (the rules above)
 // keeps n from being raised beyond what the windows got accepted: probing
-// for a grown quota costs at most one climb a minute. bucket/prose of the
-// matrix chose it: raised by one every window spent whole, a bucket's 8 a
-// second climbed to 9 on its slack and to 10, refused, every three windows
-// (1.18× on the model, 1.14× measured). A minute is longer than the matrix's runs and short beside learnTTL: a
-// provider that grants more is found a minute after its last refusal.
+// for a grown quota costs at most one climb a minute. Unfrozen, n raised
+// by one every window spent whole climbs on a bucket's slack above its
+// rate and is refused again every few windows, each refusal a pause. A
+// minute is short beside learnTTL: a provider that grants more is found a
+// minute after its last refusal.
 const raiseAfter = 60_000_000 // µs
 
 // Bounds of a learned window: shorter than a second is no window a hint
@@ -177,9 +176,7 @@ func (s *learnState) answer(now, at, reset int64) {
 // when its window is longer than p.hold: a slot reserved ahead then lies
 // in the learned window of now or the next one. A shorter one stays a
 // fixed window: its slots reserved up to MaxHold ahead would lie in
-// windows not yet seen, sent whatever a refusal meanwhile says
-// (bucket/prose 1.11× → 1.16×, concurrency/retry-after 1.07× → 1.15× on
-// the model, their learned windows of a second read as logs).
+// windows not yet seen, sent whatever a refusal meanwhile says.
 func (s learnState) logSpec(p Params) (limitSpec, bool) {
 	return limitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
 }
@@ -249,15 +246,12 @@ func (s *learnState) grow(l limitSpec, p Params, w *windowState, al alignment, a
 // learned limit with: its deadline is its episode's pause, not the
 // provider's reset, which may be anywhere within the pause's first
 // second (fallbackFirst): the learned window is rounded to whole seconds,
-// as a hint read in seconds is. gcra/none and gcra-delay/none of the matrix
-// chose to learn from hintless refusals at all: with nothing learned, every
-// episode's probe answer sent the whole fleet, and a bucket's refill
-// refused about half of it (2.3× and 1.29× on the model, 1.48× and 1.24–1.32×
-// measured). The windows it aligns are paced (learnState.paced): unpaced,
-// nginx's limit_req without a burst (gcra-burst0/none of the model tool,
-// 20 r/s) got one of each window's burst accepted, and the scope learned
-// 1 a second (89 of 200 polls in 90 s; 21.3 s paced; 71.4 s paced on the
-// model with asynq's queue, whose main did 149 in 90 s at 6.77×).
+// as a hint read in seconds is. Hintless refusals teach at all because,
+// with nothing learned, every episode's probe answer sends the whole
+// fleet, and a bucket's refill refuses about half of it. The windows they
+// align are paced (learnState.paced): unpaced, a limiter without a burst
+// (nginx's limit_req) accepts one of each window's burst, and the scope
+// would learn one request a window.
 const hintlessPrec = fallbackFirst * 1000
 
 // teaching is the refusal as the learned limit learns from it: a hinted
@@ -280,24 +274,24 @@ func (r Refusal) teaching(configured bool) Refusal {
 // are configured (nothing is learned then but the alignment). It reports
 // whether the learned windows' counts are over (they were refused), and the
 // instant of the learned window's probe it refused (0 none): its entry
-// leaves the learned log (scopeState.refuse).
+// leaves the learned log (State.Refuse).
+//
+// A refusal of a paused scope changes the cycle that paused it only
+// (absorbOne, followPause). One of an open scope answers the probe that
+// was out (it is no longer awaited); unhinted, it ends the cycle with no
+// successor: nothing tells where the provider's window ends. Hinted, it
+// teaches by what it refused (refusing): a probe's window had not begun
+// (refuseProbe), a paced window's pace was too fast (slowDown), any other
+// says what the cycle got accepted (learnFrom); and the next cycle starts
+// at D (nextCycle).
 func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
 	if !open {
-		if now < s.absorb && s.limit > 0 {
-			s.limit-- // 0: the cycle got nothing accepted, so it taught no quota (an outage): the pause answers it
-			if s.limit == 0 {
-				s.window = 0 // nor a window: the learned log and windows are forgotten with it
-			}
-		}
-		if r.Hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
-			s.since, s.alignAt = D, D // the pause moved: the next cycle starts at its end
-		}
+		s.absorbOne(now)
+		s.followPause(D, r)
 		return false, 0
 	}
-	// the episode's probe refused, or a window's (unless paced: its pace is
-	// too fast, below): its window has not begun
-	pacedOut := r.Hintless && s.paced > 0 && s.limit > 0
-	probed, at := s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe, s.probeAt
+	pacedOut, probed := s.refusing(r)
+	at := s.probeAt
 	s.probeAt = 0
 	if !r.Hinted {
 		s.since, s.admits, s.absorb = 0, 0, 0
@@ -305,51 +299,162 @@ func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin
 	}
 	s.expires = now + LearnTTL
 	switch {
-	case configured:
+	case configured: // the configured limits pace the scope: it learns the alignment only
 	case probed:
-		s.absorb, probe = 0, at
-		if !r.Hintless { // a hintless pause is ours, not the provider's word of its window's end
-			s.relearn(now, D, at, r.Prec, lwin)
-		}
+		probe = s.refuseProbe(now, D, at, r, lwin)
 	case pacedOut:
-		// a paced window refused: its pace is above the provider's
-		s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
+		s.slowDown(now)
 	default:
 		s.learnFrom(now, D, r.Prec, lwin)
 	}
-	s.since, s.admits, s.refused = D, 0, now
-	s.alignAt, s.alignPrec, s.paced = D, r.Prec, 0
-	if r.Hintless {
-		s.alignPrec, s.paced = 0, 1 // the deadline is the episode's own; nothing tells a window: pace it
-	}
+	s.nextCycle(now, D, r)
 	return true, probe
 }
 
+// absorbOne takes one off n for a refusal at now of a request that was on
+// its way when the refusal that closed the cycle paused the scope (before
+// absorb): the cycle got one fewer accepted than it admitted. At 0 the
+// cycle got nothing accepted, so it taught no quota (an outage: the pause
+// answers it), nor a window: the learned log and windows are forgotten
+// with it.
+func (s *learnState) absorbOne(now int64) {
+	if now < s.absorb && s.limit > 0 {
+		s.limit--
+		if s.limit == 0 {
+			s.window = 0
+		}
+	}
+}
+
+// followPause moves the next cycle's start to D when a hinted refusal of
+// a paused scope moved the pause later and the next cycle was to start at
+// the end of the pause before (since, where the refusal that paused the
+// scope aligned the windows: nextCycle): the provider's window resets at
+// the deadline in force, not at the one before.
+func (s *learnState) followPause(D int64, r Refusal) {
+	if r.Hinted && D > s.since && s.since > 0 && s.since == s.alignAt {
+		s.since, s.alignAt = D, D
+	}
+}
+
+// refusing is what a refusal of an open scope refused. pacedOut: a
+// hintless refusal of a paced window of a learned limit, whose pace is
+// then above the provider's. probed: otherwise, a refusal while a learned
+// window's probe is out, or a refusal of the hintless episode's probe:
+// the provider refused even one request, so the probe's window has not
+// begun.
+func (s learnState) refusing(r Refusal) (pacedOut, probed bool) {
+	pacedOut = r.Hintless && s.paced > 0 && s.limit > 0
+	return pacedOut, s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe
+}
+
+// refuseProbe learns from a hinted refusal of a probe: the learned
+// window's, sent at at (0: none was out, the hintless episode's probe was
+// refused). Its window has not begun, so n stays, and no
+// refusal still on its way takes one off it. A hint tells where the
+// provider's window ends (relearn); a hintless refusal's deadline is the
+// episode's own pause, which tells nothing of the window. It returns at:
+// the provider counted nothing for the refused probe, so its entry leaves
+// the learned log.
+func (s *learnState) refuseProbe(now, D, at int64, r Refusal, lwin *windowState) int64 {
+	s.absorb = 0
+	if !r.Hintless {
+		s.relearn(now, D, at, r.Prec, lwin)
+	}
+	return at
+}
+
+// slowDown learns from a hintless refusal of a paced window at now: its
+// pace is above the provider's, so n is one less (at least 1). The level
+// was refused, so best is forgotten and raises frozen for raiseAfter; no
+// refusal still on its way takes more off n.
+func (s *learnState) slowDown(now int64) {
+	s.limit, s.best, s.frozen, s.absorb = max(s.limit-1, 1), 0, now+raiseAfter, 0
+}
+
+// nextCycle starts the next cycle at D, the hinted refusal's deadline at
+// now: the provider's window resets then, so the learned windows align to
+// it, read to the hint's precision, unpaced. A hintless refusal's D is its
+// episode's own pause, not the provider's reset: nothing tells a window's
+// edges, so it aligns to no precision and paces the windows
+// (learnState.paced).
+func (s *learnState) nextCycle(now, D int64, r Refusal) {
+	s.since, s.admits, s.refused = D, 0, now
+	s.alignAt, s.alignPrec, s.paced = D, r.Prec, 0
+	if r.Hintless {
+		s.alignPrec, s.paced = 0, 1
+	}
+}
+
+// learnFrom learns from a hinted refusal at now whose deadline is D, read
+// to prec, that ended a cycle and refused no probe (the rules above). It
+// absorbs no refusal unless it learns n: then the refusals on their way
+// until D take one off each (absorbOne). Under a learned limit, a deadline
+// at the learned window's end says what the window got accepted
+// (fromWindowEnd). A deadline elsewhere says the windows are not the
+// provider's, unless it only moved the window's end within the hint's
+// precision (endMoved): n and w are learned again from the cycle since the
+// last refusal (fromCycle), as from a first refusal. A cycle not begun
+// before now teaches nothing.
 func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	s.absorb = 0
-	if l, ok := s.spec(); ok {
-		start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
-		if abs(D-(start+l.per)) <= max(prec, 1000) {
-			if lwin.used(l, start) >= s.limit && s.limit >= s.best { // the level n, never sustained, refused
-				s.best, s.frozen = 0, now+raiseAfter
-			}
-			s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
-			return
-		}
+	if s.fromWindowEnd(now, D, prec, lwin) {
+		return
 	}
 	if s.since == 0 || s.since >= now {
 		return
 	}
-	if _, ok := s.spec(); ok && s.since+s.window <= now && D-s.since-s.window <= prec {
-		return // the window's end moved within the hint's precision: realign, keep n and w
+	if s.endMoved(now, D, prec) {
+		return
 	}
+	s.fromCycle(now, D, prec)
+}
+
+// fromWindowEnd learns from a refusal at now whose deadline D is the
+// learned window's end, within the hint's precision (at least a
+// millisecond), and reports whether it was: n was too many, so n becomes
+// what the window got accepted (its admissions less the refused one, at
+// least 1). A window spent whole at a level never sustained (n at or above
+// best) refused that level: best is forgotten, raises frozen (raiseAfter).
+func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
+	l, ok := s.spec()
+	if !ok {
+		return false
+	}
+	start := s.alignAt + floorDiv(now-s.alignAt, l.per)*l.per
+	if abs(D-(start+l.per)) > max(prec, 1000) {
+		return false
+	}
+	if lwin.used(l, start) >= s.limit && s.limit >= s.best {
+		s.best, s.frozen = 0, now+raiseAfter
+	}
+	s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
+	return true
+}
+
+// endMoved reports whether a refusal at now with deadline D only moved
+// the learned window's end: under a learned limit, the window from the
+// cycle's start is over at now, and D is no later than the hint's
+// precision after its end. The windows realign to D (nextCycle); n and w
+// stay.
+func (s learnState) endMoved(now, D, prec int64) bool {
+	_, ok := s.spec()
+	return ok && s.since+s.window <= now && D-s.since-s.window <= prec
+}
+
+// fromCycle learns n and w from the cycle a refusal at now with deadline
+// D ended: w is D less the cycle's start (rounded to the hint's
+// precision), n what it admitted less the refused one. A cycle of fewer
+// than two admissions, or a window outside [minLearnedWindow,
+// maxLearnedWindow], teaches nothing. When the cycle began at a deadline
+// (a limit was learned), or was refused within the hint's precision of
+// its start, it refused the level the provider's window reached: raises
+// are frozen (raiseAfter).
+func (s *learnState) fromCycle(now, D, prec int64) {
 	w := roundWindow(D-s.since, prec)
 	if s.admits < 2 || w < minLearnedWindow || w > maxLearnedWindow {
 		return
 	}
-	// the cycle began at a deadline, or was refused within the hint's
-	// precision of its start: it refused the level the provider's window
-	// reached
 	if s.limit > 0 || D-now >= w-prec {
 		s.frozen = now + raiseAfter
 	}
@@ -460,54 +565,91 @@ end
 `
 
 // luaLearnRefusal is the learned limit's transaction as refusals and
-// uncounted admissions teach it (learnState.refuse, report).
-const luaLearnRefusal = `
+// uncounted admissions teach it (learnState.refuse, report): what a cycle
+// got accepted (luaLearnTeach), then the rules of a refusal, each a local
+// function named as its Go twin (luaLearnRefuse).
+const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
+
+// luaLearnTeach is learnState.report, and learnFrom with its rules
+// (fromWindowEnd, endMoved, fromCycle).
+const luaLearnTeach = `
 local function learn_report(L, n)
   if n <= 0 then return end
   if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
   elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
 end
-local function learn_from(L, D, prec, lw)
-  L.absorb = 0
-  if L.limit > 0 and L.window > 0 then
-    local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
-    if math.abs(D - (start + L.window)) <= math.max(prec, 1000) then
-      if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
-      L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
-      return
-    end
-  end
-  if L.since == 0 or L.since >= now_us then return end
-  if L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec then return end
+local function learn_from_window_end(L, D, prec, lw)
+  if not (L.limit > 0 and L.window > 0) then return false end
+  local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
+  if math.abs(D - (start + L.window)) > math.max(prec, 1000) then return false end
+  if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
+  L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
+  return true
+end
+local function learn_end_moved(L, D, prec)
+  return L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec
+end
+local function learn_from_cycle(L, D, prec)
   local w = learn_round(D - L.since, prec)
   if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
   if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
   L.limit, L.window, L.absorb = L.admits - 1, w, D
 end
+local function learn_from(L, D, prec, lw)
+  L.absorb = 0
+  if learn_from_window_end(L, D, prec, lw) then return end
+  if L.since == 0 or L.since >= now_us then return end
+  if learn_end_moved(L, D, prec) then return end
+  learn_from_cycle(L, D, prec)
+end
+`
+
+// luaLearnRefuse is learnState.refuse and its rules: absorbOne,
+// followPause, refusing, refuseProbe, slowDown and nextCycle.
+const luaLearnRefuse = `
+local function learn_absorb_one(L)
+  if now_us < L.absorb and L.limit > 0 then
+    L.limit = L.limit - 1
+    if L.limit == 0 then L.window = 0 end
+  end
+end
+local function learn_follow_pause(L, D, r)
+  if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+end
+local function learn_refusing(L, r)
+  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
+  return paced_out, L.probeAt > 0 and not paced_out or r.hintless and r.probe
+end
+local function learn_refuse_probe(L, D, at, r, lw)
+  L.absorb = 0
+  if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
+  return at
+end
+local function learn_slow_down(L)
+  L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+end
+local function learn_next_cycle(L, D, r)
+  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
+  if r.hintless then L.alignPrec, L.paced = 0, 1 end
+end
 local function learn_refuse(L, D, r, open, configured, lw)
   L.dirty = L.expires > 0 or r.hinted
   if not open then
-    if now_us < L.absorb and L.limit > 0 then
-      L.limit = L.limit - 1
-      if L.limit == 0 then L.window = 0 end
-    end
-    if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+    learn_absorb_one(L)
+    learn_follow_pause(L, D, r)
     return false, 0
   end
-  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
-  local probed, at = L.probeAt > 0 and not paced_out or r.hintless and r.probe, L.probeAt
+  local paced_out, probed = learn_refusing(L, r)
+  local at = L.probeAt
   L.probeAt = 0
   if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false, 0 end
   L.expires = now_us + C.learnTTL
   local probe = 0
-  if configured then
-  elseif probed then
-    L.absorb, probe = 0, at
-    if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
-  elseif paced_out then L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+  if configured then -- the configured limits pace the scope: it learns the alignment only
+  elseif probed then probe = learn_refuse_probe(L, D, at, r, lw)
+  elseif paced_out then learn_slow_down(L)
   else learn_from(L, D, r.prec, lw) end
-  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
-  if r.hintless then L.alignPrec, L.paced = 0, 1 end
+  learn_next_cycle(L, D, r)
   return true, probe
 end
 `

@@ -117,9 +117,11 @@ const maxRounds = 8
 // active are the limits that apply to a scope: the configured ones, or the
 // learned one when none is configured and the provider advertises no
 // budget, or advertises one that is not what refuses (a refusal that
-// advertised budget left: learnState.secondary). (Learning beside an
-// advertised budget that does refuse measured slower on every cell whose
-// provider advertises one: GitHub's 21.1 s became 31.1 s.)
+// advertised budget left: learnState.secondary). Beside an advertised
+// budget that is what refuses, the learned limit does not apply: the
+// budget is the provider's own word on its quota and paces the scope by
+// itself, and a count learned beside it could only hold the scope below
+// what the provider accepts.
 type active struct {
 	specs   []limitSpec
 	states  []*limitState
@@ -168,125 +170,272 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 }
 
 // admitAs is admit for work whose line is line and which leaves k unspent
-// (its class's; see model_class.go), its lease id.
+// (its class's; see class.go), its lease id. It asks every concern
+// for the earliest instant it admits the request: first those that hold
+// the scope by a deadline (deadline; a deadline ahead defers the
+// task to it), then the limits for the earliest instant all of them admit
+// from now (search). The verdict admits only an instant within the hold
+// (within); the commit (commit) changes only what that admission spends,
+// and a task not admitted changes nothing but its slot of the line.
 func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *lineState, id string) Decision {
-	d := Decision{Limited: len(lim.specs) > 0}
-	d.Reopen = s.reopen(lim)
-	al := s.learn.alignment()
+	a := admission{s: s, p: p, now: now, cost: cost, lim: lim, al: s.learn.alignment(), k: k, line: line, id: id}
+	d := Decision{Limited: len(lim.specs) > 0, Reopen: s.reopen(lim)}
+	h := a.deadline()
+	if h.at > now {
+		return a.paused(d, h)
+	}
+	at, ok, k := a.search()
+	full := lim.full(p, a.al, k, now, cost)
+	unreserved := a.unreserved(k, full)
+	if !a.within(at, ok, unreserved) {
+		return a.limited(d, k, at, full, unreserved)
+	}
+	d.Wait = at - now
+	a.commit(&d, at, h)
+	return d
+}
 
-	// A deadline: the pause, or the budget's (spent until its reset, or
-	// a probe's answer awaited). A scope with configured limits is paced
-	// by them: its budget is shown, not enforced.
-	deadline, why := s.pause.earliest(p, now), ReasonPause
-	var bv budgetVerdict
-	if len(p.Limits) == 0 {
-		bv = s.budget.earliest(p, now, cost, k)
-		if bv.at > max(deadline, now) {
-			deadline, why = bv.at, bv.why
-		}
+// admission is one request's question to a scope, as admitAs asks it of
+// the concerns: a request of cost at now, under the limits lim (their
+// fixed windows aligned by al), leaving k unspent, deferred to line, with
+// the lease id. Its steps are the scripts' admit_* functions (luaAdmit),
+// whose S holds the same.
+type admission struct {
+	s         *State
+	p         Params
+	now, cost int64
+	lim       active
+	al        alignment
+	k         keeper
+	line      *lineState
+	id        string
+}
+
+// held is what the concerns that hold a scope by a deadline answer
+// (admission.deadline).
+type held struct {
+	at     int64         // µs: the latest deadline asked for (≤ now: none holds the scope)
+	why    Reason        // the reason of the concern that asked for it first
+	budget budgetVerdict // the budget's answer: its spend commits it
+	starts bool          // a slow start is on: the admission counts in it
+}
+
+// later makes at the deadline, with why, when it is later than the
+// deadline so far and than now. A concern that asks for the deadline
+// already in force does not take its reason: the first concern asked for
+// an instant names it.
+func (h *held) later(now, at int64, why Reason) {
+	if at > max(h.at, now) {
+		h.at, h.why = at, why
 	}
-	fixed := lim.learned // the learned limit's windows open with a probe (see learnState.opens)
-	if fixed {
-		if at := s.learn.earliest(p, now); at > max(deadline, now) {
-			deadline, why = at, ReasonProbe
-		}
-	}
-	if at := s.fall.earliest(p, now); at > max(deadline, now) {
-		deadline, why = at, ReasonProbe // a hintless episode's probe is out
-	}
+}
+
+// deadline asks the concerns that hold a scope by a deadline for the
+// earliest instant each admits, in this order: the pause, the budget, the
+// learned window's probe, the hintless episode's probe, the slow start.
+// None of them admits before its deadline whatever the limits say, so the
+// latest is the scope's, and the limits are asked only when it has passed.
+func (a admission) deadline() held {
+	s := a.s
+	h := held{at: s.pause.earliest(a.p, a.now), why: ReasonPause}
+	h.budget = a.budget()
+	h.later(a.now, h.budget.at, h.budget.why)
+	h.later(a.now, a.learned(), ReasonProbe)
+	h.later(a.now, s.fall.earliest(a.p, a.now), ReasonProbe)
 	_, learned := s.learn.spec()
-	starts := s.start.on(p, s.budget, learned, now)
-	if at := s.start.earliest(p, now, cost); starts && !p.NowOnly && at > max(deadline, now) {
-		deadline, why = at, ReasonInFlight // a slow start's answers are awaited
-	}
-	if deadline > now {
-		d.Code, d.Reason = Paused, why
-		d.Until = ceilMs(deadline)
-		d.Wait = deadline - now
-		if why == ReasonPause {
-			d.Until, d.ByOp = s.pause.untilMs, s.pause.operator
-		}
-		if len(lim.specs) > 0 {
-			inc := lim.interval(cost)
-			d.Wait = line.take(now, deadline, inc)
-			d.Spread = inc > 0
-		}
-		return d
-	}
+	h.starts = s.start.on(a.p, s.budget, learned, a.now)
+	h.later(a.now, a.start(h.starts), ReasonInFlight)
+	return h
+}
 
-	// The limits: the earliest instant every one admits, of what k leaves
-	// of them; past k's lapse, ask again then. A reserve lent is lent for
-	// now: a slot ahead leaves it.
-	at, ok := lim.earliest(p, al, k, now, cost)
-	if at > now && k.lent > 0 {
+// budget is the advertised budget's answer (spent until its reset, or a
+// probe's answer awaited). A scope with configured limits is paced by
+// them: its budget is shown, not enforced, so it holds nothing.
+func (a admission) budget() budgetVerdict {
+	if len(a.p.Limits) > 0 {
+		return budgetVerdict{}
+	}
+	return a.s.budget.earliest(a.p, a.now, a.cost, a.k)
+}
+
+// learned is the learned window's probe's deadline: while the learned
+// limit applies, its windows open with one request, the probe
+// (learnState.opens), and the others wait for its answer. A learned limit
+// that does not apply holds nothing (0).
+func (a admission) learned() int64 {
+	if !a.lim.learned {
+		return 0
+	}
+	return a.s.learn.earliest(a.p, a.now)
+}
+
+// start is the slow start's deadline while it is on: its answers are
+// awaited. A task with no place to wait in its process (Params.NowOnly)
+// goes at once: deferred, asynq would bring it back later than the
+// start's round trips save (start.go).
+func (a admission) start(on bool) int64 {
+	if !on || a.p.NowOnly {
+		return 0
+	}
+	return a.s.start.earliest(a.p, a.now, a.cost)
+}
+
+// paused is the verdict of a request a deadline holds: paused until it,
+// shown to the millisecond (the pause's own deadline as it is stored, and
+// who set it). With limits, the task takes its slot of the line from the
+// deadline on (deferTo), so that the deferred come back at the limits'
+// pace, not all at once.
+func (a admission) paused(d Decision, h held) Decision {
+	d.Code, d.Reason = Paused, h.why
+	d.Until = ceilMs(h.at)
+	d.Wait = h.at - a.now
+	if h.why == ReasonPause {
+		d.Until, d.ByOp = a.s.pause.untilMs, a.s.pause.operator
+	}
+	if len(a.lim.specs) > 0 {
+		d.Wait, d.Spread = a.deferTo(h.at)
+	}
+	return d
+}
+
+// search is the earliest instant at or after now every limit admits the
+// request, of what k leaves of each (active.earliest), whether they agree
+// on it (ok), and the keeper it was asked with. A reserve lent is lent
+// for now only: when the limits admit later than now, they are asked
+// again leaving the lent reserve, so a slot ahead never spends the
+// reserve of the next window. Past k's lapse nothing is held back: an
+// instant later than the lapse is not admitted with k, and the task asks
+// again at the lapse (not ok).
+func (a admission) search() (at int64, ok bool, k keeper) {
+	k = a.k
+	at, ok = a.lim.earliest(a.p, a.al, k, a.now, a.cost)
+	if at > a.now && k.lent > 0 {
 		k = keeper{share: k.lent}
-		at, ok = lim.earliest(p, al, k, now, cost)
+		at, ok = a.lim.earliest(a.p, a.al, k, a.now, a.cost)
 	}
 	if k.lapse > 0 && at > k.lapse {
 		at, ok = k.lapse, false
 	}
-	// The learned limit reserves no slot ahead, unless it is a log (see
-	// learnState.logSpec): its next window is asked for when it opens, by
-	// one request first (see learnState.opens); a refusal may realign it
-	// meanwhile. Nor does work that leaves a reserve
-	// or claims in force behind a bucket: a bucket's slot ahead of now
-	// spends tokens the reserve needs now (its TAT would run ahead of now
-	// by more than the burst less the reserve), so it asks again at the
-	// instant, holding; so does a sliding log's (its entry ahead counts in
-	// the window of now), and a concurrency limit's (its lease is held from
-	// now). A concurrency limit with every slot taken reserves nothing
-	// either: its leases are released long before the instant it answers
-	// (their expiry), so the task asks again at the earliest instant the
-	// other limits admit, at least concurrentPoll from now, at most that
-	// expiry.
-	full := lim.full(p, al, k, now, cost)
-	d.Unreserved = p.NowOnly || fixed && !lim.sliding() || full || k.lapse > 0 && (lim.interval(cost) > 0 || lim.sliding() || lim.concurrent())
-	if !ok || at-now > p.Hold || d.Unreserved && at > now {
-		d.Code, d.Reason = Limited, ReasonLimit
-		if lim.learned {
-			d.Reason = ReasonLearned
-		}
-		if full {
-			d.Reason = ReasonInFlight
-			others, _ := lim.others().earliest(p, al, k, now, cost)
-			at = min(at, max(others, now+concurrentPoll))
-		}
-		inc := lim.interval(cost)
-		d.Wait = line.take(now, at, inc)
-		d.Spread = inc > 0
-		return d
-	}
-	d.Unreserved = false
+	return at, ok, k
+}
 
-	// Admitted at at: commit.
-	d.Wait = at - now
-	if l, _ := s.learn.spec(); lim.learned {
-		if s.learn.opens(l, p, &s.lwin, al, at) {
-			s.learn.probeAt, d.Opens = at, at
-			s.learn.expires = max(s.learn.expires, at+LearnTTL)
-		}
-		s.learn.grow(l, p, &s.lwin, al, at)
-		if lim.sliding() { // the learned log's windows count it too
-			s.lwin.spend(l, p, al, at, cost)
-		}
+// unreserved reports whether the request may not reserve a slot ahead of
+// now: it is admitted at now or holds until the instant and asks again
+// then. So does a task with no place to wait (Params.NowOnly). The
+// learned limit reserves no slot ahead, unless it is a log (see
+// learnState.logSpec): its next window is asked for when it opens, by one
+// request first (see learnState.opens); a refusal may realign it
+// meanwhile. Nor does work that leaves a reserve or claims in force (k
+// lapses) behind a bucket: a bucket's slot ahead of now spends tokens the
+// reserve needs now (its TAT would run ahead of now by more than the
+// burst less the reserve); so does a sliding log's (its entry ahead
+// counts in the window of now), and a concurrency limit's (its lease is
+// held from now). A concurrency limit with every slot taken (full)
+// reserves nothing either: its leases are released long before the
+// instant it answers (see fullRetry).
+func (a admission) unreserved(k keeper, full bool) bool {
+	lim := a.lim
+	return a.p.NowOnly || lim.learned && !lim.sliding() || full || k.lapse > 0 && (lim.interval(a.cost) > 0 || lim.sliding() || lim.concurrent())
+}
+
+// within reports whether the limits' instant at is admitted: every limit
+// admits it (ok), it is within the hold (a slot farther ahead is not
+// reserved: the task is deferred), and, when the request may not reserve
+// a slot ahead (unreserved), it is now.
+func (a admission) within(at int64, ok, unreserved bool) bool {
+	return ok && at-a.now <= a.p.Hold && !(unreserved && at > a.now)
+}
+
+// limited is the verdict of a request the limits do not admit in time:
+// limited, by the learned limit or a configured one, or by a concurrency
+// limit with every slot taken (full: it asks again at fullRetry), and
+// deferred to its slot of the line from the instant the limits admit.
+func (a admission) limited(d Decision, k keeper, at int64, full, unreserved bool) Decision {
+	d.Code, d.Reason, d.Unreserved = Limited, ReasonLimit, unreserved
+	if a.lim.learned {
+		d.Reason = ReasonLearned
 	}
-	for i, l := range lim.specs {
-		lim.states[i].spend(l, p, al, now, at, cost, id)
+	if full {
+		d.Reason, at = ReasonInFlight, a.fullRetry(k, at)
 	}
-	if len(p.Limits) == 0 {
-		d.Probe, d.Seq = s.budget.spend(p, now, cost, bv)
-		s.learn.count(at, cost)
+	d.Wait, d.Spread = a.deferTo(at)
+	return d
+}
+
+// fullRetry is when a request that a concurrency limit with every slot
+// taken refused asks again, at most at, the instant the limits answered:
+// that is its leases' expiry, and they are released long before it, so it
+// asks at the earliest instant the other limits admit, at least
+// concurrentPoll from now.
+func (a admission) fullRetry(k keeper, at int64) int64 {
+	others, _ := a.lim.others().earliest(a.p, a.al, k, a.now, a.cost)
+	return min(at, max(others, a.now+concurrentPoll))
+}
+
+// deferTo is the wait until the deferred task's slot of the line, the
+// first free one from at on, and whether the line spreads its slots: one
+// interval of the fastest GCRA limit apart (active.interval), so that the
+// deferred come back at the limits' pace. With no GCRA limit (fixed
+// windows open at once) every one comes back at at.
+func (a admission) deferTo(at int64) (wait int64, spread bool) {
+	inc := a.lim.interval(a.cost)
+	return a.line.take(a.now, at, inc), inc > 0
+}
+
+// commit spends what an admission at at spends, concern by concern: the
+// learned limit (commitLearned), every limit applied, the budget and the
+// learned cycle (with no limit configured: they are not enforced
+// otherwise), the hintless episode's probe and the slow start, whose
+// answers are awaited (Decision.Opens).
+func (a admission) commit(d *Decision, at int64, h held) {
+	s := a.s
+	a.commitLearned(d, at)
+	for i, l := range a.lim.specs {
+		a.lim.states[i].spend(l, a.p, a.al, a.now, at, a.cost, a.id)
+	}
+	if len(a.p.Limits) == 0 {
+		d.Probe, d.Seq = s.budget.spend(a.p, a.now, a.cost, h.budget)
+		s.learn.count(at, a.cost)
 	}
 	probes := s.fall.probes()
 	if probes {
 		s.fall.probeAt, d.Opens = at, at
 	}
-	if starts {
-		s.start.spend(at, cost)
+	if h.starts {
+		s.start.spend(at, a.cost)
 		d.Opens = at // its answer is reported
 	}
-	d.Cache = len(lim.specs) == 0 && len(p.Limits) == 0 && s.budget.quiet(p) && !probes && !starts
-	return d
+	d.Cache = a.opensCache(probes, h.starts)
+}
+
+// commitLearned is the learned limit's part of an admission at at, when
+// it applies: the first admission of a window after one spent whole is
+// the window's probe (learnState.opens); the window may raise n
+// (learnState.grow); and when the learned limit is a log, its fixed
+// windows count the admission too (they tell the probe and the raises).
+func (a admission) commitLearned(d *Decision, at int64) {
+	if !a.lim.learned {
+		return
+	}
+	s := a.s
+	l, _ := s.learn.spec()
+	if s.learn.opens(l, a.p, &s.lwin, a.al, at) {
+		s.learn.probeAt, d.Opens = at, at
+		s.learn.expires = max(s.learn.expires, at+LearnTTL)
+	}
+	s.learn.grow(l, a.p, &s.lwin, a.al, at)
+	if a.lim.sliding() {
+		s.lwin.spend(l, a.p, a.al, at, a.cost)
+	}
+}
+
+// opensCache reports whether nothing but a pause can stop the scope after
+// the admission (Decision.Cache; see openCache): no limit applies nor is
+// configured, the budget has nothing to tell (budgetState.quiet), and the
+// admission was neither a hintless episode's probe (probes) nor counted in
+// a slow start (starts), whose answers are awaited.
+func (a admission) opensCache(probes, starts bool) bool {
+	return len(a.lim.specs) == 0 && len(a.p.Limits) == 0 && a.s.budget.quiet(a.p) && !probes && !starts
 }
 
 // Report adds n admissions no script counted (an open cache's) to what the
@@ -523,22 +672,55 @@ func (s *State) Resume(p Params) {
 // Normalize shapes s for p at now: one limit state per configured limit,
 // of its kind, and nothing that the values say is over (a pause not in
 // force, a past TAT or line slot, stale windows, forgotten records): the
-// state as the scripts load it.
+// state as the scripts load it. Each concern's rule is its own step, in
+// this order: the learned limit's windows and log are shaped by what is
+// left of the learned limit once it is forgotten.
 func (s *State) Normalize(p Params, now int64) {
+	s.normalizePause(p, now)
+	s.normalizeLines(now)
+	s.class.normalize(p, now)
+	s.normalizeBudget(now)
+	s.forgetExpired(now)
+	s.normalizeLearned(p, now)
+	s.normalizeLimits(p, now)
+}
+
+// normalizePause drops a deadline not in force (past, or farther ahead
+// than MaxPause: malformed): it is no pause at all, as pause_load reads
+// it.
+func (s *State) normalizePause(p Params, now int64) {
 	if !s.pause.inForce(p, now) {
 		s.pause = pauseState{}
 	}
+}
+
+// normalizeLines empties a line whose next slot has passed: a deferral
+// takes its slot from the instant it asks for, so a past slot holds no one
+// back (its key expires a margin after it).
+func (s *State) normalizeLines(now int64) {
 	if s.line.next <= now {
 		s.line = lineState{}
 	}
 	if s.iline.next <= now {
 		s.iline = lineState{}
 	}
-	s.class.normalize(p, now)
+}
+
+// normalizeBudget forgets an advertised budget past its expiry (a budget
+// with no news is none: missing is open) and rolls what is left to now
+// (budgetState.roll).
+func (s *State) normalizeBudget(now int64) {
 	if s.budget.expires <= now {
 		s.budget = budgetState{}
 	}
 	s.budget.roll(now)
+}
+
+// forgetExpired forgets the learned limit, the hintless episode and the
+// slow start each at its expires: what a scope learned or began long ago
+// is a hint, not a law, and a scope with no news is open (a record past
+// its expires is none, as hrecord reads it).
+func (s *State) forgetExpired(now int64) {
 	if s.learn.expires <= now {
 		s.learn = learnState{}
 	}
@@ -548,6 +730,14 @@ func (s *State) Normalize(p Params, now int64) {
 	if s.start.expires <= now {
 		s.start = startState{}
 	}
+}
+
+// normalizeLearned keeps the learned limit's window counts and its log
+// only while there is a learned limit of their shape, and of them only
+// what is live at now: with no limit learned (or it forgotten), its
+// counts are of no window, and with a window no longer than the hold, of
+// no log (learnState.logSpec).
+func (s *State) normalizeLearned(p Params, now int64) {
 	if l, ok := s.learn.spec(); ok {
 		s.lwin.live(l, now)
 	} else {
@@ -558,24 +748,39 @@ func (s *State) Normalize(p Params, now int64) {
 	} else {
 		s.llog = limitState{sliding: true}
 	}
+}
+
+// normalizeLimits keeps one state per configured limit, in order: a limit
+// added starts whole, one removed is forgotten, and each is normalized for
+// its limit (normalizeLimit).
+func (s *State) normalizeLimits(p Params, now int64) {
 	for len(s.limits) < len(p.Limits) {
 		s.limits = append(s.limits, limitState{})
 	}
 	s.limits = s.limits[:len(p.Limits)]
 	for i, l := range p.Limits {
-		st := &s.limits[i]
-		if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
-			s.limits[i] = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
-		}
-		if l.fixed {
-			s.limits[i].win.live(l, now)
-		} else if l.sliding {
-			s.limits[i].log = slidingLive(s.limits[i].log, l, now)
-		} else if l.concurrent {
-			s.limits[i].leases = concLive(s.limits[i].leases, now)
-		} else if s.limits[i].tat <= now {
-			s.limits[i].tat = 0
-		}
+		normalizeLimit(&s.limits[i], l, now)
+	}
+}
+
+// normalizeLimit shapes st for the configured limit l at now. A state of
+// another kind (the limit was reconfigured) starts whole: its values mean
+// nothing for l. Of l's kind, nothing over is kept: a fixed window's stale
+// windows, a sliding log's entries past its window, a concurrency limit's
+// expired leases, a GCRA TAT in the past (the bucket is full).
+func normalizeLimit(st *limitState, l limitSpec, now int64) {
+	if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
+		*st = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
+	}
+	switch {
+	case l.fixed:
+		st.win.live(l, now)
+	case l.sliding:
+		st.log = slidingLive(st.log, l, now)
+	case l.concurrent:
+		st.leases = concLive(st.leases, now)
+	case st.tat <= now:
+		st.tat = 0
 	}
 }
 
@@ -642,87 +847,155 @@ local function conc_others(act)
 end
 `
 
-// luaAdmit is scopeState.admit's decision in the scripts: the deadlines
-// (pause, budget, a learned window's probe), then the limits' earliest
-// instant of what the class leaves, then the commit (luaAdmitCommit). S
-// holds the loaded records (P pause, B budget, L learned, K class, FB the
-// hintless episode), the
-// active limits act, the alignment al, the keeper k, and the keys of the
-// class's line and of pauseby; it answers the admission's named reply.
-const luaAdmit = `
-local function admit(S, cost)
-  local B, L, act, k = S.B, S.L, S.act, S.k
+// luaAdmitCommit is the commit of an admission at at (admission.commit):
+// the learned limit's part (admit_commit_learned), every limit spent, the
+// budget spent, the learned cycle counted, a hintless episode's probe
+// marked, the slow start counted, and whether the open cache may hold the
+// scope (admit_opens_cache). The records changed are saved.
+const luaAdmitCommit = `
+local function admit_commit_learned(S, r, at, cost)
+  if not S.learned then return end
+  local L = S.L
+  if learn_opens(L, S.lw, at) then
+    L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+  end
+  learn_grow(L, S.lw, at)
+  if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+end
+local function admit_opens_cache(S, probes, starts)
+  local B = S.B
+  return #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not starts
+end
+local function admit_commit(S, r, at, h, cost)
+  admit_commit_learned(S, r, at, cost)
+  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
+  if S.nlim == 0 then
+    r.probe, r.seq = budget_spend(S.B, h.budget, cost)
+    learn_count(S.L, at, cost)
+    budget_save(S.B)
+  end
+  learn_save(S.L)
+  local probes = fallback_probes(S.FB)
+  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
+  if h.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
+  r.cache = admit_opens_cache(S, probes, h.starts)
+end
+`
+
+// luaAdmit is admitAs in the scripts, one local function per step of
+// admission, each named as its Go twin (admission.deadline is
+// admit_deadline, held.later held_later): the deadlines (luaAdmitDeadline),
+// then the limits' earliest instant of what the class leaves and the
+// verdict (luaAdmitLimits), then the commit (luaAdmitCommit); the reply
+// starts with what it shows of the scope (luaAdmitShown). S holds the
+// loaded records (P pause, B budget, L learned, K class, FB the hintless
+// episode, ST the slow start), the active limits act, the alignment al,
+// the keeper k, and the keys of the class's line and of pauseby; admit
+// answers the admission's named reply.
+const luaAdmit = luaAdmitShown + luaAdmitDeadline + luaAdmitLimits
+
+// luaAdmitShown is what the admission's reply shows of the scope, whatever
+// the verdict (admit_shown): the fields Gate.State reads, the backlog of
+// the first limit, and how many requests the scope can use when it
+// reopens (reopen, State.reopen). It has no Go twin but reopen: the model
+// answers State from its values.
+const luaAdmitShown = `
+local function reopen(S)
+  if S.B.known and S.B.limit > 0 then return S.B.limit end
+  if S.learned then return S.L.limit end
+  return 0
+end
+local function admit_shown(S)
+  local B, L, act = S.B, S.L, S.act
   local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
-    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window}
+    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window, reopen = reopen(S)}
   if #act > 0 and act[1].sliding and #act[1].log > 0 then r.backlog = act[1].log[#act[1].log] + act[1].per - now_us
   elseif #act > 0 and not act[1].fixed and not act[1].sliding and not act[1].concurrent and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
-  if B.known and B.limit > 0 then r.reopen = B.limit elseif S.learned then r.reopen = L.limit end
-  local inc = S.dry and 0 or interval(act, cost)
-  local deadline, why, bv = (S.P or 0) * 1000, 'pause', {at = 0}
-  if S.nlim == 0 then
-    bv = budget_earliest(B, cost, k, S.nowOnly)
-    if bv.at > math.max(deadline, now_us) then deadline, why = bv.at, bv.why end
-  end
-  local fixed = S.learned -- the learned limit's windows open with a probe
-  if fixed and learn_earliest(L) > math.max(deadline, now_us) then deadline, why = learn_earliest(L), 'probe' end
-  if fallback_earliest(S.FB) > math.max(deadline, now_us) then deadline, why = fallback_earliest(S.FB), 'probe' end
-  S.starts = start_on(S.ST, B, L.limit > 0 and L.window > 0, S.nlim)
-  if S.starts and not S.nowOnly and start_earliest(S.ST, cost) > math.max(deadline, now_us) then deadline, why = start_earliest(S.ST, cost), 'inflight' end
-  if deadline > now_us then
-    r.code, r.reason, r.wait, r.deadline = 1, why, deadline - now_us, math.ceil(deadline / 1000)
-    if why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
-    if #act > 0 then r.wait, r.spread = line_take(S.line, deadline, inc), inc > 0 end
-    return r
-  end
-  local at, ok = limits_earliest(act, S.al, cost, k)
-  if at > now_us and k.lent > 0 then
-    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
-    at, ok = limits_earliest(act, S.al, cost, k)
-  end
-  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
-  local full = conc_full(act, cost, k)
-  local unreserved = S.nowOnly or fixed and not act[1].sliding or full or k.lapse > 0 and (interval(act, cost) > 0 or held_now(act))
-  if not ok or at - now_us > C.hold or unreserved and at > now_us then
-    r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
-    if full then
-      r.reason = 'inflight'
-      at = math.min(at, math.max(limits_earliest(conc_others(act), S.al, cost, k), now_us + C.concurrentPoll))
-    end
-    r.wait, r.spread = line_take(S.line, at, inc), inc > 0
-    return r
-  end
-  r.wait = at - now_us
-  if not S.dry then admit_commit(S, r, at, bv, cost) end
   return r
 end
 `
 
-// luaAdmitCommit is the commit of an admission at at (scopeState.admit
-// after its decision): every limit spent (the learned one grown, its
-// window's probe marked, and its windows S.lw counted when it is a log),
-// the budget spent, the learned cycle counted, a
-// hintless episode's probe marked.
-const luaAdmitCommit = `
-local function admit_commit(S, r, at, bv, cost)
-  local B, L = S.B, S.L
-  if S.learned then
-    if learn_opens(L, S.lw, at) then
-      L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
-    end
-    learn_grow(L, S.lw, at)
-    if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+// luaAdmitDeadline asks the concerns that hold a scope by a deadline
+// (admission.deadline and its questions), and answers a request held by
+// one (admission.paused, deferTo).
+const luaAdmitDeadline = `
+local function held_later(h, at, why)
+  if at > math.max(h.at, now_us) then h.at, h.why = at, why end
+end
+local function admit_budget(S, cost)
+  if S.nlim > 0 then return {at = 0} end
+  return budget_earliest(S.B, cost, S.k, S.nowOnly)
+end
+local function admit_learned(S)
+  if not S.learned then return 0 end
+  return learn_earliest(S.L)
+end
+local function admit_start(S, cost, on)
+  if not on or S.nowOnly then return 0 end
+  return start_earliest(S.ST, cost)
+end
+local function admit_deadline(S, cost)
+  local h = {at = (S.P or 0) * 1000, why = 'pause'}
+  h.budget = admit_budget(S, cost)
+  held_later(h, h.budget.at, h.budget.why)
+  held_later(h, admit_learned(S), 'probe')
+  held_later(h, fallback_earliest(S.FB), 'probe')
+  h.starts = start_on(S.ST, S.B, S.L.limit > 0 and S.L.window > 0, S.nlim)
+  held_later(h, admit_start(S, cost, h.starts), 'inflight')
+  return h
+end
+local function admit_defer_to(S, cost, at)
+  local inc = S.dry and 0 or interval(S.act, cost)
+  return line_take(S.line, at, inc), inc > 0
+end
+local function admit_paused(S, r, h, cost)
+  r.code, r.reason, r.wait, r.deadline = 1, h.why, h.at - now_us, math.ceil(h.at / 1000)
+  if h.why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
+  if #S.act > 0 then r.wait, r.spread = admit_defer_to(S, cost, h.at) end
+  return r
+end
+`
+
+// luaAdmitLimits is the rest of admitAs: the search of the limits
+// (admission.search), the verdict (unreserved, within, limited,
+// fullRetry), and admit itself.
+const luaAdmitLimits = `
+local function admit_search(S, cost)
+  local k = S.k
+  local at, ok = limits_earliest(S.act, S.al, cost, k)
+  if at > now_us and k.lent > 0 then
+    k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
+    at, ok = limits_earliest(S.act, S.al, cost, k)
   end
-  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
-  if S.nlim == 0 then
-    r.probe, r.seq = budget_spend(B, bv, cost)
-    learn_count(L, at, cost)
-    budget_save(B)
-  end
-  learn_save(L)
-  local probes = fallback_probes(S.FB)
-  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
-  if S.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
-  r.cache = #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not S.starts
+  if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
+  return at, ok, k
+end
+local function admit_unreserved(S, cost, k, full)
+  return S.nowOnly or S.learned and not S.act[1].sliding or full or k.lapse > 0 and (interval(S.act, cost) > 0 or held_now(S.act))
+end
+local function admit_within(at, ok, unreserved)
+  return ok and at - now_us <= C.hold and not (unreserved and at > now_us)
+end
+local function admit_full_retry(S, cost, k, at)
+  return math.min(at, math.max(limits_earliest(conc_others(S.act), S.al, cost, k), now_us + C.concurrentPoll))
+end
+local function admit_limited(S, r, cost, k, at, full, unreserved)
+  r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
+  if full then r.reason, at = 'inflight', admit_full_retry(S, cost, k, at) end
+  r.wait, r.spread = admit_defer_to(S, cost, at)
+  return r
+end
+local function admit(S, cost)
+  local r = admit_shown(S)
+  local h = admit_deadline(S, cost)
+  if h.at > now_us then return admit_paused(S, r, h, cost) end
+  local at, ok, k = admit_search(S, cost)
+  local full = conc_full(S.act, cost, k)
+  local unreserved = admit_unreserved(S, cost, k, full)
+  if not admit_within(at, ok, unreserved) then return admit_limited(S, r, cost, k, at, full, unreserved) end
+  r.wait = at - now_us
+  if not S.dry then admit_commit(S, r, at, h, cost) end
+  return r
 end
 `
 
