@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -160,20 +158,6 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	}
 	if len(off) > 0 {
 		t.Errorf("%d of 3000 pause keys expire off their deadline: %v", len(off), off[:min(len(off), 10)])
-	}
-}
-
-// checkExpireAt asserts that key expires at until, within 1 ms (the
-// exact instant is TestPauseExpiresAtDeadline's concern, so that the tests
-// below check their own).
-func checkExpireAt(t *testing.T, rdb redis.UniversalClient, key string, until time.Time) {
-	t.Helper()
-	exp, err := rdb.PExpireTime(context.Background(), key).Result()
-	if err != nil {
-		t.Fatalf("PEXPIRETIME %s: %v", key, err)
-	}
-	if d := exp.Milliseconds() - until.UnixMilli(); d < -1 || d > 1 {
-		t.Errorf("PEXPIRETIME %s = %d, want the deadline %d", key, exp.Milliseconds(), until.UnixMilli())
 	}
 }
 
@@ -626,72 +610,6 @@ func slicesMax(ds []time.Duration) time.Duration {
 		m = max(m, d)
 	}
 	return m
-}
-
-// hangingRedis returns a client of a TCP server that accepts connections
-// and never answers. The client has no timeouts of its own: only the
-// store's bound can end a call. The calls the store gave up on stay blocked
-// until release closes the server's side; the test's cleanup does it at the
-// latest, and closes the client. opts, if any, adjust the client's options.
-func hangingRedis(t *testing.T, opts ...func(*redis.Options)) (rdb *redis.Client, release func()) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	o := &redis.Options{Addr: l.Addr().String(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1}
-	for _, f := range opts {
-		f(o)
-	}
-	rdb = redis.NewClient(o)
-	t.Cleanup(func() { release(); rdb.Close() })
-	release = func() { // server side only: no lock shared with the client
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	}
-	return rdb, release
-}
-
-// hangingStore is hangingRedis for a test that only needs a store that never
-// answers: the server side and the client are closed when the test ends.
-func hangingStore(t *testing.T) *redis.Client {
-	rdb, release := hangingRedis(t)
-	t.Cleanup(func() { release(); rdb.Close() })
-	return rdb
-}
-
-// refusingRedis returns a client of a loopback port nobody listens on. It
-// dials once: go-redis's default five dial attempts 100ms apart outlast a
-// small store timeout and run into the data race of TestStoreRunTimeoutRace.
-func refusingRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
 }
 
 // TestStoreTimeout: a store that never answers costs at most the store's
