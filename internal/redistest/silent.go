@@ -1,12 +1,10 @@
 package redistest
 
 import (
-	"context"
 	"io"
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -72,17 +70,4 @@ func Refusing(tb testing.TB) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
-}
-
-// CheckExpireAt reports an error unless key expires at until, within 1 ms
-// (a test of the exact instant checks it on its own).
-func CheckExpireAt(tb testing.TB, rdb redis.Cmdable, key string, until time.Time) {
-	tb.Helper()
-	exp, err := rdb.PExpireTime(context.Background(), key).Result()
-	if err != nil {
-		tb.Fatalf("PEXPIRETIME %s: %v", key, err)
-	}
-	if d := exp.Milliseconds() - until.UnixMilli(); d < -1 || d > 1 {
-		tb.Errorf("PEXPIRETIME %s = %d, want the deadline %d", key, exp.Milliseconds(), until.UnixMilli())
-	}
 }
