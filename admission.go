@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/store"
 )
 
 // The admission decision. The Middleware and the Transport ask Redis one
-// question per task (model.AdmitScript, store.go) and hand its answer to decide,
+// question per task (model.AdmitScript, internal/store) and hand its answer to decide,
 // which says what to do without I/O or a clock: run now (perhaps after a
 // slot reserved a moment ahead), hold the worker in-process and ask again,
 // or defer the task through asynq. The loop that calls Redis and sleeps is
@@ -50,6 +51,54 @@ type policy struct {
 
 // asynqTick is the granularity of asynq's retry times: whole seconds.
 const asynqTick = time.Second
+
+// admission is the decision of model.AdmitScript, with Redis TIME, as
+// the admission loop acts on it (admissionOf).
+type admission struct {
+	code       int64         // admitted, paused or limited
+	reason     model.Reason  // why not admitted at once
+	wait       time.Duration // see decision
+	until      time.Time     // the deadline in force (paused), zero otherwise
+	now        time.Time     // Redis TIME of the decision
+	reopen     int64         // requests the scope can use when it reopens, 0 unknown
+	cacheable  bool          // only a pause can stop the scope (see openCache)
+	limited    bool          // limits, configured or learned, apply
+	probe      bool          // a probe: its response's budget is awaited
+	opens      int64         // a learned window's probe: its instant, to answer (0 not)
+	seq        int64         // sequence number among the admissions that spent the budget (0 unknown)
+	spread     bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
+	unreserved bool          // limited, the instant not reserved: hold until it, ask again (see decision)
+	byOperator bool          // the pause was set by Gate.Pause
+
+	// The reply's instants as the model has them (Unix µs, the deadline in
+	// ms), for the differential test.
+	nowMicros     int64
+	untilDeadline int64
+}
+
+// admissionOf is the store's answer a as the admission loop acts on it.
+func admissionOf(a store.Admission) admission {
+	d := a.Decision
+	r := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond,
+		now: time.UnixMicro(a.Now), reopen: d.Reopen, cacheable: d.Cache, limited: d.Limited,
+		probe: d.Probe, opens: d.Opens, seq: d.Seq, byOperator: d.ByOp, spread: d.Spread, unreserved: d.Unreserved,
+		nowMicros: a.Now, untilDeadline: d.Until}
+	if d.Until != 0 {
+		r.until = time.UnixMilli(d.Until)
+	}
+	return r
+}
+
+// admitRequest is the store's request for an admission of cost units
+// under the configured limits ls, reserving a slot up to hold ahead.
+func admitRequest(ls []Limit, cost int, hold time.Duration) store.AdmitRequest {
+	return store.AdmitRequest{Limits: specs(ls), Cost: cost, Hold: hold, Answer: answerTimeout(hold)}
+}
+
+// answerTimeout is how long the peers of a learned window's probe wait for
+// its answer: as long as a worker may hold (MaxHold and one asynq tick); a
+// task slower than that to answer leaves the window open to the others.
+func answerTimeout(hold time.Duration) time.Duration { return hold + asynqTick }
 
 // verdict is the outcome of decide.
 type verdict struct {

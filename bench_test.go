@@ -43,7 +43,7 @@ func BenchmarkAdmit(b *testing.B) {
 			k, ls := scopeKeys(g.cfg.Prefix, s), g.limitsOf(s)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: 1, hold: time.Second}); err != nil {
+				if _, err := g.store.Admit(ctx, k, admitRequest(ls, 1, time.Second)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -71,7 +71,7 @@ func BenchmarkAdmitPausedScopes(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := g.store.admit(ctx, scopes[i%n], admitRequest{limits: lims(Limit{}), cost: 1, hold: 0}); err != nil {
+				if _, err := g.store.Admit(ctx, scopes[i%n], admitRequest(lims(Limit{}), 1, 0)); err != nil {
 					b.Fatal(err)
 				}
 				i += 7919

@@ -184,7 +184,7 @@ func TestClusterAnnouncementsAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	scopes, masters := scopesOnEveryMaster(t, rdb, prefix, "ups")
 	listener, trips := cachedGate(t, rdb, prefix, time.Now)
-	sub, err := rdb.MasterForKey(ctx, listener.store.channel())
+	sub, err := rdb.MasterForKey(ctx, listener.store.Channel())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
+	"github.com/quotagate/quotagate/internal/store"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,12 @@ import (
 // second: a hint of zero, a negative one or a few milliseconds never makes
 // a busy loop.
 const MinPause = model.MinPause
+
+// ErrStoreTimeout is returned (wrapped) when Redis does not answer within
+// Config.StoreTimeout, or when, Redis having failed, a few calls already
+// wait for it and the gate does not start another. Match it with
+// errors.Is: it is the storage layer's own error value (internal/store).
+var ErrStoreTimeout = store.ErrTimeout
 
 // Config configures a Gate. The zero value works; every field states its
 // default, and a zero or negative duration means the default unless the
@@ -263,7 +270,7 @@ func (c Config) withDefaults() Config {
 // within StoreTimeout the gate fails open (logged) unless FailClosed is set.
 type Gate struct {
 	cfg         Config
-	store       store
+	store       *store.Store
 	open        *openCache
 	holders     holders
 	slots       slotWakers   // workers waiting for a slot of a concurrency limit
@@ -298,19 +305,17 @@ func New(rdb redis.UniversalClient, cfg Config) *Gate {
 func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd func() float64) *Gate {
 	cfg = cfg.withDefaults()
 	m := newMetrics()
-	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m,
-		store: store{rdb: rdb, prefix: cfg.Prefix, timeout: cfg.StoreTimeout, maxPause: cfg.MaxPause, direct: honoursDeadlines(rdb), metrics: m,
-			durable: cfg.Durable, log: cfg.Logger, reserve: int64(math.Round(cfg.Reserve * 1000)), lend: cfg.Tuning.LendAfter}}
-	g.open = newOpenCache(rdb, g.store.channel(), cfg, now)
-	g.store.track = g.open.track
+	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
+	g.open = newOpenCache(rdb, schema.Channel(cfg.Prefix), cfg, now)
 	g.mem = new(memory)
 	g.mem.probe = g.probeMasters
-	g.store.recovered = func() { g.mem.changed(); g.reassertAll() }
-	g.store.otherClock = g.mem.since
-	g.store.failed = newReloader(rdb).failed
+	recovered := func() { g.mem.changed(); g.reassertAll() }
+	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
+		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
+		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.track, Recovered: recovered}})
 	g.open.heard = func(payload string) { g.heard(parseAnnouncement(payload), g.now()) }
-	g.open.resubscribed = g.store.recovered
-	g.open.failed = g.store.failed
+	g.open.resubscribed = recovered
+	g.open.failed = g.store.Failed
 	return g
 }
 
@@ -372,19 +377,43 @@ func (p Pause) String() string {
 	return fmt.Sprintf("%s waits %v (%s, until %s)", p.Scope, p.Remaining.Round(time.Millisecond), p.Reason, p.Until.UTC().Format(RFC3339Milli))
 }
 
-// pauseOf is the Pause that a dry admission a of s describes.
-func pauseOf(s Scope, a admission) Pause {
-	p := Pause{Scope: s, Budget: a.budget, Learned: a.learned, LimitBacklog: a.limitBacklog}
-	if a.code == model.Admitted {
+// pauseOf is the Pause that a dry admission a of s describes, asked with
+// a hold of hold.
+func pauseOf(s Scope, a store.Admission, hold time.Duration) Pause {
+	p := Pause{Scope: s, Budget: budgetOf(a.Budget), Learned: learnedOf(a.Learned, hold),
+		LimitBacklog: time.Duration(a.Backlog) * time.Microsecond}
+	if a.Code == model.Admitted {
 		return p
 	}
-	p.Reason = publicReason(a.reason)
-	p.Until = a.now.Add(a.wait)
-	if a.code == model.Paused {
-		p.Until = a.until
-	}
-	p.Remaining = p.Until.Sub(a.now.Truncate(time.Millisecond)) // deadlines are whole ms
+	p.Reason = publicReason(a.Reason)
+	p.Until, p.Remaining = a.Admits(), a.Remaining()
 	return p
+}
+
+// budgetOf is the Budget of b; nil when none is known.
+func budgetOf(b store.Budget) *Budget {
+	if !b.Known {
+		return nil
+	}
+	out := &Budget{Remaining: b.Remaining, Limit: b.Limit}
+	if b.Reset != 0 {
+		out.Reset = time.UnixMicro(b.Reset)
+	}
+	return out
+}
+
+// learnedOf is the learned limit l as a Limit, as it is applied under a
+// hold of hold: a log (learnState.logSpec) when its window is longer than
+// hold, a fixed window otherwise; zero when none.
+func learnedOf(l store.Learned, hold time.Duration) Limit {
+	n, w := int(l.N), time.Duration(l.Window)*time.Microsecond
+	if n > 0 && w > hold {
+		return SlidingWindow(n, w)
+	}
+	if n > 0 && w > 0 {
+		return FixedWindow(n, w)
+	}
+	return Limit{}
 }
 
 // clamp bounds a pause to [MinPause, MaxPause]; any non-positive or
@@ -402,17 +431,17 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	return g.pause(ctx, s, scopeKeys(g.cfg.Prefix, s), d, refusalFacts{operator: true})
+	return g.pause(ctx, s, scopeKeys(g.cfg.Prefix, s), d, store.Refusal{Operator: true})
 }
 
 // pause is Pause for a valid scope s whose keys are k.
-func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r refusalFacts) (Pause, error) {
+func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r store.Refusal) (Pause, error) {
 	g.open.forget(k.Pause) // before the round trip: this worker stops at once
-	until, rem, _, err := g.store.pause(ctx, k, g.clamp(d), r, g.limitsOf(s)...)
+	until, rem, _, err := g.store.Pause(ctx, k, g.clamp(d), r, specs(g.limitsOf(s))...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}
-	g.notePause(k, until, rem, r.operator)
+	g.notePause(k, until, rem, r.Operator)
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, nil
 }
 
@@ -431,12 +460,13 @@ func (g *Gate) State(ctx context.Context, s Scope) (Pause, error) {
 	if err := s.Validate(); err != nil {
 		return Pause{}, err
 	}
-	a, err := g.store.admit(ctx, scopeKeys(g.cfg.Prefix, s), admitRequest{limits: g.limitsOf(s), cost: 1,
-		hold: g.cfg.Tuning.MaxHold, probe: g.probe(), dry: true})
+	r := admitRequest(g.limitsOf(s), 1, g.cfg.Tuning.MaxHold)
+	r.Probe, r.Dry = g.probe(), true
+	a, err := g.store.Admit(ctx, scopeKeys(g.cfg.Prefix, s), r)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: read state of %s: %w", s.Provider, err)
 	}
-	return pauseOf(s, a), nil
+	return pauseOf(s, a, r.Hold), nil
 }
 
 // Resume opens s now: it deletes everything that holds the scope back (its
@@ -449,7 +479,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	}
 	g.open.forget(scopeKeys(g.cfg.Prefix, s).Pause)
 	g.mem.drop(scopeKeys(g.cfg.Prefix, s).Pause)
-	if err := g.store.resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
+	if err := g.store.Resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}
 	return nil

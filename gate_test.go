@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,8 +292,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("admit during a 1s pause without hold or jitter = %v; want a 1s deferral", err)
 	}
 	// StoreTimeout 250ms.
-	if g.store.timeout != 250*time.Millisecond {
-		t.Errorf("store timeout %v, want 250ms", g.store.timeout)
+	if g.store.Timeout() != 250*time.Millisecond {
+		t.Errorf("store timeout %v, want 250ms", g.store.Timeout())
 	}
 }
 
@@ -694,4 +696,89 @@ func TestLimitedDeferralWakesBeforeItsSlot(t *testing.T) {
 	if !errors.As(err, &d) || d.Reason != ReasonLimited || d.Delay != 500*time.Millisecond || !d.RetryAt.Equal(t0.Add(500*time.Millisecond)) {
 		t.Fatalf("third admission: %v (%+v); want a limited deferral of 500ms (1s slot − 500ms hold)", err, d)
 	}
+}
+
+// TestPauseAtomicRealRedis races many workers on separate connections
+// proposing long and short pauses of one scope: the deadline in force is
+// always the latest one proposed.
+func TestPauseAtomicRealRedis(t *testing.T) {
+	srv, _, prefix := realRedis(t)
+	const workers, rounds = 64, 20
+	gates := make([]*Gate, workers)
+	for i := range gates {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+		t.Cleanup(func() { rdb.Close() })
+		gates[i] = New(rdb, Config{Prefix: prefix, StoreTimeout: time.Minute})
+	}
+	for round := range rounds {
+		pauseRace(t, gates, prefix, Scope{Provider: "race", Account: strconv.Itoa(round)})
+	}
+}
+
+// pauseRace has every gate propose a long or a short pause of s at the same
+// instant: the deadline in force is always the latest one proposed.
+func pauseRace(t *testing.T, gates []*Gate, prefix string, s Scope) {
+	t.Helper()
+	ctx := context.Background()
+	workers := len(gates)
+	proposals := make([]time.Duration, workers)
+	for i := range proposals {
+		if i%2 == 0 {
+			proposals[i] = time.Duration(30_000+rand.IntN(30_000)) * time.Millisecond // long
+		} else {
+			proposals[i] = time.Duration(1_000+rand.IntN(4_000)) * time.Millisecond // short
+		}
+	}
+	rand.Shuffle(workers, func(i, j int) { proposals[i], proposals[j] = proposals[j], proposals[i] })
+	longest := slicesMax(proposals)
+
+	results := make([]Pause, workers)
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = gates[i].Pause(ctx, s, proposals[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	final, err := gates[0].State(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxUntil time.Time
+	for i, p := range results {
+		if errs[i] != nil {
+			t.Fatalf("%v worker %d: %v", s, i, errs[i])
+		}
+		if p.Until.After(final.Until) {
+			t.Errorf("%v: worker %d saw deadline %v, later than the final %v", s, i, p.Until, final.Until)
+		}
+		if p.Remaining < proposals[i] {
+			t.Errorf("%v: worker %d proposed %v, the deadline in force had only %v left", s, i, proposals[i], p.Remaining)
+		}
+		if p.Until.After(maxUntil) {
+			maxUntil = p.Until
+		}
+	}
+	if !final.Until.Equal(maxUntil) {
+		t.Errorf("%v: final deadline %v, want the latest returned %v", s, final.Until, maxUntil)
+	}
+	if final.Remaining <= 0 || final.Remaining > longest {
+		t.Errorf("%v: final remaining %v, want in (0, %v]", s, final.Remaining, longest)
+	}
+	checkExpireAt(t, gates[0].store.Client(), scopeKeys(prefix, s).Pause, final.Until)
+}
+
+func slicesMax(ds []time.Duration) time.Duration {
+	m := time.Duration(math.MinInt64)
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
 }

@@ -195,6 +195,15 @@ func (l Limit) burst() int { return max(l.Burst, 1) }
 // spec is l as the model has it.
 func (l Limit) spec() model.LimitSpec { return model.Spec(l.kind(), l.Rate, l.Period, l.burst()) }
 
+// specs converts the configured limits ls for the model.
+func specs(ls []Limit) []model.LimitSpec {
+	out := make([]model.LimitSpec, len(ls))
+	for i, l := range ls {
+		out[i] = l.spec()
+	}
+	return out
+}
+
 // interval is the emission interval in whole microseconds, rounded up so the
 // limit is never exceeded by rounding.
 func (l Limit) interval() int64 {

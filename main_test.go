@@ -77,6 +77,30 @@ func realRedis(t *testing.T) (*redistest.Server, *redis.Client, string) {
 	return srv, srv.Client(t), srv.Prefix(t)
 }
 
+// hangingRedis is redistest.Hanging: a client of a server that never
+// answers, and the release of its calls.
+func hangingRedis(t *testing.T, opts ...func(*redis.Options)) (*redis.Client, func()) {
+	return redistest.Hanging(t, opts...)
+}
+
+// hangingStore is hangingRedis for a test that only needs a store that
+// never answers.
+func hangingStore(t *testing.T) *redis.Client {
+	rdb, _ := redistest.Hanging(t)
+	return rdb
+}
+
+// refusingRedis is redistest.Refusing: a client of a port nobody listens
+// on.
+func refusingRedis(t *testing.T) *redis.Client { return redistest.Refusing(t) }
+
+// checkExpireAt is redistest.CheckExpireAt: key expires at until, within
+// 1 ms.
+func checkExpireAt(t *testing.T, rdb redis.UniversalClient, key string, until time.Time) {
+	t.Helper()
+	redistest.CheckExpireAt(t, rdb, key, until)
+}
+
 // testLogBuffer is a concurrency-safe log sink for Config.Logger.
 type testLogBuffer struct {
 	mu  sync.Mutex

@@ -83,7 +83,7 @@ var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, ou
 	outcomeDeferredLearned, outcomeDeferredInFlight, outcomeFailOpen, outcomeFailClosed}
 
 // storeOps are all the op label's values: the operations the store times
-// and counts (store.go's run and bounded calls, pauses.go's scan), each
+// and counts (the run and bounded calls of internal/store), each
 // with its series at zero from the start. The Collector doc lists them;
 // TestMetricsDocumented, TestMetricsOpsInSource and TestMetricsOpsEmitted
 // hold the doc, the source and the scrape to this list, so a new operation
@@ -221,14 +221,14 @@ func (m *metrics) budgetObserved(provider string) {
 }
 
 // roundTrip observes one store call that began at start and ended with
-// *err. A call cut because the caller's own context ended is timed but is
+// err (store.Hooks.RoundTrip). A call cut because the caller's own context ended is timed but is
 // not a store error.
-func (m *metrics) roundTrip(ctx context.Context, op string, start time.Time, err *error) {
+func (m *metrics) roundTrip(ctx context.Context, op string, start time.Time, err error) {
 	if m == nil {
 		return
 	}
 	m.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if *err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		m.storeErrors.WithLabelValues(op).Inc()
 	}
 }

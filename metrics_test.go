@@ -9,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/store"
 )
 
 // scrape gathers a gate's metrics through a pedantic registry (which checks
@@ -199,12 +202,15 @@ func scrape2(t *testing.T, g *Gate) map[string]float64 {
 	return out
 }
 
-// TestMetricsNilSafe: a store built without metrics (as tests build them)
-// counts nothing and does not panic.
+// TestMetricsNilSafe: a store built without metrics (as tests build them:
+// no RoundTrip hook) counts nothing and does not panic, nor do nil
+// metrics.
 func TestMetricsNilSafe(t *testing.T) {
 	_, rdb := newMini(t)
-	st := testStore(rdb, "qgtest")
-	if _, err := st.state(context.Background(), scopeKeys("qgtest", Scope{Provider: "acme"})); err != nil {
+	st := store.New(store.Config{Client: rdb, Prefix: "qgtest", Timeout: 30 * time.Second, MaxPause: 12 * time.Hour})
+	r := admitRequest(nil, 1, 0)
+	r.Dry, r.Class = true, model.Interactive
+	if _, err := st.Admit(context.Background(), scopeKeys("qgtest", Scope{Provider: "acme"}), r); err != nil {
 		t.Fatal(err)
 	}
 	var m *metrics

@@ -90,7 +90,7 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 	if ta.grant.opens == 0 || !ta.answered.CompareAndSwap(false, true) {
 		return
 	}
-	if err := g.store.observe(context.WithoutCancel(ctx), ta.keys, model.Observation{Remaining: -2, Opened: ta.grant.opens}); err != nil {
+	if err := g.store.Observe(context.WithoutCancel(ctx), ta.keys, model.Observation{Remaining: -2, Opened: ta.grant.opens}); err != nil {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 		return
 	}
@@ -116,11 +116,11 @@ func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant) {
 	if gr.lease == "" {
 		return
 	}
-	ctx, ls := context.WithoutCancel(ctx), g.limitsOf(s)
-	if _, err := g.store.release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+	ctx, ls := context.WithoutCancel(ctx), specs(g.limitsOf(s))
+	if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls); err != nil {
 		go func() {
 			time.Sleep(g.cfg.StoreTimeout)
-			if _, err := g.store.release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+			if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls); err != nil {
 				g.cfg.Logger.Warn("quotagate: could not release a lease of a concurrency limit (it expires by itself)", "scope", s.String(), "err", err)
 			}
 		}()
@@ -180,7 +180,7 @@ type grant struct {
 //
 // On an asynq worker (worker: inside the Middleware) every wait takes a
 // waiter's place first (holders.join): without one, the admission reserves
-// no slot ahead (admitRequest.nowOnly) and any wait is a deferral, so one
+// no slot ahead (store.AdmitRequest.NowOnly) and any wait is a deferral, so one
 // scope's waiting never takes every worker from the other scopes' tasks.
 func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
@@ -201,8 +201,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
 		w := g.joinWaiters(k.Pause, worker, mustHold)
-		a, err := g.store.admit(ctx, k, admitRequest{limits: ls, cost: cost, hold: p.maxHold, probe: g.probe(), counts: counts, class: c, lease: q.lease,
-			nowOnly: w.nowOnly()})
+		a, err := g.ask(ctx, q, ls, counts, w.nowOnly())
 		var again bool
 		if err != nil {
 			w.leave() // nothing reserved to wait for: a deferral, or fail open or closed
@@ -272,6 +271,19 @@ func (w *waiting) leave() {
 		w.joined = false
 		w.h.leave(w.k)
 	}
+}
+
+// ask is one round's question to the store: an admission under the
+// limits ls, reporting counts admissions no script counted, reserving no
+// slot ahead when nowOnly.
+func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts int64, nowOnly bool) (admission, error) {
+	r := admitRequest(ls, q.cost, q.p.maxHold)
+	r.Probe, r.Counts, r.Class, r.Lease, r.NowOnly = g.probe(), counts, model.Class(q.c), q.lease, nowOnly
+	a, err := g.store.Admit(ctx, q.k, r)
+	if err != nil {
+		return admission{}, err
+	}
+	return admissionOf(a), nil
 }
 
 // admitFailed decides what an admission the store failed acts on: the

@@ -66,7 +66,8 @@ type openCache struct {
 	ps      *redis.PubSub        // the watcher's subscription, once made
 	closed  bool
 
-	// Set by the gate before first use (reassert.go, topology.go): heard
+	// Set by the gate before first use (reassert.go, and internal/store's
+	// topology.go for failed): heard
 	// takes every announcement's payload, resubscribed is called when the
 	// subscription is confirmed again after an error (the master may have
 	// changed), failed hears the subscription's errors.
@@ -101,14 +102,17 @@ func (c *openCache) fresh(k string) bool {
 	return ok && c.live && now.Sub(at) < c.maxAge && (c.trustFor <= 0 || now.Sub(c.alive) < c.trustFor)
 }
 
-// track follows one store call (store.track): called as the call starts,
+// ignoreEnd is the end of a call that track does not follow.
+func ignoreEnd(error) {}
+
+// track follows one store call (store.Hooks.Track): called as the call starts,
 // it returns the function that hears how it ended. With trustFor set, an
 // answer proves Redis alive as of the call's start, unless a failure was
 // seen meanwhile (a late answer to an older call proves nothing about now);
 // a failure forgets every entry and the proof.
 func (c *openCache) track() func(error) {
 	if c.trustFor <= 0 {
-		return noTrack
+		return ignoreEnd
 	}
 	c.mu.Lock()
 	began, fails := c.now(), c.fails

@@ -11,20 +11,12 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/schema"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // MaxListed is the most pauses Pauses lists: far more scopes than a fleet
 // pauses at once (a scope is a provider account), few enough that reading
 // them all stays a matter of seconds (one round trip each).
 const MaxListed = 10_000
-
-// scanCount is the COUNT hint of each SCAN call: how many slots of the
-// keyspace Redis walks per call. A thousand keeps each call well under a
-// millisecond of server time while a keyspace of a million keys (asynq's
-// included) takes a thousand round trips.
-const scanCount = 1000
 
 // ErrTruncated is returned (wrapped) by Pauses, together with the first
 // MaxListed pauses found, when more pause keys exist.
@@ -65,12 +57,6 @@ func (g *Gate) Pauses(ctx context.Context) ([]Pause, error) {
 	return out, scanErr
 }
 
-// scanPage is one SCAN reply.
-type scanPage struct {
-	keys []string
-	next uint64
-}
-
 // pausedScopes returns the scopes of the pause keys found by SCAN, at most
 // limit of them (then with ErrTruncated).
 func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
@@ -97,32 +83,7 @@ func (g *Gate) pausedScopes(ctx context.Context, limit int) ([]Scope, error) {
 		}
 		return !truncated
 	}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for {
-			page, err := bounded(ctx, &g.store, "scan", func(ctx context.Context) (scanPage, error) {
-				keys, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
-				return scanPage{keys, next}, err
-			})
-			if err != nil {
-				return err
-			}
-			if !add(page.keys) || page.next == 0 {
-				return nil
-			}
-			cursor = page.next
-		}
-	}
-	var err error
-	switch c := g.store.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error { return scan(ctx, shard) })
-	default:
-		err = scan(ctx, g.store.rdb)
-	}
-	if err != nil {
+	if err := g.store.Scan(ctx, pattern, add); err != nil {
 		return nil, err
 	}
 	scopes := make([]Scope, 0, len(seen))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/quotagate/quotagate/internal/schema"
 )
 
@@ -108,7 +109,7 @@ func TestPausesList(t *testing.T) {
 			if err := e.rdb.Set(ctx, scopeKeys(prefix, limited).Tat, "1", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			now := redisNow(t, e.rdb)
+			now := redistest.Time(t, e.rdb)
 			for key, v := range map[string]any{
 				prefix + ":{foreign}:pause":                             now.Add(time.Hour).UnixMilli(),
 				scopeKeys(prefix, Scope{Provider: "bad"}).Pause:         "soon",

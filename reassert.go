@@ -53,7 +53,6 @@ package quotagate
 import (
 	"context"
 	"errors"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +61,7 @@ import (
 
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
+	"github.com/quotagate/quotagate/internal/store"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -270,9 +270,10 @@ func (e remembered) lostFrom(a admission, recv time.Time, slack time.Duration, o
 // the masters that hold the remembered pauses (one PING per master, of a
 // cluster's the masters of their slots), whether or not it has tasks of
 // their scopes: a gate with nothing else to ask the store thus notices a
-// dead master, has a cluster client reload its layout (topology.go), and
-// re-asserts its pauses when the new master answers, within about a
-// second of the promotion. It stops when nothing is remembered.
+// dead master, has a cluster client reload its layout (internal/store's
+// topology.go), and re-asserts its pauses when the new master answers,
+// within about a second of the promotion. It stops when nothing is
+// remembered.
 const probeEvery = time.Second
 
 // probeMasters pings the masters of the remembered pauses, then again
@@ -291,7 +292,7 @@ func (g *Gate) probeMasters() {
 		keys = append(keys, k)
 	}
 	m.mu.Unlock()
-	if errors.Is(g.pingMasters(keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
+	if errors.Is(g.store.PingMasters(context.Background(), keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
 		m.mu.Lock()
 		m.probing = false
 		m.mu.Unlock()
@@ -300,81 +301,35 @@ func (g *Gate) probeMasters() {
 	time.AfterFunc(probeEvery, g.probeMasters)
 }
 
-// pingMasters pings the masters of keys, and returns the last error.
-func (g *Gate) pingMasters(keys []string) (err error) {
-	ctx := context.Background()
-	ping := func(c redis.Cmdable) {
-		_, err = bounded(ctx, &g.store, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })
+// reassertion is the remembered pause e as the store re-asserts it, at
+// now by this process's clock: with the time it has left by this clock
+// when it may be of another master's clock (memory.since), else its
+// deadline alone, on the clock that set it.
+func (g *Gate) reassertion(e remembered, now time.Time) store.Reassertion {
+	r := store.Reassertion{UntilMs: e.untilMs, SeenMs: e.seenMs, Operator: e.operator}
+	if g.mem.since(e) {
+		r.Left = e.end.Sub(now)
 	}
-	cc, ok := g.store.rdb.(*redis.ClusterClient)
-	if !ok {
-		ping(g.store.rdb)
-		return err
-	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		n, merr := cc.MasterForKey(ctx, k)
-		if merr != nil {
-			err = merr
-			continue
-		}
-		if a := n.Options().Addr; !seen[a] {
-			seen[a] = true
-			ping(n)
-		}
-	}
-	return err
-}
-
-// reasserted is what a re-assertion did.
-type reasserted struct {
-	until   time.Time // the deadline in force after it; zero: none
-	nowMs   int64     // the Redis TIME of the script
-	moved   bool      // it moved the deadline (the pause had been lost)
-	resumed bool      // the scope was resumed since: nothing re-asserted
-}
-
-// reassert runs model.ReassertScript for the remembered pause e of key, at now
-// by this process's clock.
-func (s *store) reassert(ctx context.Context, key string, e remembered, now time.Time) (reasserted, error) {
-	base := strings.TrimSuffix(key, "pause")
-	op := 0
-	if e.operator {
-		op = 1
-	}
-	rem := int64(0) // the remembered deadline alone, on the clock that set it
-	if s.otherClock != nil && s.otherClock(e) {
-		rem = int64(math.Ceil(float64(e.end.Sub(now)) / float64(time.Millisecond)))
-	}
-	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, []string{key, base + "pauseby", base + "resumed"},
-		e.untilMs, max(rem, 0), e.seenMs, s.maxPause.Milliseconds(), s.channel(), op, s.timeout.Milliseconds())
-	if err != nil {
-		return reasserted{}, err
-	}
-	r := reasserted{nowMs: v["now"] / 1000, moved: v["moved"] == 1, resumed: v["resumed"] == 1}
-	if v["deadline"] > 0 {
-		r.until = time.UnixMilli(v["deadline"])
-	}
-	return r, nil
+	return r
 }
 
 // reassertOne re-asserts the remembered pause e of key and remembers what
 // is in force after it.
-func (g *Gate) reassertOne(ctx context.Context, key string, e remembered) (reasserted, error) {
-	r, err := g.store.reassert(ctx, key, e, g.now())
+func (g *Gate) reassertOne(ctx context.Context, key string, e remembered) (store.Reasserted, error) {
+	r, err := g.store.Reassert(ctx, key, g.reassertion(e, g.now()))
 	if err != nil {
 		return r, err
 	}
 	recv := g.now()
 	switch {
-	case r.resumed:
+	case r.Resumed:
 		g.mem.drop(key)
-	case r.moved:
+	case r.Moved:
 		g.open.forget(key)
 		g.mem.reasserted.Add(1)
-		g.mem.note(key, r.until.UnixMilli(), r.nowMs, recv, e.operator)
+		g.mem.note(key, r.Until.UnixMilli(), r.NowMs, recv, e.operator)
 		g.cfg.Logger.Warn("quotagate: a pause the store had lost is in force again (re-asserted)",
-			"key", key, "until", r.until, "remembered", time.UnixMilli(e.untilMs))
+			"key", key, "until", r.Until, "remembered", time.UnixMilli(e.untilMs))
 	}
 	return r, nil
 }
@@ -444,7 +399,7 @@ func (g *Gate) recheck(ctx context.Context, k schema.Keys, a admission, recv tim
 		kp, _ := g.knownPause(k, g.now())
 		return false, &kp
 	}
-	return !r.resumed, nil
+	return !r.Resumed, nil
 }
 
 // knownPause returns, as an admission answer at now, the pause of k this

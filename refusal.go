@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
+	"github.com/quotagate/quotagate/internal/store"
 )
 
 // Refusal is the error a handler returns, or wraps, when the provider refused
@@ -64,21 +65,21 @@ func (r *recorded) Unwrap() error { return r.err }
 // refusal happened.
 func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration) (Pause, bool) {
 	d := hint
-	facts := refusalFacts{hinted: hint > 0, precision: time.Millisecond}
+	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond}
 	if hint > 0 && alt > 0 {
-		facts.alt = g.clamp(alt)
+		facts.Alt = g.clamp(alt)
 	}
 	if d <= 0 {
 		d = g.cfg.FallbackPause // the cap of the scope's hintless pause (internal/model/fallback.go)
 	}
 	if hint%time.Second == 0 {
-		facts.precision = time.Second // "try again in 5 seconds": read to the second
+		facts.Precision = time.Second // "try again in 5 seconds": read to the second
 	}
 	g.open.forget(k.Pause) // before the round trip: this worker stops at once
-	facts.counts = g.uncounted.take(k.Pause)
-	until, rem, moved, err := g.store.pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, g.limitsOf(s)...)
+	facts.Counts = g.uncounted.take(k.Pause)
+	until, rem, moved, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
 	if err != nil {
-		g.uncounted.add(k.Pause, facts.counts)
+		g.uncounted.add(k.Pause, facts.Counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
@@ -87,8 +88,8 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	g.notePause(k, until, rem, false)
 	if moved {
 		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until}
-		if facts.alt > 0 { // the hint may be milliseconds: until says which was read
-			attrs = append(attrs, "hint_as_ms", facts.alt)
+		if facts.Alt > 0 { // the hint may be milliseconds: until says which was read
+			attrs = append(attrs, "hint_as_ms", facts.Alt)
 		}
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	} else { // a request already on its way when the scope paused

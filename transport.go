@@ -273,7 +273,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Obse
 	} else {
 		g.rememberSilent(k.Pause)
 	}
-	err := g.store.observe(context.WithoutCancel(ctx), k, o, g.limitsOf(s)...)
+	err := g.store.Observe(context.WithoutCancel(ctx), k, o, specs(g.limitsOf(s))...)
 	if err != nil {
 		g.cfg.Logger.Warn("quotagate: could not record the budget a response advertised", "scope", s.String(), "err", err)
 		return err

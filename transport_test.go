@@ -189,7 +189,7 @@ func TestTransportSpendsTheMiddlewareAdmission(t *testing.T) {
 	g, trips := transportGate(t)
 	p := newProvider(t, 200, nil, "")
 	// Load the script first: go-redis falls back from EVALSHA to EVAL once.
-	if _, err := model.AdmitScript.Load(context.Background(), g.store.rdb).Result(); err != nil {
+	if _, err := model.AdmitScript.Load(context.Background(), g.store.Client()).Result(); err != nil {
 		t.Fatal(err)
 	}
 	c := &http.Client{Transport: g.Transport(nil)}
@@ -230,7 +230,7 @@ func TestOneRefusalOneRecord(t *testing.T) {
 	g := New(rdb, Config{Logger: logs.logger()})
 	defer g.Close()
 	ctx := context.Background()
-	sub := rdb.Subscribe(ctx, g.store.channel())
+	sub := rdb.Subscribe(ctx, g.store.Channel())
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription is confirmed
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestOneRefusalOneRecord(t *testing.T) {
 	}
 	// Announcements: a second PUBLISH sent after the task tells whether
 	// anything else came before it.
-	rdb.Publish(ctx, g.store.channel(), "end")
+	rdb.Publish(ctx, g.store.Channel(), "end")
 	var got []string
 	for {
 		m, err := sub.ReceiveMessage(ctx)

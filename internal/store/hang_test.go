@@ -1,9 +1,8 @@
-package quotagate
+package store
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"runtime"
 	"strconv"
 	"sync"
@@ -16,7 +15,7 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-// TestHangBoundsGoroutines: while the gate's Redis hangs (SIGSTOP for 5 s)
+// TestHangBoundsGoroutines: while the store's Redis hangs (SIGSTOP for 5 s)
 // under 20 workers calling the store in a loop, the goroutines the store
 // leaves running stay bounded: at most one per worker for the calls already
 // running when the hang began, plus the cap (maxRunning); once those have
@@ -34,14 +33,19 @@ func TestHangBoundsGoroutines(t *testing.T) {
 		lateFrom = hang / 2
 		// slack: timers firing, go-redis's pool bookkeeping and dialers.
 		slack = 10
+		// timeout is the store's bound: the gate's default StoreTimeout.
+		timeout = 250 * time.Millisecond
 	)
 	srv := redistest.StartPrivate(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: readTimeout})
 	t.Cleanup(func() { rdb.Close() })
-	g := New(rdb, Config{Prefix: srv.Prefix(t), Tuning: Tuning{OpenCache: -1}, Logger: slog.New(slog.DiscardHandler)})
+	prefix := srv.Prefix(t)
+	st := New(Config{Client: rdb, Prefix: prefix, Timeout: timeout, MaxPause: 12 * time.Hour})
 	ctx := context.Background()
-	k := scopeKeys(g.cfg.Prefix, Scope{Provider: "hang"})
-	if _, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true}); err != nil {
+	k := scopeKeys(prefix, "hang")
+	dryAdmission := admitRequest(1, 0)
+	dryAdmission.Dry = true
+	if _, err := st.Admit(ctx, k, dryAdmission); err != nil {
 		t.Fatal(err)
 	}
 	// A warm pool, as a busy gate's is: one connection per worker (a call
@@ -72,16 +76,16 @@ func TestHangBoundsGoroutines(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k := scopeKeys(g.cfg.Prefix, Scope{Provider: "hang", Account: strconv.Itoa(i)})
+			k := scopeKeys(prefix, "hang", strconv.Itoa(i))
 			for !stop.Load() {
 				start := time.Now()
-				_, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true})
+				_, err := st.Admit(ctx, k, dryAdmission)
 				calls.Add(1)
-				if !errors.Is(err, ErrStoreTimeout) {
-					t.Errorf("a call on a suspended Redis: %v, want ErrStoreTimeout", err)
+				if !errors.Is(err, ErrTimeout) {
+					t.Errorf("a call on a suspended Redis: %v, want ErrTimeout", err)
 					return
 				}
-				if time.Since(start) < g.cfg.StoreTimeout/2 {
+				if time.Since(start) < timeout/2 {
 					atOnce.Add(1)
 				}
 				time.Sleep(5 * time.Millisecond) // the task, run or deferred
@@ -118,8 +122,8 @@ func TestHangBoundsGoroutines(t *testing.T) {
 	if atOnce.Load() == 0 {
 		t.Error("no call was answered at once: the cap was never reached")
 	}
-	eventually(t, "the store answers again after the hang", func() bool {
-		_, err := g.store.admit(ctx, k, admitRequest{cost: 1, dry: true})
+	eventually(t, 10*time.Second, "the store answers again after the hang", func() bool {
+		_, err := st.Admit(ctx, k, dryAdmission)
 		return err == nil
 	})
 }

@@ -1,4 +1,4 @@
-package quotagate
+package store
 
 // Finding a new master. A go-redis ClusterClient routes a slot to the
 // master its cluster state names, and reloads that state only every
@@ -76,4 +76,78 @@ func topologyError(err error) bool {
 		return notRun(err)
 	}
 	return true
+}
+
+// PingMasters pings the masters of keys (one PING per master: of a
+// cluster client the masters of their slots, else the one server), each
+// call bounded and counted as a "state" call, and returns the last error.
+// A gate that remembers pauses in force pings their masters so that a dead
+// one is noticed (and the layout reloaded) whether or not tasks of their
+// scopes come by (quotagate's reassert.go, probeEvery).
+func (s *Store) PingMasters(ctx context.Context, keys []string) (err error) {
+	ping := func(c redis.Cmdable) {
+		_, err = bounded(ctx, s, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })
+	}
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		ping(s.rdb)
+		return err
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		n, merr := cc.MasterForKey(ctx, k)
+		if merr != nil {
+			err = merr
+			continue
+		}
+		if a := n.Options().Addr; !seen[a] {
+			seen[a] = true
+			ping(n)
+		}
+	}
+	return err
+}
+
+// scanCount is the COUNT hint of each SCAN call: how many slots of the
+// keyspace Redis walks per call. A thousand keeps each call well under a
+// millisecond of server time while a keyspace of a million keys (asynq's
+// included) takes a thousand round trips.
+const scanCount = 1000
+
+// scanPage is one SCAN reply.
+type scanPage struct {
+	keys []string
+	next uint64
+}
+
+// Scan walks the keys that match pattern with SCAN (never KEYS) on every
+// master of a cluster client (every shard of a ring; the one server
+// otherwise), each call bounded and counted as a "scan" call, and hands
+// every page of keys to add until add reports false. add may be called
+// from several goroutines at once (a cluster's masters are walked in
+// parallel).
+func (s *Store) Scan(ctx context.Context, pattern string, add func(keys []string) bool) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			page, err := bounded(ctx, s, "scan", func(ctx context.Context) (scanPage, error) {
+				keys, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
+				return scanPage{keys, next}, err
+			})
+			if err != nil {
+				return err
+			}
+			if !add(page.keys) || page.next == 0 {
+				return nil
+			}
+			cursor = page.next
+		}
+	}
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error { return scan(ctx, shard) })
+	}
+	return scan(ctx, s.rdb)
 }

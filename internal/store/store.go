@@ -1,4 +1,4 @@
-package quotagate
+package store
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,34 +18,55 @@ import (
 // inside a script from Redis TIME: no worker clock enters the shared state.
 // Records that are missing, expired or malformed read as "open".
 
-// store runs the scripts with a bounded timeout.
-type store struct {
+// Config is what a store runs with, as the gate configures it.
+type Config struct {
+	Client   redis.UniversalClient
+	Prefix   string        // of every key (quotagate.Config.Prefix)
+	Timeout  time.Duration // the bound of every call (Config.StoreTimeout)
+	MaxPause time.Duration // a deadline farther ahead is malformed (Config.MaxPause)
+	Durable  int           // replicas that acknowledge a pause (Config.Durable)
+	Reserve  int64         // per mille left to interactive work (Config.Reserve)
+	Lend     time.Duration // Tuning.LendAfter
+	Log      *slog.Logger  // hears a pause fewer replicas than Durable acknowledged; nil: not logged
+	Hooks
+}
+
+// Hooks are what the gate hears of the store's calls; a nil hook hears
+// nothing.
+type Hooks struct {
+	// RoundTrip hears every call as it ends: op names it (admit,
+	// observe, pause, release, resume, scan or state), start is when it
+	// began, err how it ended (the metrics: quotagate's metrics.go).
+	RoundTrip func(ctx context.Context, op string, start time.Time, err error)
+
+	// Track, when set, is called as a call starts; the function it
+	// returns hears how the call ended: nil when Redis answered, the
+	// error when the store failed (not when the caller's own context
+	// ended). The open cache uses it as its proof of life
+	// (openCache.track).
+	Track func() func(error)
+
+	// Recovered, when set, is called when Redis answers a call after one
+	// failed (the gate re-asserts the pauses it remembers: reassert.go).
+	Recovered func()
+}
+
+// Store runs the scripts with a bounded timeout.
+type Store struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	timeout  time.Duration
 	maxPause time.Duration
 	direct   bool          // the client honours context deadlines: no watchdog goroutine needed
-	metrics  *metrics      // nil: not counted
 	durable  int           // Config.Durable: replicas that acknowledge a pause
 	reserve  int64         // Config.Reserve, per mille
 	lend     time.Duration // Tuning.LendAfter
 	log      *slog.Logger
+	hooks    Hooks
 
-	// track, when set, is called as a call starts; the function it returns
-	// hears how the call ended: nil when Redis answered, the error when the
-	// store failed (not when the caller's own context ended). The open
-	// cache uses it as its proof of life (openCache.track).
-	track func() func(error)
-
-	// recovered, when set, is called when Redis answers a call after one
-	// failed (the gate re-asserts the pauses it remembers: reassert.go);
-	// failed hears every failure (a cluster client reloads its layout:
-	// topology.go).
-	recovered func()
-	failed    func(error)
-	// otherClock reports whether a remembered pause may be of another
-	// master's clock (memory.since); nil: never.
-	otherClock func(remembered) bool
+	// failed hears every failure: a cluster client reloads its layout
+	// (topology.go).
+	failed func(error)
 
 	// running counts the calls whose watchdog goroutine is running, and
 	// failing is set by a failed call and cleared by an answered one (see
@@ -53,10 +75,31 @@ type store struct {
 	failing atomic.Bool
 }
 
+// New returns the store of c.
+func New(c Config) *Store {
+	return &Store{rdb: c.Client, prefix: c.Prefix, timeout: c.Timeout, maxPause: c.MaxPause, direct: honoursDeadlines(c.Client),
+		durable: c.Durable, reserve: c.Reserve, lend: c.Lend, log: c.Log, hooks: c.Hooks, failed: newReloader(c.Client).failed}
+}
+
+// Client is the client the store calls Redis with (Config.Client).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Timeout is the bound of every call (Config.Timeout).
+func (s *Store) Timeout() time.Duration { return s.timeout }
+
+// Channel is where pauses are announced (see openCache).
+func (s *Store) Channel() string { return schema.Channel(s.prefix) }
+
+// Failed hears a failure of a call the store did not make on its client
+// (the open cache's subscription): one that may mean a master moved has a
+// cluster client reload its layout, as the store's own failures do
+// (topology.go).
+func (s *Store) Failed(err error) { s.failed(err) }
+
 // maxRunning caps, per gate, the calls left running while the store fails.
 // Once a call has failed (timed out, or refused) and until one is answered,
 // a new call starts only while fewer than maxRunning are running; beyond,
-// the store answers at once with ErrStoreTimeout, starting no goroutine and
+// the store answers at once with ErrTimeout, starting no goroutine and
 // taking no connection, and the gate applies its failure policy without
 // waiting. Without the cap, while Redis hangs, every call of a client
 // without ContextTimeoutEnabled was abandoned at StoreTimeout but kept its
@@ -82,13 +125,13 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 	return false
 }
 
-// ErrStoreTimeout is returned (wrapped) when Redis does not answer within
-// Config.StoreTimeout.
-var ErrStoreTimeout = errors.New("quotagate: store timeout")
+// ErrTimeout is returned (wrapped) when Redis does not answer within
+// Config.Timeout (quotagate.ErrTimeout is this error).
+var ErrTimeout = errors.New("quotagate: store timeout")
 
 // run evaluates a script and decodes its named reply (see namedReply); op
 // names the script in the metrics.
-func (s *store) run(ctx context.Context, op string, script *redis.Script, names []string, keys []string, args ...any) (map[string]int64, map[string]string, error) {
+func (s *Store) run(ctx context.Context, op string, script *redis.Script, names []string, keys []string, args ...any) (map[string]int64, map[string]string, error) {
 	v, err := bounded(ctx, s, op, func(ctx context.Context) (any, error) {
 		return script.Run(ctx, s.rdb, keys, args...).Result()
 	})
@@ -102,11 +145,13 @@ func (s *store) run(ctx context.Context, op string, script *redis.Script, names 
 // socket I/O unless Options.ContextTimeoutEnabled is set; for such a client
 // the call runs in a goroutine and, past the timeout, the caller goes on while
 // the call finishes on its own. A call cut by the timeout returns an error
-// wrapping ErrStoreTimeout, and so does a call refused at once by the cap on
+// wrapping ErrTimeout, and so does a call refused at once by the cap on
 // calls left running while the store fails (maxRunning). Its duration and
-// failure are counted under op (see metrics.go).
-func bounded[T any](ctx context.Context, s *store, op string, call func(context.Context) (T, error)) (v T, err error) {
-	defer s.metrics.roundTrip(ctx, op, time.Now(), &err)
+// failure are heard under op (Hooks.RoundTrip).
+func bounded[T any](ctx context.Context, s *Store, op string, call func(context.Context) (T, error)) (v T, err error) {
+	if s.hooks.RoundTrip != nil {
+		defer func(start time.Time) { s.hooks.RoundTrip(ctx, op, start, err) }(time.Now())
+	}
 	var zero T
 	done := s.tracker()
 	if err := s.startCall(); err != nil {
@@ -117,24 +162,25 @@ func bounded[T any](ctx context.Context, s *store, op string, call func(context.
 	defer cancel()
 	r := runWithin(tctx, s, call)
 	if r.err != nil && timedOut(tctx, r.err) {
-		r = result[T]{zero, fmt.Errorf("%w after %v: %v", ErrStoreTimeout, s.timeout, r.err)}
+		r = result[T]{zero, fmt.Errorf("%w after %v: %v", ErrTimeout, s.timeout, r.err)}
 	}
 	s.endCall(ctx, r.err, done)
 	return r.v, r.err
 }
 
-// tracker returns the function that hears how a call ends (see store.track).
-func (s *store) tracker() func(error) {
-	if s.track == nil {
+// tracker returns the function that hears how a call ends (see
+// Hooks.Track).
+func (s *Store) tracker() func(error) {
+	if s.hooks.Track == nil {
 		return noTrack
 	}
-	return s.track()
+	return s.hooks.Track()
 }
 
 // startCall decides whether a call may start: it takes a place among the
 // running calls, refused past maxRunning while the store fails (a direct
 // call takes none).
-func (s *store) startCall() error {
+func (s *Store) startCall() error {
 	if s.direct {
 		return nil
 	}
@@ -142,14 +188,14 @@ func (s *store) startCall() error {
 	// callers can never both take the last place.
 	if n := s.running.Add(1); n > maxRunning && s.failing.Load() {
 		s.running.Add(-1)
-		return fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrStoreTimeout, n-1)
+		return fmt.Errorf("%w: Redis has not answered, %d calls still wait for it; not starting another", ErrTimeout, n-1)
 	}
 	return nil
 }
 
 // runWithin runs call on tctx: directly for a client that honours
 // deadlines, else in a watchdog goroutine left behind past the deadline.
-func runWithin[T any](tctx context.Context, s *store, call func(context.Context) (T, error)) result[T] {
+func runWithin[T any](tctx context.Context, s *Store, call func(context.Context) (T, error)) result[T] {
 	if s.direct {
 		v, err := call(tctx)
 		return result[T]{v, err}
@@ -167,17 +213,17 @@ func timedOut(tctx context.Context, err error) bool {
 // endCall records how a call ended (err) in the store's failing state and
 // hooks, unless the caller's own end cut it, which says nothing about
 // Redis.
-func (s *store) endCall(ctx context.Context, err error, done func(error)) {
+func (s *Store) endCall(ctx context.Context, err error, done func(error)) {
 	if err != nil && ctx.Err() != nil {
 		return
 	}
 	was := s.failing.Swap(err != nil)
 	done(err)
-	if err != nil && s.failed != nil {
+	if err != nil {
 		s.failed(err)
 	}
-	if was && err == nil && s.recovered != nil {
-		s.recovered()
+	if was && err == nil && s.hooks.Recovered != nil {
+		s.hooks.Recovered()
 	}
 }
 
@@ -192,7 +238,7 @@ func noTrack(error) {}
 // watchdog runs call in a goroutine, whose place in s.running the caller
 // has taken and which gives it back, and returns its result, or ctx's error
 // when ctx ends first: the call then goes on alone.
-func watchdog[T any](ctx context.Context, s *store, call func(context.Context) (T, error)) result[T] {
+func watchdog[T any](ctx context.Context, s *Store, call func(context.Context) (T, error)) result[T] {
 	done := make(chan result[T], 1)
 	go func() {
 		defer s.running.Add(-1)

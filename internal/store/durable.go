@@ -1,4 +1,4 @@
-package quotagate
+package store
 
 // Durable writes: a script whose effect must survive the loss of the
 // master that ran it.

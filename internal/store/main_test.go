@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
+)
+
+// TestMain shares one real redis-server (and one Redis Cluster) among the
+// tests of the package, each started lazily by the first redistest.Start
+// (StartCluster) and stopped at the end; then no goroutine may be left.
+func TestMain(m *testing.M) { redistest.Main(m, redistest.NoLeaks()) }
+
+// t0 is the fixed Redis clock of the miniredis tests: a whole second, so
+// ms and µs values computed from it are exact.
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// miniClock is a miniredis on a fixed clock (redistest.Mini).
+type miniClock = redistest.Mini
+
+// newMini starts a miniredis with its clock at t0 and a client for it.
+func newMini(t testing.TB) (*miniClock, *redis.Client) { return redistest.StartMini(t, t0) }
+
+// env is one Redis a test runs against.
+type env struct {
+	rdb    redis.UniversalClient
+	prefix string
+	clock  *miniClock // nil on a real redis-server
+}
+
+func (e env) real() bool { return e.clock == nil }
+
+// backend opens an env for a (sub)test.
+type backend struct {
+	name string
+	open func(t *testing.T) env
+}
+
+// backends returns the Redis implementations a case runs on: miniredis
+// (fixed clock at t0), a real redis-server and a 3-master Redis Cluster
+// (each isolated by a fresh key prefix; skipped, or failed under
+// QUOTAGATE_REQUIRE_REDIS, when redis-server or redis-cli is not
+// installed).
+func backends(t *testing.T) []backend {
+	t.Helper()
+	return []backend{
+		{"miniredis", func(t *testing.T) env {
+			c, rdb := newMini(t)
+			return env{rdb: rdb, prefix: "qgtest", clock: c}
+		}},
+		{"redis", func(t *testing.T) env {
+			srv := redistest.Start(t)
+			return env{rdb: srv.Client(t), prefix: srv.Prefix(t)}
+		}},
+		{"cluster", func(t *testing.T) env {
+			c := redistest.StartCluster(t)
+			return env{rdb: c.Client(t), prefix: c.Prefix(t)}
+		}},
+	}
+}
+
+// realRedis returns a client of the shared real redis-server and a fresh
+// key prefix.
+func realRedis(t *testing.T) (*redistest.Server, *redis.Client, string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	return srv, srv.Client(t), srv.Prefix(t)
+}
+
+// testStore is a store with a generous timeout: these tests are about
+// what Redis answers, not how fast (see TestStoreTimeout for the bound).
+func testStore(rdb redis.UniversalClient, prefix string) *Store {
+	return New(Config{Client: rdb, Prefix: prefix, Timeout: 30 * time.Second, MaxPause: 12 * time.Hour})
+}
+
+// scopeKeys are the keys of the scope of provider (and account, if any)
+// under prefix.
+func scopeKeys(prefix, provider string, account ...string) schema.Keys {
+	a := ""
+	if len(account) > 0 {
+		a = account[0]
+	}
+	return schema.ScopeKeys(prefix, provider, a)
+}
+
+// The limits of the tests, as quotagate's constructors (PerSecond,
+// PerMinute, FixedWindow) give them to the model.
+func perSecond(rate, burst int) model.LimitSpec {
+	return model.Spec(schema.GCRA, rate, time.Second, burst)
+}
+func perMinute(rate, burst int) model.LimitSpec {
+	return model.Spec(schema.GCRA, rate, time.Minute, burst)
+}
+func fixedWindow(rate int, period time.Duration) model.LimitSpec {
+	return model.Spec(schema.Fixed, rate, period, 1)
+}
+
+// admitRequest is an admission of cost under the limits ls, reserving a
+// slot up to hold ahead, as the gate asks it (the peers of a learned
+// window's probe wait a hold and asynq's one-second tick).
+func admitRequest(cost int, hold time.Duration, ls ...model.LimitSpec) AdmitRequest {
+	return AdmitRequest{Limits: ls, Cost: cost, Hold: hold, Answer: hold + time.Second}
+}
+
+// state reads what the gate knows of a scope whose configured limits are
+// ls: a dry admission, as interactive work sees the scope (the whole of
+// its capacity, no reserve left for another class).
+func state(ctx context.Context, st *Store, k schema.Keys, ls ...model.LimitSpec) (Admission, error) {
+	r := admitRequest(1, 0, ls...)
+	r.Dry, r.Class = true, model.Interactive
+	return st.Admit(ctx, k, r)
+}
+
+// The instants of an admission's answer as times: its wait, the deadline
+// in force (zero when none) and its Redis TIME.
+func waitOf(a Admission) time.Duration { return time.Duration(a.Wait) * time.Microsecond }
+func nowOf(a Admission) time.Time      { return time.UnixMicro(a.Now) }
+func untilOf(a Admission) time.Time {
+	if a.Until == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(a.Until)
+}
+
+// exactPause records a pause of exactly the length asked: an operator's
+// (Gate.Pause), which teaches nothing. A hintless refusal's pause is its
+// episode's (model's fallback.go), a second the first time.
+var exactPause = Refusal{Operator: true}
+
+// eventually waits up to d for cond, and fails the test if it never holds.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("gave up after %v waiting for %s", d, what)
+		}
+	}
+}
