@@ -266,13 +266,13 @@ func jitter(window time.Duration, u float64) time.Duration {
 // limit reserved ahead, for a pause or a window to open (a holder), for a
 // slot of a concurrency limit in flight, or on a last attempt. The rule
 // (join): a worker may wait only while fewer than one in holdShare of the
-// tasks inside the middleware wait, unless every waiter is of its own
-// scope and no task of another scope (or without one) entered the
-// middleware within fairFor: a process that serves one scope alone gives
-// its reopening every worker. A worker that may not wait asks the
-// admission for no slot ahead (params.nowOnly) and is deferred to its
-// instant; its worker takes the next task of the queue. Last attempts
-// without NewTask's reserve wait whatever the count (they join it).
+// tasks inside the middleware wait, unless every waiter is of its own scope
+// and no task of another scope (or without one) entered the middleware
+// within fairFor: a process that serves one scope alone gives its reopening
+// every worker. A worker that may not wait asks the admission for no slot
+// ahead (model.Params.NowOnly) and is deferred to its instant; its worker
+// takes the next task of the queue. Last attempts without NewTask's reserve
+// wait whatever the count (they join it).
 //
 // The holders among the waiters also have places per scope (acquire):
 // Tuning.MaxHolders, or as many as the reopening can use; Interactive work
@@ -293,12 +293,11 @@ type holders struct {
 
 // holdShare bounds what the waiters may take of the tasks inside a
 // process's middleware while more than one scope is served: one in two.
-// With 1,000 scopes pausing briefly a hundred times a second every worker
-// held (admissions fell to 164/s, p99 3.5 s); one scope's waiters took
-// every worker of the example (20 waiters of acme, a fixed window of 10
-// per second configured, 10 sleeping until a reserved slot and 10 holding
-// for the window after; swift, with no quota, done after 14.1 s of a 16 s
-// run, behind acme's backlog in the queue).
+// Without a bound, many scopes pausing briefly at once hold every worker
+// and admissions stall; and one paced scope's waiters (some sleeping
+// until a reserved slot, the others holding for the window after) take
+// every worker, so that a scope with no quota at all waits behind the
+// paced scope's backlog in the queue.
 const holdShare = 2
 
 // fairFor is how long after a task of another scope (or without one)
@@ -307,13 +306,10 @@ const holdShare = 2
 // it asks again: the workers the share leaves free take task after task of
 // the queue (deferring the paced scope's) and meet the other scopes' tasks
 // again well within it; short, so a process left with one scope soon
-// gives its reopening every worker again (the example's 8 workers on one
-// carrier took 19 s for a 3-second quota when one scope's own holders were
-// capped: TestModesEndToEnd). Measured in the example's gate+limit column
-// (swift's last poll; acme's last): 10 s gave 0.7 s; 20.1 s, 2.5 s gave
-// 0.4–0.6 s; 17.0 s, 1 s 0.5–0.6 s; 17.0 s (before the share: 14.1 s;
-// 16.0–16.1 s), on the branch that built it; on main, with 2.5 s, 0.4–0.5 s;
-// 17.9 s (the README's figure).
+// gives its reopening every worker again (were one scope's own holders
+// capped by the share, a process serving one carrier alone would fall far
+// behind the carrier's quota: TestModesEndToEnd).
+// Chosen with the example (go run ./example -modes gate,gate+limit; docs/measurements.md).
 const fairFor = 2500 * time.Millisecond
 
 // enter notes that a task of scope k ("" none) entered the middleware at

@@ -111,8 +111,8 @@ type Config struct {
 	// replicas acknowledged is still in force (logged at WARN): after a
 	// failover the promoted master has no replica until one is added.
 	// Costs one more reply in the refusal's round trip and the replica's
-	// acknowledgement (1.36–1.46x a pause's round trip on loopback). Only
-	// for *redis.Client (plain or Sentinel failover) and
+	// acknowledgement (go test -run Failover -v .; docs/measurements.md).
+	// Only for *redis.Client (plain or Sentinel failover) and
 	// *redis.ClusterClient. Default 0: pauses are acknowledged by the
 	// master alone.
 	Durable int
@@ -132,13 +132,13 @@ type Config struct {
 	InteractiveQueues []string
 
 	// Tuning holds the knobs of the in-process waits and the open cache.
-	// Its zero value is the measured default of every knob.
+	// Its zero value is the default of every knob.
 	Tuning Tuning
 }
 
-// Tuning holds the knobs that trade worker time for timeliness. The defaults
-// were measured with the example (go run ./example) on a 2-core machine; a
-// zero value means the default.
+// Tuning holds the knobs that trade worker time for timeliness. The
+// defaults were chosen with the example (go run ./example -bench;
+// docs/measurements.md); a zero value means the default.
 type Tuning struct {
 	// MaxHold is the longest a worker waits in-process instead of deferring
 	// through asynq, whose retry times are whole seconds and are forwarded
@@ -156,9 +156,10 @@ type Tuning struct {
 	// scope at its deadline, together), and as many more for Interactive
 	// work, which has places of its own; the others are deferred through
 	// asynq, so one paused provider cannot take every worker from the
-	// others. Default 12 (gate alone within 8% of no gate at all in the
-	// example, where 8 left it 20% behind); negative means no worker waits
-	// for a pause. A wait for a slot of a Concurrent limit is not bounded
+	// others. Default 12: enough to reopen a scope at its deadline with
+	// the workers its quota can use (fewer leave the reopening short of
+	// workers, and the gated fleet slower than one without the gate);
+	// negative means no worker waits for a pause. A wait for a slot of a Concurrent limit is not bounded
 	// by it (each release wakes one waiting worker, not a herd; bounded by
 	// MaxHold in all), unless it is negative.
 	//
@@ -171,8 +172,8 @@ type Tuning struct {
 	// in the last 2.5 seconds. A worker that may not wait reserves no slot
 	// ahead and is deferred to its instant; the freed worker takes the next
 	// task of the queue. A process that serves one scope alone gives its
-	// reopening every worker, as before. A task on a last attempt without
-	// NewTask's reserve waits whatever the count.
+	// reopening every worker. A task on a last attempt without NewTask's
+	// reserve waits whatever the count.
 	MaxHolders int
 
 	// ReopenJitter caps the spread of the tasks deferred through asynq by a
@@ -189,8 +190,9 @@ type Tuning struct {
 	// everything whenever its subscription fails, so OpenCache only bounds
 	// staleness if the subscription's connection dies silently. The
 	// subscription is opened on first use; Close releases it. Default 1
-	// second (gated throughput 1.0x of bare asynq, against 0.76x with a
-	// round trip per task); negative disables.
+	// second: an open scope's tasks then cost no round trip each, which
+	// would hold the gate's throughput below bare asynq's; negative
+	// disables.
 	OpenCache time.Duration
 
 	// FailClosedDelay is the deferral when Config.FailClosed is set and the

@@ -82,8 +82,8 @@ func FixedWindow(rate int, period time.Duration) Limit {
 // fleet spends all n at once after an idle spell, and then each slot again
 // as it comes back, one window after it was spent.
 //
-// An admission's slot comes back slidingSettle (50 ms) more than w after
-// the admission's Redis TIME: the provider logs the request when it
+// An admission's slot comes back model.SlidingSettle (50 ms) more than w
+// after the admission's Redis TIME: the provider logs the request when it
 // arrives, a few milliseconds after its admission (more under load), and a
 // request arriving sooner after its slot's predecessor than the one before
 // it would be the n+1-th of the provider's window.

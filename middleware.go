@@ -109,9 +109,9 @@ func (g *Gate) releaseTask(ctx context.Context, s Scope, ta *taskAdmission) {
 // s (a request's response arrived, or its handler returned), and wakes as
 // many of this process's workers waiting for a slot of s. A release the
 // store fails is tried once more, in the background, StoreTimeout later
-// (a store that stalled a moment answers again: the measured failures were
-// timeouts of a loaded machine), and then logged: the lease expires by
-// itself (Limit.Period), its slot lost until then.
+// (a store that stalled a moment, as a loaded machine's does, answers
+// again), and then logged: the lease expires by itself (Limit.Period), its
+// slot lost until then.
 func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant) {
 	if gr.lease == "" {
 		return

@@ -41,9 +41,9 @@ var shapeTrace func(format string, args ...any)
 // asynq's (simAsynq): a deferred or refused task goes back to asynq's
 // retry set and wakes at its whole second, while its worker takes the
 // next; so after a pause only the holders go at its deadline, and the
-// rest of the fleet at asynq's next whole second (the sliding log's
-// gate, 1.10×, 26.2 s, as measured, where the fleet that kept its tasks
-// said 21.1 s). The run gives up at limit µs.
+// rest of the fleet at asynq's next whole second (a fleet that kept its
+// tasks through the pause would reopen whole at the deadline, sooner than
+// any gate in front of asynq does). The run gives up at limit µs.
 //
 // start is when the first worker asks (µs after the window's start) and
 // sendDelay the time from an admission to the request's arrival (the
@@ -335,8 +335,8 @@ func asynqPoll(now int64, worker int) int64 {
 // completes at no more than the 1.05 requests per accepted poll
 // where the provider tells enough: after the first window the budget is
 // read as a counter's and paced as it decays, not refused window after
-// window (1.05× before, its refusals the probes at each reset). Times are
-// the benchmark's to measure.
+// window (before, the probes at each reset were refused). Times are the
+// benchmark's to measure.
 func TestModelCounterShape(t *testing.T) {
 	i := slices.IndexFunc(shapeCells, func(c shapeCell) bool { return c.name == "sliding-counter/httprate" })
 	c := shapeCells[i]

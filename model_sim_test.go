@@ -290,15 +290,14 @@ func TestModelLearningOnlyHelps(t *testing.T) {
 		// A first contact 2.7 s into the provider's window learns 40 per
 		// 3 s; the next learned window's probe is refused inside the
 		// provider's window with "2 seconds", which relearns 5 s
-		// (learnState.relearn): 18.4 s, the plain pause 17.5 s (19.4 s
-		// when a refused probe kept n and w).
+		// (learnState.relearn): a refused probe that kept n and w would
+		// leave learning slower than the plain pause.
 		{"fixed 40/5s on the clock", func() simQuota { return &simFixed{n: 40, w: 5_000_000, offset: 2_300_000} }, 200},
 		// A 10 s clock window met 4.9 s into it (offset 5.1 s): learned as a
 		// log (longer than MaxHold), whose probes are refused; a refused
-		// probe's entry left in the learned log shifted a slot of each
-		// following window, 43.4 s against the plain pause's 35.5 s (offsets
-		// 4.1, 4.2 and 6.1 s likewise); out of the log now (learnState.refuse),
-		// 35.4 s.
+		// probe's entry left in the learned log would shift a slot of each
+		// following window and leave learning slower than the plain pause
+		// (at other offsets likewise): learnState.refuse takes it out.
 		{"fixed 40/10s on the clock", func() simQuota { return &simFixed{n: 40, w: 10_000_000, offset: 5_100_000} }, 200},
 		{"fixed 40/5s from the first request", func() simQuota { return &simFixed{n: 40, w: 5_000_000, fromFirst: true} }, 200},
 		{"fixed 5/3s from the first request", func() simQuota { return &simFixed{n: 5, w: 3_000_000, fromFirst: true} }, 30},
@@ -338,21 +337,21 @@ func TestModelLearningOnlyHelpsShapes(t *testing.T) {
 		cell     string
 		maxWaste float64 // the bound for the cell (0: the plain pause's)
 	}{
-		// 220 requests: the first contact's 20 refused, which the plain
-		// pause pays too (a raise, n+1 in the window after one spent whole,
-		// refused 221 once the fleet deferred through asynq's queue: the
-		// first contact's raises are frozen now, see raiseAfter).
+		// The first contact's refusals, which the plain pause pays too,
+		// and no more: the first contact's raises are frozen (raiseAfter),
+		// for a raise, n+1 in the window after one spent whole, is refused
+		// once the fleet defers through asynq's queue.
 		{"fixed/prose", 1.10},
 		{"fixed/retry-after", 1.10},
 		{"fixed/github-secondary", 1.10},
 		{"fixed-first/retry-after", 1.10},
-		// the learned limit read as a sliding log (learnState.logSpec): 220,
-		// the first contact's refusals
+		// the learned limit read as a sliding log (learnState.logSpec): the
+		// first contact's refusals only
 		{"sliding-log/window", 1.10},
-		// 21 refused: the first contact's 19, which the plain pause pays
-		// too, and 2 of the first window after it: the first cycle took
-		// the bucket's burst (10) for a window's quota, where a second
-		// grants 8. 1.10 is 20.
+		// Above 1.10: besides the first contact's refusals, which the plain
+		// pause pays too, the first window after it has refusals of its
+		// own: the first cycle took the bucket's burst (10) for a window's
+		// quota, where a second grants 8.
 		{"bucket/prose", 1.11},
 		{"concurrency/retry-after", 0},
 	} {

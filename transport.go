@@ -74,7 +74,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	sent := t.g.now() // the round trip (observation.rtt), on the monotonic clock by default
+	sent := t.g.now() // the round trip (model.Observation.RTT), on the monotonic clock by default
 	resp, err := t.base.RoundTrip(req)
 	if !taskGrant || sc.task.released.CompareAndSwap(false, true) {
 		t.g.release(ctx, sc.scope, k, gr) // the request is over: its slot in flight is free
@@ -207,8 +207,8 @@ func resetPrecision(reset time.Duration) time.Duration {
 // responseObservation is the observation of the budget resp advertises
 // (remaining -1: none): its reset, to its precision, and, when the reset
 // is a whole number under a name of seconds, how it may be read otherwise
-// (observation.alt, millis). The caller sets what the request tells (seq,
-// opened, rtt).
+// (model.Observation.Alt, Millis). The caller sets what the request tells
+// (Seq, Opened, RTT).
 func responseObservation(resp *http.Response, now time.Time) model.Observation {
 	b, ok := hint.BudgetFrom(resp, now)
 	if !ok {
@@ -227,7 +227,7 @@ func responseObservation(resp *http.Response, now time.Time) model.Observation {
 
 // altHint is the refusal's hint wait read as milliseconds when it is the
 // reset of o, the budget its response advertises, written as a whole
-// number under a name of seconds (o.Alt; refusal.alt), 0 otherwise.
+// number under a name of seconds (o.Alt; model.Refusal.Alt), 0 otherwise.
 func altHint(wait time.Duration, o model.Observation) time.Duration {
 	if o.Alt > 0 && wait > 0 && wait.Microseconds() == o.Reset {
 		return wait / 1000

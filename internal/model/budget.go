@@ -63,8 +63,8 @@ import "math"
 // paced by them: its budget is observed and shown, not enforced.
 
 // probePoll is how often the workers waiting for a probe's answer look for
-// it: about two round trips to a provider 25 ms away (the example's);
-// shorter costs Redis round trips, longer delays the reopening.
+// it: about two round trips to a provider 25 ms away; shorter costs Redis
+// round trips, longer delays the reopening.
 const probePoll = 50_000 // µs
 
 // LearnTTL is how long what a scope learned (its budget, its limit, its
@@ -221,7 +221,7 @@ func (s budgetState) untilReset(now, cost int64, k keeper) (v budgetVerdict, ok 
 // past a reset the budget's size is unknown (a window whole again, a
 // bucket one token fuller: dialects differ), and the probe's answer will
 // tell it, so the others wait for it, looking every probePoll. A task with
-// no place to wait in its process (params.nowOnly) goes instead, as in a
+// no place to wait in its process (Params.NowOnly) goes instead, as in a
 // slow start: deferred, asynq would bring it back a whole second later,
 // for a wait of about one round trip. ok is false when no probe is out or
 // its timeout has passed.
@@ -325,13 +325,13 @@ type Observation struct {
 	// a name (hint.ResetMillis)
 	Alt     int64
 	Millis  bool
-	Seq     int64 // of the request answered (decision.seq); 0 unknown
-	Opened  int64 // µs: the request answered opened a learned window (decision.opens); 0 not
+	Seq     int64 // of the request answered (Decision.Seq); 0 unknown
+	Opened  int64 // µs: the request answered opened a learned window (Decision.Opens); 0 not
 	Refused bool  // the response is a refusal (its pause is recorded apart)
 	// RTT: µs from sending the answered request to its response (0
 	// unknown). The provider read its reset when the request arrived, and
 	// the observation dates it later by up to this: its alignment is read
-	// to max(prec, RTT) (see scopeState.observe)
+	// to max(prec, RTT) (see State.Observe)
 	RTT int64
 }
 
@@ -603,7 +603,7 @@ func (s *budgetState) noteReading(o Observation, same bool) {
 }
 
 // readsMillis reports whether o's reset, a whole number under a name of
-// seconds that may be milliseconds (o.alt, hint.ResetSeconds), is
+// seconds that may be milliseconds (o.Alt, hint.ResetSeconds), is
 // milliseconds: the scope's resets were read so (a number above an hour
 // under that name, hint.ResetMillis, or an earlier such reading), or its
 // milliseconds reading falls within its precision of the window in force
@@ -653,7 +653,7 @@ func (s budgetState) overtaken(o Observation, same bool) bool {
 // above is a lower bound of the requests admitted after o's that reached
 // the provider before it (o overtaken): the newest one read, and every
 // reading since the last probe that cannot be of a request admitted before
-// o's (there are o.seq − refilled − 1 units of those at most). When answers
+// o's (there are o.Seq − refilled − 1 units of those at most). When answers
 // come in the order their requests arrived, and none is lost, it is exact:
 // a burst that arrived in reverse order is read whole by its last answer,
 // where read a unit up only it would be read short by all but one of its

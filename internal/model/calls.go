@@ -15,7 +15,7 @@ type AdmitRequest struct {
 	MaxPause int64       // ms: a deadline farther ahead is malformed
 	Probe    int64       // µs: a budget probe's timeout (0: responses are not observed)
 	Dry      bool        // commit nothing: what would an admission say (State)
-	NowOnly  bool        // reserve no slot ahead (params.nowOnly)
+	NowOnly  bool        // reserve no slot ahead (Params.NowOnly)
 	Answer   int64       // µs: a learned window's probe's timeout
 	Counts   int64       // admissions no script counted, reported first
 	Class    Class
@@ -115,7 +115,7 @@ func limitArgs(k schema.Keys, ls []LimitSpec, ks []string, args []any) ([]string
 }
 
 // longestFixed is the longest fixed window of ls, µs (0: none), as
-// params.longestWindow has it.
+// Params.longestWindow has it.
 func longestFixed(ls []LimitSpec) int64 {
 	w := int64(0)
 	for _, sp := range ls {

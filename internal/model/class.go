@@ -15,14 +15,14 @@ package model
 // bucket keeps the bucket's whole rate). When no interactive work has
 // asked for the lending delay, background may spend everything: the
 // reserve is lent, and given back at the next interactive request. While
-// the scope has had interactive work within learnTTL it is lent for now
+// the scope has had interactive work within LearnTTL it is lent for now
 // only: a slot reserved ahead (within Tuning.MaxHold) still leaves it, so
 // background work never spends the reserve of the next window (or the
 // bucket's next tokens) in advance, and the next interactive request finds
 // it there. (This costs a sweep little: the holders asking as a window
 // opens spend what the slots ahead left, and a bucket gives every token
 // beyond the reserve.) A scope that has had no interactive work for
-// learnTTL is exactly as without classes.
+// LearnTTL is exactly as without classes.
 //
 // An interactive task that has to wait claims its cost from the capacity
 // it comes back to: until it is back (admitted), background work leaves
@@ -43,7 +43,7 @@ package model
 
 // classState is what the scope keeps of its interactive work.
 type classState struct {
-	seen    int64 // µs: interactive work last asked at, 0 none within learnTTL
+	seen    int64 // µs: interactive work last asked at, 0 none within LearnTTL
 	claims  int64 // the cost of interactive deferrals not yet back
 	claimed int64 // µs: the claims lapse at (0: none)
 }
@@ -85,9 +85,9 @@ func (k keeper) holds() bool { return k.share > 0 || k.claims > 0 }
 
 // of is what k leaves of a capacity n: its reserve (the share of n rounded
 // down, at least 1 and at most n−1) and the claims. Rounded down, the
-// sweep keeps at least 1 − Config.Reserve of every capacity of 5 or more
-// (rounded up, a learned window of 9 kept 2: the -priority benchmark's
-// sweep fell to 6.6 of 10 polls a second).
+// sweep keeps at least 1 − Config.Reserve of every capacity of 5 or more;
+// rounded up, a small capacity would keep more than its share from the
+// sweep (of a learned window of 9, the default reserve would keep 2).
 func (k keeper) of(n int64) int64 {
 	held := int64(0)
 	if k.share > 0 && n > 1 {

@@ -42,13 +42,11 @@ import (
 // concurrentPoll is how long a worker that found every slot of a
 // concurrency limit taken waits before it asks again (µs), unless a
 // release of its own gate wakes it sooner: a slot released by another
-// process idles at most this long before a waiting worker finds it. 20 ms
-// is below the latency of a nearby API (25 ms in the matrix), at 50 round
-// trips a second per waiting worker. On the model's concurrency/retry-after
-// (one process) it does not show: with a poll from 2 ms to 50 ms without
-// the wakes, and up to 200 ms with them, the cell takes 1.13 s, for a
-// worker whose request ends takes the slot it frees with its next task at
-// once.
+// process idles at most this long before a waiting worker finds it: below
+// the latency of a nearby API, at 50 round trips a second per waiting
+// worker. Within one process the poll hardly matters: a worker whose
+// request ends takes the slot it frees with its next task at once, and a
+// release wakes the gate's own waiters.
 const concurrentPoll = 20_000
 
 // lease is one admission's hold on a concurrency limit.

@@ -45,14 +45,14 @@ type diffEvent struct {
 	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time, 'l' release
 	lease    int  // release: which lease held (by its order), or one never held when beyond them
 	cost     int64
-	nowOnly  bool // admit: reserve no slot ahead (params.nowOnly)
+	nowOnly  bool // admit: reserve no slot ahead (Params.NowOnly)
 	class    Class
 	counts   int64 // admissions no script counted, reported first
 	pause    int64 // ms
 	hinted   bool
 	operator bool
 	prec     int64 // µs
-	alt      int64 // refuse: the hint read as milliseconds (refusal.alt), ms
+	alt      int64 // refuse: the hint read as milliseconds (Refusal.Alt), ms
 	obs      Observation
 	advance  time.Duration
 }
@@ -677,8 +677,8 @@ func TestDifferentialLent(t *testing.T) {
 
 // TestDifferentialRefill runs through model and scripts a sequence in
 // which a budget refills before its reset (a bucket telling when it is
-// full, gcra/until-full of the matrix) and admits on its refill: the random
-// sequences reach that admission too rarely to count on.
+// full) and admits on its refill: the random sequences reach that
+// admission too rarely to count on.
 func TestDifferentialRefill(t *testing.T) {
 	c, rdb := newMini(t)
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
@@ -697,12 +697,11 @@ func TestDifferentialRefill(t *testing.T) {
 }
 
 // TestDifferentialCounter runs through model and scripts a sequence in
-// which a budget is read as a sliding window counter's (go-chi/httprate,
-// sliding-counter/httprate of the matrix): a window of 10 spent whole
-// under a reset that held, the probe after it answered with the previous
-// window still weighing in, admissions as that weight decays, and the
-// budget rolled on at its resets, once by the reset read and once by a
-// reading of the next window arriving first.
+// which a budget is read as a sliding window counter's (go-chi/httprate): a
+// window of 10 spent whole under a reset that held, the probe after it
+// answered with the previous window still weighing in, admissions as that
+// weight decays, and the budget rolled on at its resets, once by the reset
+// read and once by a reading of the next window arriving first.
 func TestDifferentialCounter(t *testing.T) {
 	c, rdb := newMini(t)
 	a := diffEvent{kind: 'a', cost: 1, class: Background}

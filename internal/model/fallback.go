@@ -17,7 +17,7 @@ package model
 //
 // After the pause, the first admission is the episode's probe: it goes
 // alone, the others wait for its answer (at most the answer timeout,
-// params.answer: MaxHold and a second), looking every probePoll. An answer
+// Params.Answer: MaxHold and a second), looking every probePoll. An answer
 // without a refusal ends the episode: the scope is open, and its next
 // hintless refusal starts at fallbackFirst again. A refusal of the probe is
 // the next episode, twice as long. So while the provider refuses, the scope
@@ -25,14 +25,13 @@ package model
 //
 // Invariants: an episode's pause is within [fallbackFirst, cap] and at most
 // twice its predecessor's; at most one probe per episode, after its pause;
-// an episode is forgotten learnTTL after the refusal that started it (a
+// an episode is forgotten LearnTTL after the refusal that started it (a
 // scope with no news is open). Hinted refusals and Gate.Pause leave it.
 
 // fallbackFirst is the pause of a hintless episode's first refusal, ms:
 // MinPause, the shortest pause the gate records. A bucket refills some
-// tokens in a second (gcra/none of the matrix: 8 of its 10), and a longer
-// outage is found by the doubling within log2(cap/fallbackFirst) probes
-// (six for a minute).
+// tokens in a second, and a longer outage is found by the doubling within
+// log2(cap/fallbackFirst) probes (six for a minute).
 const fallbackFirst = 1000
 
 // fallbackState is the scope's hintless episode.

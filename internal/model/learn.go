@@ -50,7 +50,7 @@ package model
 //     request of the window before gives back, and do not race it. The
 //     windows above still count its admissions (lwin): they tell the
 //     probe, the raises and the refusals' windows.
-//   - A hintless refusal teaches too (refusal.teaching), as one hinted with
+//   - A hintless refusal teaches too (Refusal.teaching), as one hinted with
 //     its episode's pause read to a second, and paces the windows it
 //     aligns: the k-th admission of a window goes k·w/n into it (nothing
 //     tells a window's edges, and a proxy's limiter refills a bucket: a
@@ -88,16 +88,16 @@ package model
 //     D − s, read to the hint's precision, is longer than w beyond it,
 //     the provider's window is D − s long: w becomes it, and n stays. A
 //     longer wait may be a sliding log's hint stating its whole window
-//     (sliding-log/window, where D − s is two windows); a D − s within the
-//     hint's precision of w is a window that began up to a second after s
-//     (fixed-first) or a reset rounded down and probed early: they keep w,
-//     and so does a window a second longer than learned, which they cannot
-//     be told from.
+//     (where D − s is two windows); a D − s within the hint's precision of
+//     w is a window that began up to a second after s (one counted from
+//     its first request) or a reset rounded down and probed early: they
+//     keep w, and so does a window a second longer than learned, which
+//     they cannot be told from.
 //
 // Invariants: 1 ≤ n while a limit is learned (refusals that take it to 0
 // leave none); 1 s ≤ w ≤ 1 h; no refusal lowers n below what the
 // refused window got accepted, and one refusal-free window restores best;
-// what was learned is forgotten learnTTL after the refusal that taught it
+// what was learned is forgotten LearnTTL after the refusal that taught it
 // (a scope with no news is open).
 
 // raiseAfter is how long a refusal of the level it came at (the rules above)
@@ -105,7 +105,7 @@ package model
 // for a grown quota costs at most one climb a minute. Unfrozen, n raised
 // by one every window spent whole climbs on a bucket's slack above its
 // rate and is refused again every few windows, each refusal a pause. A
-// minute is short beside learnTTL: a provider that grants more is found a
+// minute is short beside LearnTTL: a provider that grants more is found a
 // minute after its last refusal.
 const raiseAfter = 60_000_000 // µs
 
@@ -173,7 +173,7 @@ func (s *learnState) answer(now, at, reset int64) {
 }
 
 // logSpec is the learned limit as a sliding log (see the rules above), ok
-// when its window is longer than p.hold: a slot reserved ahead then lies
+// when its window is longer than p.Hold: a slot reserved ahead then lies
 // in the learned window of now or the next one. A shorter one stays a
 // fixed window: its slots reserved up to MaxHold ahead would lie in
 // windows not yet seen, sent whatever a refusal meanwhile says.
@@ -248,10 +248,10 @@ func (s *learnState) grow(l limitSpec, p Params, w *windowState, al alignment, a
 // second (fallbackFirst): the learned window is rounded to whole seconds,
 // as a hint read in seconds is. Hintless refusals teach at all because,
 // with nothing learned, every episode's probe answer sends the whole
-// fleet, and a bucket's refill refuses about half of it. The windows they
-// align are paced (learnState.paced): unpaced, a limiter without a burst
-// (nginx's limit_req) accepts one of each window's burst, and the scope
-// would learn one request a window.
+// fleet, and a bucket's refill refuses all it has no token for. The
+// windows they align are paced (learnState.paced): unpaced, a limiter
+// without a burst (nginx's limit_req) accepts one of each window's burst,
+// and the scope would learn one request a window.
 const hintlessPrec = fallbackFirst * 1000
 
 // teaching is the refusal as the learned limit learns from it: a hinted

@@ -181,10 +181,9 @@ func (w *windowState) window(l limitSpec, p Params, al alignment, t int64) (star
 // request arrives, a few milliseconds later and more under load (the first
 // request of a run the slowest: a connection is dialled); the next window's
 // requests, admitted a period after the origin, must not arrive before the
-// provider's window has ended (fixed-first/retry-after of the matrix,
-// configured: 1.14–1.20×, 22.1–23.1 s measured, 1.19×, 22.3 s on the model
-// with its send delays of 1–3 ms). The sliding log's settling time, for the
-// same reason; it costs a clock-aligned provider 50 ms a window.
+// provider's window has ended, or they are refused. The sliding log's
+// settling time, for the same reason; it costs a clock-aligned provider
+// that much of every window.
 const windowSettle = SlidingSettle
 
 // used is what the window starting at start has spent: the counts of every
@@ -206,9 +205,9 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 // one starting at start only by its tail where it admits nothing (an
 // aligned window stops admitting the reset's precision before its end)
 // spent nothing in it. Resets read one after the other move the alignment
-// by their reading's jitter (a millisecond for a reset in ms: fixed/reset-ms
-// of the matrix, configured, took 30 s on the model for 20 as each window
-// counted its predecessor, realigned a millisecond earlier, whole).
+// by their reading's jitter (a millisecond for a reset in ms): without the
+// tail's exception each window would count its predecessor, realigned a
+// millisecond earlier, whole, and spend less than the provider's quota.
 func (w *windowState) usedAligned(l limitSpec, p Params, al alignment, start int64) int64 {
 	tail := int64(0)
 	if al.at != 0 {
@@ -229,13 +228,12 @@ func (w *windowState) usedAligned(l limitSpec, p Params, al alignment, start int
 // min(hold, period/2)); once the windows are aligned, a head that lies in
 // the first half of an aligned window was counted by the provider in that
 // window, not in the next one, which would otherwise count it as an
-// overlapping predecessor's (fixed/reset-ms of the matrix, configured: the
-// first aligned window got 26 of its 40, and the run took 25 s on the
-// model for 20). The first half, not the whole admitting part: an
-// alignment read from a response is late by up to the answer's round trip,
-// which a reset's precision (a millisecond for one in ms) does not cover;
-// half a window does. Any other head stands where it was recorded: both
-// windows it may fall in count it.
+// overlapping predecessor's and leave the provider's quota unspent. The
+// first half, not the whole admitting part: an alignment read from a
+// response is late by up to the answer's round trip, which a reset's
+// precision (a millisecond for one in ms) does not cover; half a window
+// does. Any other head stands where it was recorded: both windows it may
+// fall in count it.
 func (w *windowState) stands(l limitSpec, p Params, al alignment, s int64) int64 {
 	if al.at == 0 || w.origin == 0 || (s-w.origin)%(l.per+windowSettle) != 0 {
 		return s

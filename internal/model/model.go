@@ -9,19 +9,11 @@ import (
 // The admission model: one scope's state and its transitions, as pure
 // functions of explicit instants, in the manner of x/time/rate's reserveN.
 //
-// A scope's state has these concerns, each in its own file with the Lua
-// fragment that is its transaction in Redis:
-//
-//	model_pause.go   the pause: a deadline that only moves later
-//	model_limit.go   the configured limits: GCRA buckets and fixed windows
-//	model_sliding.go ... and sliding logs
-//	model_concurrency.go ... and concurrency limits: leases in flight
-//	model_budget.go  the budget the provider advertises, and its probe
-//	model_learn.go   the quota learned from refusals (a fixed window, or a log)
-//	model_line.go    the reopening line: where deferred tasks come back
-//	model_class.go   the classes of work: the reserve interactive work finds
-//	model_fallback.go the hintless pause: its episodes and their probes
-//	model_start.go   the slow start of a provider that advertises nothing
+// A scope's state is made of concerns (the pause, the configured limits,
+// the advertised budget, the learned quota, the reopening lines, the
+// classes, the hintless episode, the slow start), each in its own file
+// with the Lua fragment that is its transaction in Redis: the package doc
+// (doc.go) lists the files.
 //
 // Every concern answers two questions: the earliest instant it admits a
 // request of a given cost (or why it never will), and what it commits when
@@ -34,13 +26,13 @@ import (
 // Instants are Unix microseconds of Redis TIME (the pause deadline is kept
 // to the millisecond, as it is stored). The Lua scripts (scripts.go) run
 // the same transitions on the same state in Redis; the differential test
-// (model_differential_test.go) holds them equal.
+// (differential_test.go) holds them equal.
 
 // State is everything the gate keeps of one scope.
 type State struct {
 	pause  pauseState
 	line   lineState // background work's reopening line
-	iline  lineState // interactive work's (see model_class.go)
+	iline  lineState // interactive work's (see class.go)
 	class  classState
 	limits []limitState // one per configured limit, in order
 	budget budgetState
@@ -152,7 +144,7 @@ func (s *State) Admit(p Params, now, cost int64, c Class) Decision {
 }
 
 // AdmitLease is admit whose admission, if any, takes the lease id on the
-// concurrency limits (see model_concurrency.go).
+// concurrency limits (see concurrency.go).
 func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decision {
 	s.Normalize(p, now)
 	lim := s.active(p)
@@ -551,11 +543,11 @@ type Refusal struct {
 	// Operator: Gate.Pause, not a provider (it teaches nothing either)
 	Operator bool
 	// Hintless: a provider's refusal without a hint, taught as one hinted
-	// with its episode's pause (refusal.teaching); Probe: it refused a
+	// with its episode's pause (Refusal.teaching); Probe: it refused a
 	// Hintless episode's Probe
 	Hintless, Probe bool
 	// Alt: ms, the hint read as milliseconds, when it is a budget's reset
-	// written as a whole number under a name of seconds (observation.Alt;
+	// written as a whole number under a name of seconds (Observation.Alt;
 	// clamped as pause is; 0: not in question): the pause of a scope whose
 	// resets are milliseconds (budgetState.millis)
 	Alt int64
@@ -600,7 +592,7 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	return deadline, open || deadline > before
 }
 
-// Observe records the budget a response advertised (see observation).
+// Observe records the budget a response advertised (see Observation).
 func (s *State) Observe(p Params, now int64, o Observation) (announce bool) {
 	s.Normalize(p, now)
 	u, prec, announce := s.budget.observe(now, o)
@@ -609,9 +601,9 @@ func (s *State) Observe(p Params, now int64, o Observation) (announce bool) {
 	}
 	if u > 0 && u-now <= s.alignsWithin(p)+prec {
 		// Read late by up to the request's round trip: one reading
-		// after the other the alignment moves by as much (several ms on
-		// the matrix's fixed/reset-ms, configured), which a reset's
-		// precision of a millisecond does not cover (windowState.usedAligned).
+		// after the other the alignment moves by as much, which a
+		// reset's precision of a millisecond does not cover
+		// (windowState.usedAligned).
 		s.learn.align(now, u, max(prec, o.RTT))
 	}
 	s.learn.answer(now, o.Opened, u)
@@ -625,8 +617,8 @@ func (s *State) Observe(p Params, now int64, o Observation) (announce bool) {
 // configured, the learned window, or, with neither, any distance. A reset
 // farther ahead than the learned window is another quota's: GitHub's
 // hour-long primary budget beside the secondary limit the scope learned,
-// which, read on every response, moved the learned windows' alignment to
-// the instant of the last response (fixed/github-secondary of the matrix).
+// which, read on every response, would move the learned windows'
+// alignment to the instant of the last response.
 func (s *State) alignsWithin(p Params) int64 {
 	w := p.longestWindow()
 	if l, ok := s.learn.spec(); ok && w == math.MaxInt64/2 {
@@ -640,7 +632,7 @@ func (s *State) alignsWithin(p Params) int64 {
 // window ends none of them, so it does not align them. It is another
 // quota's (GitHub's hour-long primary budget beside its secondary limit),
 // or a misread (a reset in milliseconds below an hour read as seconds:
-// hint's maxSaneResetSeconds; fixed/reset-ms of the matrix).
+// hint's maxSaneResetSeconds).
 func (p Params) longestWindow() int64 {
 	w := int64(0)
 	for _, l := range p.Limits {

@@ -115,9 +115,7 @@ func TestModelLiveness(t *testing.T) {
 // slot in it: the admissions after it still find the window of now
 // spent. (Before, spending the slot dropped the counts older than one
 // period before the slot's window, which the window of now still counted:
-// 19 requests went at once into the provider's closed window on every
-// configured fixed-window cell with budget headers of the matrix, and
-// fixed/reset-ms stalled.)
+// the requests after it went at once into the provider's closed window.)
 func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
 	p := Params{Limits: []LimitSpec{{fixed: true, per: 5_000_000, n: 40}}, Hold: 1_500_000, MaxPause: 43_200_000}
 	const t0 = 1_700_000_000_000_000
@@ -150,9 +148,9 @@ func TestSlotAheadKeepsTheWindowSpent(t *testing.T) {
 // (in milliseconds) aligns the windows 25 ms after the origin's; the
 // aligned window that opens at that reset counts none of the 14, which the
 // provider counted in the window before it. (Before, it counted them as an
-// overlapping predecessor's: the first aligned window got 26 of its 40 and
-// fixed/reset-ms took 25 s on the model, 30 s measured, for 20.) Nor does
-// a window realigned a millisecond earlier count its predecessor.
+// overlapping predecessor's, and the first aligned window admitted only
+// what the 14 left of its 40.) Nor does a window realigned a millisecond
+// earlier count its predecessor.
 func TestAlignedWindowLeavesItsPredecessor(t *testing.T) {
 	p := Params{Limits: []LimitSpec{{fixed: true, per: 5_000_000, n: 40}}, Hold: 1_500_000, MaxPause: 43_200_000}
 	const t0 = 1_700_000_000_000_000

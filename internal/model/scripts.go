@@ -173,7 +173,7 @@ func pick(need, done []bool) string {
 	return b.String()
 }
 
-// AdmitReply names the fields of the admission's reply (see decision).
+// AdmitReply names the fields of the admission's reply (see Decision).
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
@@ -186,7 +186,7 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[10+i] the state of
 // the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
-// ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, params.nowOnly)  ARGV[6] a learned window's probe's
+// ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (State.Report)
 // ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
 // ARGV[11] the admission's lease id (its concurrency limits' lease)
@@ -263,7 +263,7 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 // operator (2: Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
 // script counted (State.Report)  ARGV[7] the hint read as
-// milliseconds ms (0: not in question; refusal.alt)  ARGV[8] n, then the
+// milliseconds ms (0: not in question; Refusal.Alt)  ARGV[8] n, then the
 // limits as for AdmitScript
 // returns: refuseReply
 var RefuseScript = script(RefuseReply, luaRefuseBody)
@@ -318,10 +318,10 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 // window µs (0: none, then the learned window's; a reset beyond it aligns nothing: State.alignsWithin)
 // ARGV[9] refused (1: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
-// ARGV[10] the answered request's round trip µs (0 unknown: observation.rtt)
+// ARGV[10] the answered request's round trip µs (0 unknown: Observation.RTT)
 // ARGV[11] the reset read as milliseconds µs (0: not in question)
 // ARGV[12] millis (1: the reset was read as milliseconds from a name of
-// seconds; observation.alt, observation.millis)
+// seconds; Observation.Alt, Observation.Millis)
 // returns: observeReply
 var ObserveScript = script(ObserveReply, luaObserveBody)
 

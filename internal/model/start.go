@@ -7,28 +7,28 @@ package model
 // with none: budgetState.silent) and of which nothing was learned tells
 // its quota only by refusing. Sent at once, a fleet's first requests are
 // all on their way when the first refusal comes back, and every one the
-// quota had no room for is refused with it: twenty workers in front of a
-// bucket of 11 lost 20 requests before the first answer (gcra/none of the
-// matrix, 1.11×: 20 of its 22 refused). So such a scope starts as TCP
+// quota had no room for is refused with it (twenty workers in front of a
+// bucket of 11 have nine refused before the first answer comes back, and
+// their retries meet a bucket still empty). So such a scope starts as TCP
 // does: a request answered without a refusal lets two more go, so the
 // requests in flight double with every round trip, from startFirst, while
 // the answers say the provider takes them. Requests counted: sent, and
 // answered (each answer is reported: the admission's answer id, as a
-// learned window's probe's, decision.opens). A scope admits while
+// learned window's probe's, Decision.Opens). A scope admits while
 //
 //	sent + cost ≤ startFirst + 2·answered
 //
 // and the others wait (looking every concurrentPoll, woken by an answer
 // reported in their process), as for a concurrency limit's slot
 // (ReasonInFlight). A task with no place to wait in its process
-// (params.nowOnly: the fair share of waiting workers, admission.go) goes at
+// (Params.NowOnly: the fair share of waiting workers, admission.go) goes at
 // once: deferred, asynq would bring it back a second later, more than the
 // start's round trips save (a carrier without quota beside a paced one had
 // its first tasks deferred: TestModesEndToEnd).
 //
 // The start ends at the first refusal (what the refusals teach paces the
 // scope from there: learn.go, fallback.go), after startAnswers
-// answers, or when no answer came for the answer timeout (params.answer),
+// answers, or when no answer came for the answer timeout (Params.Answer),
 // so a lost answer holds no scope longer than that. Nothing but a silent
 // provider starts slowly: a budget advertised paces the scope by itself,
 // configured limits by themselves. Resume forgets the start with the
@@ -37,7 +37,7 @@ package model
 // Invariants: while the start is in force and no task lacks a place to
 // wait, the requests admitted in it are at most startFirst + 2·answered;
 // it holds no scope past its last answer and the answer timeout; it is
-// forgotten learnTTL after it began or was refused.
+// forgotten LearnTTL after it began or was refused.
 
 // startFirst is how many requests a slow start sends before its first
 // answer: the first contact's probe, answered, doubled (TCP's rule).
@@ -45,14 +45,14 @@ const startFirst = 2
 
 // startAnswers is how many answers end a slow start that no refusal
 // ended: its room is then startFirst + 2·startAnswers requests at once
-// (66), beyond the 20 workers of the matrix and the workers per scope of
-// most asynq fleets, whose first requests it paced; a larger fleet goes
-// at once from there. It bounds what the start costs a scope that is never
-// refused: its first 32 answers each a round trip to Redis, its
-// admissions one each until then (the open cache waits for its end).
-// (Ended instead once its room was twice the requests in flight, it ended
-// on the bench after 7 requests: the fleet's other workers were still
-// waiting for the first contact's probe, and came at once after it.)
+// (66), beyond the workers per scope of most asynq fleets, whose first
+// requests it paces; a larger fleet goes at once from there. It bounds
+// what the start costs a scope that is never refused: its first 32
+// answers each a round trip to Redis, its admissions one each until then
+// (the open cache waits for its end). It does not end once its room is
+// twice the requests in flight: that comes within the first few requests,
+// while the fleet's other workers still wait for the first contact's
+// probe, and they would all go at once after it.
 const startAnswers = 32
 
 // StartAnswerWakes is how many of its workers waiting in this process an

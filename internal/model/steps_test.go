@@ -25,7 +25,7 @@ func TestBudgetSteps(t *testing.T) {
 		obs     *Observation // observe at at; else admit a cost of 1
 		want    budgetVerdict
 		probe   bool // the admission is a probe
-		nowOnly bool // the task has no place to wait (params.nowOnly)
+		nowOnly bool // the task has no place to wait (Params.NowOnly)
 	}
 	for _, s := range []step{
 		{name: "first contact: a probe", at: T0 + 0, want: budgetVerdict{probe: true}, probe: true},
@@ -160,7 +160,7 @@ func TestBudgetOvertakenSteps(t *testing.T) {
 }
 
 // TestBudgetMillisSteps: a reset written as a whole number under a name
-// of seconds, which may be milliseconds (observation.alt), is read as
+// of seconds, which may be milliseconds (Observation.Alt), is read as
 // milliseconds once the scope's resets were, or when its milliseconds
 // reading falls in the window in force where its seconds reading does not.
 func TestBudgetMillisSteps(t *testing.T) {
@@ -313,9 +313,9 @@ func TestLearnSteps(t *testing.T) {
 		t.Errorf("learned again from a cycle that began at a deadline: %+v, want 5 per 4 s, raises frozen", l)
 	}
 	// A window's probe refused, the refusal saying the whole window (a
-	// sliding log's Retry-After, sliding-log/window of the matrix): the
-	// window has not begun where the learned one did, whatever it got
-	// accepted (nothing): realign, keep n and w.
+	// sliding log's Retry-After): the window has not begun where the
+	// learned one did, whatever it got accepted (nothing): realign, keep n
+	// and w.
 	pl := learnState{limit: 40, window: 5 * sec, best: 40, alignAt: T0, alignPrec: sec, since: T0, expires: T0 + LearnTTL}
 	var pw windowState
 	ps, _ := pl.spec()
@@ -331,7 +331,7 @@ func TestLearnSteps(t *testing.T) {
 	if pl.limit != 40 || pl.window != 5*sec || pl.alignAt != T0+10*sec+30*ms || pl.absorb != 0 {
 		t.Errorf("a refused probe: %+v, want 40 per 5 s aligned at 10.03 s", pl)
 	}
-	// Forgotten learnTTL after the refusal that taught it.
+	// Forgotten LearnTTL after the refusal that taught it.
 	var m State
 	m.learn = l
 	m.Normalize(Params{MaxPause: 3600_000}, l.refused+LearnTTL)
@@ -363,16 +363,17 @@ func TestRelearnSteps(t *testing.T) {
 		{"a clock window longer than learned: its length", 3 * sec, 0, 30 * ms, 2000, sec, 5 * sec},
 		{"the same, read to the millisecond", 3 * sec, 0, 30 * ms, 1500, ms, 4530 * ms},
 		{"the probe late in its window: from the window spent whole", 3 * sec, 900 * ms, 30 * ms, 2000, sec, 6 * sec},
-		// sliding-log/window: a log's hint is always the whole window (the
-		// learned one), whatever its oldest entry; D − T0 is two windows.
+		// A sliding log's Retry-After: its hint is always the whole window
+		// (the learned one), whatever its oldest entry; D − T0 is two
+		// windows.
 		{"a sliding log's whole-window hint: keep", 5 * sec, 0, 30 * ms, 5000, sec, 5 * sec},
-		// fixed-first: the provider's window began with the window's first
-		// request, up to a second after the learned one; and a clock window
-		// whose reset is rounded down, probed a little early: D − T0 is w
-		// within the hint's precision.
+		// A window counted from its first request: the provider's window
+		// began with the window's first request, up to a second after the
+		// learned one; and a clock window whose reset is rounded down,
+		// probed a little early: D − T0 is w within the hint's precision.
 		{"a window that began up to a second after the learned one: keep", 5 * sec, 0, 30 * ms, 1000, sec, 5 * sec},
 		{"a window a second longer than learned is not told from it: keep", 4 * sec, 0, 30 * ms, 1000, sec, 4 * sec},
-		// bucket/prose: "try again in 1 second", whatever the window
+		// A bucket in prose: "try again in 1 second", whatever the window
 		{"a bucket's next token: keep", sec, 0, 30 * ms, 1000, sec, sec},
 		{"a bucket's next token, a window of 2 s learned: keep", 2 * sec, 0, 30 * ms, 1000, sec, 2 * sec},
 		{"a bucket's next token, the probe late in its window: keep", 2 * sec, 600 * ms, 30 * ms, 1000, sec, 2 * sec},
@@ -562,7 +563,7 @@ func TestFallbackSteps(t *testing.T) {
 		{name: "its probe", at: T0 + 18400*ms, want: 0, probe: true},
 		{name: "no answer: the others wait out its timeout", at: T0 + 20800*ms, want: T0 + 20850*ms},
 		// (the refusal at 17.4 s taught the cycle's 2 admissions less itself:
-		// 1 per second, paced, its windows aligned to 18.4 s: refusal.teaching)
+		// 1 per second, paced, its windows aligned to 18.4 s: Refusal.teaching)
 		{name: "past the timeout: admitted, no second probe", at: T0 + 20900*ms, want: 0},
 		{name: "refused after all: the episode goes on, two seconds", at: T0 + 21000*ms, refuse: true, want: (T0 + 23000*ms) / ms},
 	} {
@@ -587,7 +588,7 @@ func TestFallbackSteps(t *testing.T) {
 }
 
 // TestHintlessLearnSteps walks what a hintless refusal teaches the scope
-// (refusal.teaching): the cycle's admissions less the refusals per the
+// (Refusal.teaching): the cycle's admissions less the refusals per the
 // episode's pause rounded to a second, as a hint of a second would; nothing
 // when the cycle got nothing accepted (an outage: the episode's pauses
 // answer it), nothing from an operator's pause, and nothing beside
@@ -717,9 +718,9 @@ func spender(t *testing.T, p Params, b *budgetState) func(at int64, n int) {
 }
 
 // TestBudgetRefillSteps: a bucket of 11 refilling one every 125 ms, whose
-// reset is the time until it is full (throttled's GCRA, gcra/until-full of
-// the matrix), read in whole seconds rounded up; and the readings that do
-// not refill: a window's end, and a bucket's next token.
+// reset is the time until it is full (throttled's GCRA), read in whole
+// seconds rounded up; and the readings that do not refill: a window's end,
+// and a bucket's next token.
 func TestBudgetRefillSteps(t *testing.T) {
 	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
@@ -788,12 +789,12 @@ func TestBudgetRefillSteps(t *testing.T) {
 }
 
 // TestBudgetCounterSteps: a sliding window counter of 10 per 5 s
-// (go-chi/httprate, sliding-counter/httprate of the matrix), its reset the
-// window's end in epoch seconds read against Date: the first window spent
-// whole under a reset that held, the probe after it answered with the
-// previous window still weighing in, the budget paced as that weight
-// decays and rolled on at its reset without a probe; and the budgets that
-// are not whole after their reset but are no counter.
+// (go-chi/httprate), its reset the window's end in epoch seconds read
+// against Date: the first window spent whole under a reset that held, the
+// probe after it answered with the previous window still weighing in, the
+// budget paced as that weight decays and rolled on at its reset without a
+// probe; and the budgets that are not whole after their reset but are no
+// counter.
 func TestBudgetCounterSteps(t *testing.T) {
 	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
@@ -885,9 +886,9 @@ func TestBudgetCounterSteps(t *testing.T) {
 		// answered 0 left, the next token 125 ms on (minCounterWindow).
 		{"a next token to the millisecond, read while the burst was spent", ms, []int64{2, 1, 0}, 120 * ms, 0, 125 * ms, 10 * ms},
 		// A refusal's pause held the scope past the reset: the first
-		// reading after it lies two seconds after the reset (bucket/delta
-		// of the matrix, read as a counter of a 2 s window: paced at 5/s
-		// for a bucket of 8/s, 36.6-37.9 s where the ideal is 23.75 s).
+		// reading after it lies two seconds after the reset (a bucket
+		// telling its next token in delta seconds: read as a counter of a
+		// 2 s window, it would be paced below its rate).
 		{"a next token rounded up to the second, read a second after the reset", sec, []int64{2, 1, 0}, sec, 7, sec, 1030 * ms},
 		{"a next token to the millisecond, read a second after the reset", ms, []int64{2, 1, 0}, 120 * ms, 7, 125 * ms, 1030 * ms},
 	} {
@@ -936,12 +937,11 @@ func TestBudgetCounterSteps(t *testing.T) {
 	}
 }
 
-// TestBudgetRoundedDownSteps: a window of 40 counted from its first
-// request whose reset is its end in epoch seconds rounded down, read
-// against the whole-second Date header (fixed-first/epoch-floor of the
-// matrix). Until a probe at the reset is refused, the earliest reading of
-// a window is kept, as for resets rounded up; after it, the window's first
-// reading, which its first request took.
+// TestBudgetRoundedDownSteps: a window of 40 counted from its first request
+// whose reset is its end in epoch seconds rounded down, read against the
+// whole-second Date header. Until a probe at the reset is refused, the
+// earliest reading of a window is kept, as for resets rounded up; after it,
+// the window's first reading, which its first request took.
 func TestBudgetRoundedDownSteps(t *testing.T) {
 	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
@@ -1009,9 +1009,9 @@ func TestBudgetRoundedDownSteps(t *testing.T) {
 
 // TestLearnedWindowAlignsOnItsOwnResets: with nothing configured, a reset
 // farther ahead than the learned window (GitHub's hour-long primary budget
-// beside the secondary limit learned from its refusals,
-// fixed/github-secondary of the matrix) does not move the learned windows'
-// alignment; one within it does, as before anything is learned.
+// beside the secondary limit learned from its refusals) does not move the
+// learned windows' alignment; one within it does, as before anything is
+// learned.
 func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
 	p := Params{Probe: 2500 * ms}
 	sec := 1000 * ms
@@ -1037,8 +1037,8 @@ func TestLearnedWindowAlignsOnItsOwnResets(t *testing.T) {
 // which keeps w) was counted by no provider, so its entry leaves the log,
 // and the window after the refusal's deadline gets all of n at once.
 // (Before: the probe's entry held a slot until a window after the probe,
-// 20 ms past the deadline here; a 10 s clock window met 4.1–5.1 s into it
-// went 34.4 s → 42.4 s on the swept clock.)
+// 20 ms past the deadline here, and learning was slower than the plain
+// pause on a clock window met partway through.)
 func TestRefusedProbeLeavesLearnedLog(t *testing.T) {
 	p := Params{Hold: 250 * ms, MaxPause: 3600_000}
 	var s State
