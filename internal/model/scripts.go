@@ -274,7 +274,7 @@ local nlim = tonumber(ARGV[8])
 local P = pause_load(KEYS[1])
 local ms, probe = tonumber(ARGV[1]), false
 local B, alt, prec = budget_load(KEYS[7]), tonumber(ARGV[7]), tonumber(ARGV[4])
-if alt > 0 and B.millis then ms, prec = alt, C.millisPrec end -- refusal.alt
+if alt > 0 and B.millis then ms, prec = alt, C.millisPrec end -- Refusal.Alt
 if ARGV[3] == '0' then
   local FB = fallback_load(KEYS[5])
   probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
@@ -291,7 +291,7 @@ if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
 local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
 local hinted, hintless = ARGV[3] == '1', ARGV[3] == '0' and nlim == 0
-if hintless then hinted, prec = true, C.hintlessPrec end -- refusal.teaching
+if hintless then hinted, prec = true, C.hintlessPrec end -- Refusal.teaching
 local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw)
 if over then redis.call('DEL', KEYS[3]) end
 if probed > 0 then sliding_drop(KEYS[6], probed) end -- the provider counted nothing for the refused probe

@@ -130,7 +130,7 @@ func untilOf(a Admission) time.Time {
 
 // exactPause records a pause of exactly the length asked: an operator's
 // (Gate.Pause), which teaches nothing. A hintless refusal's pause is its
-// episode's (model's fallback.go), a second the first time.
+// episode's (internal/model/fallback.go), a second the first time.
 var exactPause = Refusal{Operator: true}
 
 // eventually waits up to d for cond, and fails the test if it never holds.
