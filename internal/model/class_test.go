@@ -39,7 +39,7 @@ func TestKeeperOf(t *testing.T) {
 func TestClassSteps(t *testing.T) {
 	lend := 5 * time.Second.Microseconds()
 	p := Params{Hold: 250 * ms, MaxPause: 3_600_000, Reserve: 200, Lend: lend,
-		Limits: []limitSpec{specOf(FixedWindow(10, time.Second))}}
+		Limits: []LimitSpec{specOf(FixedWindow(10, time.Second))}}
 	var s State
 	type step struct {
 		name  string
@@ -104,7 +104,7 @@ func TestClassSteps(t *testing.T) {
 // bucket's.
 func TestClassGCRA(t *testing.T) {
 	p := Params{Hold: 0, MaxPause: 3_600_000, Reserve: 200, Lend: 30_000 * ms,
-		Limits: []limitSpec{specOf(PerSecond(10, 10))}}
+		Limits: []LimitSpec{specOf(PerSecond(10, 10))}}
 	var s State
 	s.Admit(p, T0, 1, Interactive)
 	got := 0

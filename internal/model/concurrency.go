@@ -75,7 +75,7 @@ func concHeld(ls []lease, t int64) int64 {
 // is released meanwhile: t when they have room, else the expiry that
 // leaves it. A cost above n is never admitted (the search's final check
 // fails at the instant answered).
-func concEarliest(ls []lease, l limitSpec, t, cost int64) int64 {
+func concEarliest(ls []lease, l LimitSpec, t, cost int64) int64 {
 	if cost > l.n {
 		return t + l.per
 	}
@@ -93,7 +93,7 @@ func concEarliest(ls []lease, l limitSpec, t, cost int64) int64 {
 }
 
 // concAdd returns ls with the lease id of cost admitted at t, in order.
-func concAdd(ls []lease, l limitSpec, t, cost int64, id string) []lease {
+func concAdd(ls []lease, l LimitSpec, t, cost int64, id string) []lease {
 	out := append(slices.Clone(ls), lease{exp: t + l.per, id: id, cost: cost})
 	slices.SortFunc(out, compareLeases)
 	return out

@@ -116,7 +116,7 @@ func TestConcurrentNeverExceeds(t *testing.T) {
 		{SlidingWindow(6, time.Second), short},
 	} {
 		p := Params{Hold: 400_000, MaxPause: 3600_000, Reserve: 300, Lend: 2_000_000}
-		var cl limitSpec
+		var cl LimitSpec
 		for _, l := range ls {
 			p.Limits = append(p.Limits, specOf(l))
 			if specOf(l).concurrent {

@@ -149,7 +149,7 @@ func (s learnState) earliest(p Params, now int64) int64 {
 // opens reports whether an admission at at opens a window of the fixed
 // window l (configured or learned) after one spent whole: it goes alone,
 // as the window's probe (see answer).
-func (s learnState) opens(l limitSpec, p Params, w *windowState, al alignment, at int64) bool {
+func (s learnState) opens(l LimitSpec, p Params, w *windowState, al alignment, at int64) bool {
 	start, _ := w.window(l, p, al, at)
 	return w.used(l, start) == 0 && w.used(l, start-l.per) >= l.n
 }
@@ -177,12 +177,12 @@ func (s *learnState) answer(now, at, reset int64) {
 // in the learned window of now or the next one. A shorter one stays a
 // fixed window: its slots reserved up to MaxHold ahead would lie in
 // windows not yet seen, sent whatever a refusal meanwhile says.
-func (s learnState) logSpec(p Params) (limitSpec, bool) {
-	return limitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
+func (s learnState) logSpec(p Params) (LimitSpec, bool) {
+	return LimitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
 }
 
-func (s learnState) spec() (limitSpec, bool) {
-	return limitSpec{fixed: true, per: s.window, n: s.limit}, s.limit > 0 && s.window > 0
+func (s learnState) spec() (LimitSpec, bool) {
+	return LimitSpec{fixed: true, per: s.window, n: s.limit}, s.limit > 0 && s.window > 0
 }
 
 func (s learnState) alignment() alignment { return alignment{s.alignAt, s.alignPrec} }
@@ -229,7 +229,7 @@ func (s *learnState) report(now, n int64) {
 
 // grow raises n when the learned window of at is the first admission of
 // a window that follows one spent whole without a refusal.
-func (s *learnState) grow(l limitSpec, p Params, w *windowState, al alignment, at int64) {
+func (s *learnState) grow(l LimitSpec, p Params, w *windowState, al alignment, at int64) {
 	start, _ := w.window(l, p, al, at)
 	if w.used(l, start) > 0 || w.used(l, start-l.per) < s.limit || s.refused >= start-l.per {
 		return

@@ -40,11 +40,8 @@ import (
 // (State.Admit checks the instant once more after its search); a cost
 // a limit can never admit is refused before Redis is asked (checkCost).
 
-// LimitSpec is a configured limit as the model uses it (see Spec).
-type LimitSpec = limitSpec
-
-// limitSpec is a limit as the model uses it.
-type limitSpec struct {
+// LimitSpec is a configured limit as the model uses it (built by Spec).
+type LimitSpec struct {
 	fixed   bool
 	sliding bool // a sliding log (sliding.go)
 	// concurrent: a concurrency limit (concurrency.go)
@@ -54,7 +51,7 @@ type limitSpec struct {
 }
 
 // gcra reports whether l is a GCRA bucket.
-func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding && !l.concurrent }
+func (l LimitSpec) gcra() bool { return !l.fixed && !l.sliding && !l.concurrent }
 
 // Spec converts a configured limit of kind kind: rate requests per period
 // (a GCRA bucket with the given burst, a fixed window, a sliding log), or
@@ -64,21 +61,21 @@ func (l limitSpec) gcra() bool { return !l.fixed && !l.sliding && !l.concurrent 
 func Spec(kind schema.LimitKind, rate int, period time.Duration, burst int) LimitSpec {
 	switch kind {
 	case schema.Fixed:
-		return limitSpec{fixed: true, per: period.Microseconds(), n: int64(rate)}
+		return LimitSpec{fixed: true, per: period.Microseconds(), n: int64(rate)}
 	case schema.Sliding:
-		return limitSpec{sliding: true, per: period.Microseconds() + SlidingSettle, n: int64(rate)}
+		return LimitSpec{sliding: true, per: period.Microseconds() + SlidingSettle, n: int64(rate)}
 	case schema.Concurrent:
-		return limitSpec{concurrent: true, per: period.Microseconds(), n: int64(rate)}
+		return LimitSpec{concurrent: true, per: period.Microseconds(), n: int64(rate)}
 	}
 	if rate <= 0 || period <= 0 {
-		return limitSpec{n: int64(max(burst, 1))}
+		return LimitSpec{n: int64(max(burst, 1))}
 	}
 	us := period.Microseconds()
-	return limitSpec{per: max((us+int64(rate)-1)/int64(rate), 1), n: int64(max(burst, 1))}
+	return LimitSpec{per: max((us+int64(rate)-1)/int64(rate), 1), n: int64(max(burst, 1))}
 }
 
 // kind is the kind of l, which names its key.
-func (l limitSpec) kind() schema.LimitKind {
+func (l LimitSpec) kind() schema.LimitKind {
 	return schema.KindOf(l.fixed, l.sliding, l.concurrent)
 }
 
@@ -107,7 +104,7 @@ type windowState struct {
 	counts map[int64]int64
 }
 
-func (s *limitState) earliest(l limitSpec, p Params, al alignment, now, t, cost int64) int64 {
+func (s *limitState) earliest(l LimitSpec, p Params, al alignment, now, t, cost int64) int64 {
 	if l.sliding {
 		return slidingEarliest(s.log, l, t, cost)
 	}
@@ -121,7 +118,7 @@ func (s *limitState) earliest(l limitSpec, p Params, al alignment, now, t, cost 
 	return s.win.earliest(l, p, al, t, cost, !s.learned, s.paced)
 }
 
-func (s *limitState) spend(l limitSpec, p Params, al alignment, now, t, cost int64, id string) {
+func (s *limitState) spend(l LimitSpec, p Params, al alignment, now, t, cost int64, id string) {
 	if l.sliding {
 		s.log = slidingAdd(s.log, t, cost)
 		return
@@ -141,7 +138,7 @@ func (s *limitState) spend(l limitSpec, p Params, al alignment, now, t, cost int
 // windows to its deadline (learnState.refuse) and clears their counts, and
 // fills a sliding log (slidingFill); a concurrency limit's leases stay
 // (each is released by its request).
-func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
+func (s *limitState) refuse(l LimitSpec, now int64, hinted bool) {
 	if l.concurrent {
 		return
 	}
@@ -163,7 +160,7 @@ func (s *limitState) refuse(l limitSpec, now int64, hinted bool) {
 // window returns the start of the window of t and the instant until which
 // it admits. Unaligned windows follow each other a period and
 // windowSettle apart.
-func (w *windowState) window(l limitSpec, p Params, al alignment, t int64) (start, stop int64) {
+func (w *windowState) window(l LimitSpec, p Params, al alignment, t int64) (start, stop int64) {
 	a, allow, per := al.at, max(l.per-al.prec, l.per/2, 1), l.per
 	if a == 0 {
 		a, allow, per = w.origin, max(min(p.Hold, l.per/2), 1), l.per+windowSettle
@@ -188,7 +185,7 @@ const windowSettle = SlidingSettle
 
 // used is what the window starting at start has spent: the counts of every
 // recorded window that overlaps it.
-func (w *windowState) used(l limitSpec, start int64) int64 {
+func (w *windowState) used(l LimitSpec, start int64) int64 {
 	c := int64(0)
 	for s, n := range w.counts {
 		if s > start-l.per && s < start+l.per {
@@ -208,7 +205,7 @@ func (w *windowState) used(l limitSpec, start int64) int64 {
 // by their reading's jitter (a millisecond for a reset in ms): without the
 // tail's exception each window would count its predecessor, realigned a
 // millisecond earlier, whole, and spend less than the provider's quota.
-func (w *windowState) usedAligned(l limitSpec, p Params, al alignment, start int64) int64 {
+func (w *windowState) usedAligned(l LimitSpec, p Params, al alignment, start int64) int64 {
 	tail := int64(0)
 	if al.at != 0 {
 		_, stop := w.window(l, p, al, start)
@@ -234,7 +231,7 @@ func (w *windowState) usedAligned(l limitSpec, p Params, al alignment, start int
 // precision (a millisecond for one in ms) does not cover; half a window
 // does. Any other head stands where it was recorded: both windows it may
 // fall in count it.
-func (w *windowState) stands(l limitSpec, p Params, al alignment, s int64) int64 {
+func (w *windowState) stands(l LimitSpec, p Params, al alignment, s int64) int64 {
 	if al.at == 0 || w.origin == 0 || (s-w.origin)%(l.per+windowSettle) != 0 {
 		return s
 	}
@@ -253,7 +250,7 @@ const earliestRounds = 3
 // in a window that has room, before its stop; a paced window (the learned
 // limit a hintless refusal taught: learnState.paced) admits its k-th at
 // k·per/n into it at the earliest.
-func (w *windowState) earliest(l limitSpec, p Params, al alignment, t, cost int64, configured, paced bool) int64 {
+func (w *windowState) earliest(l LimitSpec, p Params, al alignment, t, cost int64, configured, paced bool) int64 {
 	for range earliestRounds {
 		start, stop := w.window(l, p, al, t)
 		used := w.used(l, start)
@@ -278,7 +275,7 @@ func (w *windowState) earliest(l limitSpec, p Params, al alignment, t, cost int6
 // spend counts cost in the window of t. It drops no count: t may be a
 // slot ahead, in the next window, while the window of now still counts
 // what overlaps it (live drops what no window from now on overlaps).
-func (w *windowState) spend(l limitSpec, p Params, al alignment, t, cost int64) {
+func (w *windowState) spend(l LimitSpec, p Params, al alignment, t, cost int64) {
 	start, _ := w.window(l, p, al, t)
 	if al.at == 0 && w.origin == 0 {
 		w.origin = t
@@ -294,7 +291,7 @@ func (w *windowState) spend(l limitSpec, p Params, al alignment, t, cost int64) 
 // and a scope idle that long starts its windows again (no origin). Redis
 // expires the key a margin after the same instant; the expiry only
 // collects what the values already say is over.
-func (w *windowState) live(l limitSpec, now int64) {
+func (w *windowState) live(l LimitSpec, now int64) {
 	for s := range w.counts {
 		if s+2*l.per <= now {
 			delete(w.counts, s)

@@ -34,7 +34,7 @@ func (l Limit) kind() schema.LimitKind {
 	return schema.KindOf(l.Fixed, l.Sliding, l.Concurrent)
 }
 
-func specOf(l Limit) limitSpec { return Spec(l.kind(), l.Rate, l.Period, l.Burst) }
+func specOf(l Limit) LimitSpec { return Spec(l.kind(), l.Rate, l.Period, l.Burst) }
 
 func specsOf(ls []Limit) []LimitSpec {
 	out := make([]LimitSpec, len(ls))

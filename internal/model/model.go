@@ -45,7 +45,7 @@ type State struct {
 
 // Params is what the transitions need from the configuration.
 type Params struct {
-	Limits []limitSpec // configured, zero ones left out
+	Limits []LimitSpec // configured, zero ones left out
 	Hold   int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
 	// NowOnly: reserve no slot ahead; admitted only at now, otherwise
 	// limited with the instant unreserved (the gate has no worker to spare
@@ -115,7 +115,7 @@ const maxRounds = 8
 // itself, and a count learned beside it could only hold the scope below
 // what the provider accepts.
 type active struct {
-	specs   []limitSpec
+	specs   []LimitSpec
 	states  []*limitState
 	learned bool // specs[0] is the learned limit
 }
@@ -130,9 +130,9 @@ func (s *State) active(p Params) active {
 	}
 	if l, ok := s.learn.spec(); ok && (!s.budget.known || s.learn.secondary > 0) {
 		if ll, ok := s.learn.logSpec(p); ok {
-			return active{specs: []limitSpec{ll}, states: []*limitState{&s.llog}, learned: true}
+			return active{specs: []LimitSpec{ll}, states: []*limitState{&s.llog}, learned: true}
 		}
-		return active{specs: []limitSpec{l}, states: []*limitState{{fixed: true, learned: true, paced: s.learn.paced > 0, win: &s.lwin}}, learned: true}
+		return active{specs: []LimitSpec{l}, states: []*limitState{{fixed: true, learned: true, paced: s.learn.paced > 0, win: &s.lwin}}, learned: true}
 	}
 	return active{}
 }
@@ -476,11 +476,11 @@ func (a active) earliest(p Params, al alignment, k keeper, now, cost int64) (at 
 
 // kept returns the specs as work leaving k unspent sees them: every
 // capacity smaller by what k leaves of it.
-func (a active) kept(k keeper) []limitSpec {
+func (a active) kept(k keeper) []LimitSpec {
 	if !k.holds() {
 		return a.specs
 	}
-	v := make([]limitSpec, len(a.specs))
+	v := make([]LimitSpec, len(a.specs))
 	for i, l := range a.specs {
 		v[i] = l
 		v[i].n -= k.of(l.n)
@@ -502,7 +502,7 @@ func (a active) interval(cost int64) int64 {
 
 // concurrent reports whether a concurrency limit is among the limits.
 func (a active) concurrent() bool {
-	return slices.ContainsFunc(a.specs, func(l limitSpec) bool { return l.concurrent })
+	return slices.ContainsFunc(a.specs, func(l LimitSpec) bool { return l.concurrent })
 }
 
 // full reports whether a concurrency limit has no room at now for cost of
@@ -529,7 +529,7 @@ func (a active) others() active {
 
 // sliding reports whether a sliding log is among the limits.
 func (a active) sliding() bool {
-	return slices.ContainsFunc(a.specs, func(l limitSpec) bool { return l.sliding })
+	return slices.ContainsFunc(a.specs, func(l LimitSpec) bool { return l.sliding })
 }
 
 // Refusal is what a Refusal tells the scope.
@@ -760,7 +760,7 @@ func (s *State) normalizeLimits(p Params, now int64) {
 // nothing for l. Of l's kind, nothing over is kept: a fixed window's stale
 // windows, a sliding log's entries past its window, a concurrency limit's
 // expired leases, a GCRA TAT in the past (the bucket is full).
-func normalizeLimit(st *limitState, l limitSpec, now int64) {
+func normalizeLimit(st *limitState, l LimitSpec, now int64) {
 	if st.fixed != l.fixed || st.sliding != l.sliding || st.concurrent != l.concurrent || st.win == nil {
 		*st = limitState{fixed: l.fixed, sliding: l.sliding, concurrent: l.concurrent, win: &windowState{}}
 	}

@@ -38,7 +38,7 @@ func TestHeldLaterSteps(t *testing.T) {
 // admitted past the keeper's lapse.
 func TestAdmitSearchSteps(t *testing.T) {
 	now := T0
-	bucket := limitSpec{per: 100 * ms, n: 2}
+	bucket := LimitSpec{per: 100 * ms, n: 2}
 	for _, s := range []struct {
 		name   string
 		tat    int64 // the bucket's TAT
@@ -54,7 +54,7 @@ func TestAdmitSearchSteps(t *testing.T) {
 		{"a reserve lapsing first: ask again at its lapse", now + 200*ms, keeper{share: 500, lapse: now + 150*ms}, now + 150*ms, false, keeper{share: 500, lapse: now + 150*ms}},
 		{"a reserve lapsing later holds", now + 200*ms, keeper{share: 500, lapse: now + 300*ms}, now + 200*ms, true, keeper{share: 500, lapse: now + 300*ms}},
 	} {
-		a := admission{now: now, cost: 1, k: s.k, lim: active{specs: []limitSpec{bucket}, states: []*limitState{{tat: s.tat}}}}
+		a := admission{now: now, cost: 1, k: s.k, lim: active{specs: []LimitSpec{bucket}, states: []*limitState{{tat: s.tat}}}}
 		at, ok, k := a.search()
 		if at != s.wantAt || ok != s.wantOK || k != s.wantK {
 			t.Errorf("%s: search = %d, %v, %+v; want %d, %v, %+v", s.name, at-now, ok, k, s.wantAt-now, s.wantOK, s.wantK)
@@ -65,9 +65,9 @@ func TestAdmitSearchSteps(t *testing.T) {
 // TestAdmitUnreservedSteps walks admission.unreserved: which requests may
 // not reserve a slot ahead of now.
 func TestAdmitUnreservedSteps(t *testing.T) {
-	bucket := limitSpec{per: 100 * ms, n: 2}
-	window := limitSpec{fixed: true, per: 1000 * ms, n: 5}
-	log := limitSpec{sliding: true, per: 1000 * ms, n: 5}
+	bucket := LimitSpec{per: 100 * ms, n: 2}
+	window := LimitSpec{fixed: true, per: 1000 * ms, n: 5}
+	log := LimitSpec{sliding: true, per: 1000 * ms, n: 5}
 	lapsing := keeper{share: 500, lapse: T0 + 1000*ms}
 	for _, s := range []struct {
 		name    string
@@ -77,14 +77,14 @@ func TestAdmitUnreservedSteps(t *testing.T) {
 		full    bool
 		want    bool
 	}{
-		{"a bucket reserves ahead", active{specs: []limitSpec{bucket}}, false, keeper{}, false, false},
-		{"no place to wait", active{specs: []limitSpec{bucket}}, true, keeper{}, false, true},
-		{"the learned windows", active{specs: []limitSpec{window}, learned: true}, false, keeper{}, false, true},
-		{"the learned log reserves ahead", active{specs: []limitSpec{log}, learned: true}, false, keeper{}, false, false},
-		{"a reserve in force behind a bucket", active{specs: []limitSpec{bucket}}, false, lapsing, false, true},
-		{"a reserve in force behind a log", active{specs: []limitSpec{log}}, false, lapsing, false, true},
-		{"a reserve in force behind a fixed window reserves ahead", active{specs: []limitSpec{window}}, false, lapsing, false, false},
-		{"every slot in flight taken", active{specs: []limitSpec{window}}, false, keeper{}, true, true},
+		{"a bucket reserves ahead", active{specs: []LimitSpec{bucket}}, false, keeper{}, false, false},
+		{"no place to wait", active{specs: []LimitSpec{bucket}}, true, keeper{}, false, true},
+		{"the learned windows", active{specs: []LimitSpec{window}, learned: true}, false, keeper{}, false, true},
+		{"the learned log reserves ahead", active{specs: []LimitSpec{log}, learned: true}, false, keeper{}, false, false},
+		{"a reserve in force behind a bucket", active{specs: []LimitSpec{bucket}}, false, lapsing, false, true},
+		{"a reserve in force behind a log", active{specs: []LimitSpec{log}}, false, lapsing, false, true},
+		{"a reserve in force behind a fixed window reserves ahead", active{specs: []LimitSpec{window}}, false, lapsing, false, false},
+		{"every slot in flight taken", active{specs: []LimitSpec{window}}, false, keeper{}, true, true},
 	} {
 		a := admission{p: Params{NowOnly: s.nowOnly}, now: T0, cost: 1, lim: s.lim}
 		if got := a.unreserved(s.k, s.full); got != s.want {
@@ -121,11 +121,11 @@ func TestAdmitWithinSteps(t *testing.T) {
 // starts whole, and a bucket's past TAT is a full bucket.
 func TestNormalizeLimitSteps(t *testing.T) {
 	now := T0
-	bucket := limitSpec{per: 100 * ms, n: 2}
+	bucket := LimitSpec{per: 100 * ms, n: 2}
 	for _, s := range []struct {
 		name    string
 		st      limitState
-		l       limitSpec
+		l       LimitSpec
 		wantTAT int64
 	}{
 		{"a TAT ahead stays", limitState{win: &windowState{}, tat: now + 1}, bucket, now + 1},

@@ -50,7 +50,7 @@ const SlidingSettle = 50_000
 
 // slidingEarliest is the earliest instant at or after t at which log
 // admits cost more under l (whose n is what the class may spend).
-func slidingEarliest(log []int64, l limitSpec, t, cost int64) int64 {
+func slidingEarliest(log []int64, l LimitSpec, t, cost int64) int64 {
 	if cost > l.n {
 		return t + l.per // never: the final check of the search fails
 	}
@@ -72,7 +72,7 @@ func slidingAdd(log []int64, t, cost int64) []int64 {
 
 // slidingFill is a hinted refusal at now: the log filled up to n entries
 // at or before now, the missing ones at now.
-func slidingFill(log []int64, l limitSpec, now int64) []int64 {
+func slidingFill(log []int64, l LimitSpec, now int64) []int64 {
 	k := int64(sort.Search(len(log), func(i int) bool { return log[i] > now }))
 	if k >= l.n {
 		return log
@@ -91,7 +91,7 @@ func slidingDrop(log []int64, x int64) []int64 {
 }
 
 // slidingLive drops the entries that have left at now.
-func slidingLive(log []int64, l limitSpec, now int64) []int64 {
+func slidingLive(log []int64, l LimitSpec, now int64) []int64 {
 	i := sort.Search(len(log), func(i int) bool { return log[i] > now-l.per })
 	if i == len(log) {
 		return nil

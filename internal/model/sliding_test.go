@@ -21,7 +21,7 @@ func TestSlidingNeverExceeds(t *testing.T) {
 		for _, l := range ls {
 			p.Limits = append(p.Limits, specOf(l))
 		}
-		var sl limitSpec
+		var sl LimitSpec
 		for _, l := range p.Limits {
 			if l.sliding {
 				sl = l

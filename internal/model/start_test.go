@@ -57,7 +57,7 @@ func TestStartSteps(t *testing.T) {
 		{"a budget advertised", p, budgetState{known: true, remaining: 3}, false, false},
 		{"nothing known yet (the first contact's probe decides)", p, budgetState{}, false, false},
 		{"a learned limit", p, silent, true, false},
-		{"configured limits", Params{Answer: p.Answer, Limits: []limitSpec{{fixed: true, per: 1_000_000, n: 5}}}, silent, false, false},
+		{"configured limits", Params{Answer: p.Answer, Limits: []LimitSpec{{fixed: true, per: 1_000_000, n: 5}}}, silent, false, false},
 	} {
 		if got := (startState{}).on(tc.p, tc.b, tc.learned, T0); got != tc.want {
 			t.Errorf("%s: on %v, want %v", tc.name, got, tc.want)

@@ -691,7 +691,7 @@ func TestHintlessLearnSteps(t *testing.T) {
 
 	// Beside a configured limit: nothing learned, the windows not realigned.
 	pc := p
-	pc.Limits = []limitSpec{specOf(FixedWindow(10, 5*time.Second))}
+	pc.Limits = []LimitSpec{specOf(FixedWindow(10, 5*time.Second))}
 	s = fresh(pc)
 	for i := range 5 {
 		s.Admit(pc, T0+10*ms+int64(i)*ms, 1, Background)
