@@ -558,30 +558,30 @@ func canonical(s State) canonState {
 // every configuration of limits, with and without a probe.
 func TestDifferential(t *testing.T) {
 	for _, b := range backends(t)[:2] {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			seqs, events := 160, 150 // 20 per configuration: the learned paths need as many as before the concurrent ones
-			if b.name != "miniredis" {
+			if b.Name != "miniredis" {
 				seqs, events = 12, 80
 			}
 			total, seen := 0, map[string]int{}
 			for i := range seqs {
-				e := b.open(t)
+				e := b.Open(t)
 				ls := diffConfigs[i%len(diffConfigs)]
 				probe := []time.Duration{0, 2500 * time.Millisecond}[i/len(diffConfigs)%2]
 				r := rand.New(rand.NewPCG(uint64(i), 7))
 				silent := ls == nil && i/len(diffConfigs)%2 == 0
-				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%s%d", e.prefix, i), ls, probe, diffEvents(r, events, e.real(), silent), seen)
+				total += diffRun(t, e.Rdb, e.Clock, fmt.Sprintf("%s%d", e.Prefix, i), ls, probe, diffEvents(r, events, e.Real(), silent), seen)
 			}
 			// More of the budget's own case (nothing configured, a provider
 			// that advertises it), on a stream of their own: the budget that
 			// refills is read there.
 			for i := range seqs / 8 {
-				e := b.open(t)
+				e := b.Open(t)
 				r := rand.New(rand.NewPCG(uint64(i), 13))
-				total += diffRun(t, e.rdb, e.clock, fmt.Sprintf("%sb%d", e.prefix, i), nil, 2500*time.Millisecond, diffEvents(r, events, e.real(), false), seen)
+				total += diffRun(t, e.Rdb, e.Clock, fmt.Sprintf("%sb%d", e.Prefix, i), nil, 2500*time.Millisecond, diffEvents(r, events, e.Real(), false), seen)
 			}
-			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.name, total, seqs+seqs/8, seen)
-			if b.name == "miniredis" {
+			t.Logf("%s: %d events in %d sequences: same verdicts and state; paths %v", b.Name, total, seqs+seqs/8, seen)
+			if b.Name == "miniredis" {
 				// The sequences reach every path the model has: each verdict
 				// and reason, probes, and learned limits that grew.
 				for _, path := range []string{"code 0 reason 0", "code 1 reason 1", "code 1 reason 2", "code 1 reason 3",

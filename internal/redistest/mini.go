@@ -33,3 +33,49 @@ func (m *Mini) Advance(d time.Duration) {
 	m.MR.SetTime(m.Now)
 	m.MR.FastForward(d)
 }
+
+// T0 is the fixed Redis clock the miniredis tests start at: a whole
+// second, so ms and µs values computed from it are exact.
+var T0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// Env is one Redis a test runs against.
+type Env struct {
+	Rdb    redis.UniversalClient
+	Prefix string // a key prefix of the test's own
+	Clock  *Mini  // the miniredis's clock; nil on a real redis-server
+}
+
+// Real reports whether e is a real redis-server (or Cluster).
+func (e Env) Real() bool { return e.Clock == nil }
+
+// Backend opens an Env for a (sub)test.
+type Backend struct {
+	Name string
+	Open func(t *testing.T) Env
+}
+
+// Backends returns the Redis implementations a case runs on where they
+// matter: miniredis (its clock at T0), a real redis-server and a
+// 3-master Redis Cluster, each isolated by a fresh key prefix (skipped,
+// or failed under QUOTAGATE_REQUIRE_REDIS, when redis-server or redis-cli
+// is not installed). Run each as a subtest:
+//
+//	for _, b := range redistest.Backends() {
+//		t.Run(b.Name, func(t *testing.T) { e := b.Open(t); ... })
+//	}
+func Backends() []Backend {
+	return []Backend{
+		{"miniredis", func(t *testing.T) Env {
+			c, rdb := StartMini(t, T0)
+			return Env{Rdb: rdb, Prefix: "qgtest", Clock: c}
+		}},
+		{"redis", func(t *testing.T) Env {
+			srv := Start(t)
+			return Env{Rdb: srv.Client(t), Prefix: srv.Prefix(t)}
+		}},
+		{"cluster", func(t *testing.T) Env {
+			c := StartCluster(t)
+			return Env{Rdb: c.Client(t), Prefix: c.Prefix(t)}
+		}},
+	}
+}

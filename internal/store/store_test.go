@@ -23,17 +23,17 @@ var unixInteger = regexp.MustCompile(`^[0-9]+$`)
 // backends: an integer Unix-ms deadline whose key expires at that instant.
 func TestStorePauseRecord(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
-			st := testStore(e.rdb, e.prefix)
-			k := scopeKeys(e.prefix, "ups", "acct-1")
+			st := testStore(e.Rdb, e.Prefix)
+			k := scopeKeys(e.Prefix, "ups", "acct-1")
 
 			until, rem, _, err := st.Pause(ctx, k, 30*time.Second, exactPause)
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := e.rdb.Get(ctx, k.Pause).Result()
+			raw, err := e.Rdb.Get(ctx, k.Pause).Result()
 			if err != nil {
 				t.Fatalf("GET %s: %v", k.Pause, err)
 			}
@@ -46,9 +46,9 @@ func TestStorePauseRecord(t *testing.T) {
 			if rem <= 0 || rem > 30*time.Second {
 				t.Errorf("remaining %v, want in (0, 30s]", rem)
 			}
-			if e.real() {
-				redistest.CheckExpireAt(t, e.rdb, k.Pause, until)
-				pttl, err := e.rdb.PTTL(ctx, k.Pause).Result()
+			if e.Real() {
+				redistest.CheckExpireAt(t, e.Rdb, k.Pause, until)
+				pttl, err := e.Rdb.PTTL(ctx, k.Pause).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,7 +60,7 @@ func TestStorePauseRecord(t *testing.T) {
 			if rem != 30*time.Second || !until.Equal(t0.Add(30*time.Second)) {
 				t.Errorf("pause = %v, %v; want %v, 30s", until, rem, t0.Add(30*time.Second))
 			}
-			if ttl := e.clock.MR.TTL(k.Pause); ttl != rem {
+			if ttl := e.Clock.MR.TTL(k.Pause); ttl != rem {
 				t.Errorf("TTL = %v, want the remaining %v", ttl, rem)
 			}
 		})
@@ -176,11 +176,11 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 // MaxPause reads open, admits, and is overwritten by the next pause.
 func TestStoreMalformedRecord(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
-			st := testStore(e.rdb, e.prefix)
-			now := redistest.Time(t, e.rdb)
+			st := testStore(e.Rdb, e.Prefix)
+			now := redistest.Time(t, e.Rdb)
 			for i, v := range []string{
 				"abc", "", "1.5", "-5", "1e15", " 1", "1 ", "0x10",
 				strings.Repeat("9", 40),
@@ -188,8 +188,8 @@ func TestStoreMalformedRecord(t *testing.T) {
 				strconv.FormatInt(now.Add(-time.Minute).UnixMilli(), 10),          // in the past
 				"0",
 			} {
-				k := scopeKeys(e.prefix, "malformed", strconv.Itoa(i))
-				if err := e.rdb.Set(ctx, k.Pause, v, 0).Err(); err != nil {
+				k := scopeKeys(e.Prefix, "malformed", strconv.Itoa(i))
+				if err := e.Rdb.Set(ctx, k.Pause, v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				p, err := state(ctx, st, k)
@@ -208,11 +208,11 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if rem <= 0 || rem > 10*time.Second {
 					t.Errorf("record %q: pause remaining %v, want the new 10s pause", v, rem)
 				}
-				raw, _ := e.rdb.Get(ctx, k.Pause).Result()
+				raw, _ := e.Rdb.Get(ctx, k.Pause).Result()
 				if raw != strconv.FormatInt(until.UnixMilli(), 10) {
 					t.Errorf("record %q: after pause the record is %q, want %d", v, raw, until.UnixMilli())
 				}
-				if ttl, _ := e.rdb.PTTL(ctx, k.Pause).Result(); ttl <= 0 || ttl > 10*time.Second+time.Millisecond { // +1ms: TestPauseExpiresAtDeadline
+				if ttl, _ := e.Rdb.PTTL(ctx, k.Pause).Result(); ttl <= 0 || ttl > 10*time.Second+time.Millisecond { // +1ms: TestPauseExpiresAtDeadline
 					t.Errorf("record %q: after pause PTTL %v, want in (0, 10s]", v, ttl)
 				}
 			}
@@ -225,16 +225,16 @@ func TestStoreMalformedRecord(t *testing.T) {
 // Pause replaces it with a deadline (never an error, never a panic).
 func TestStoreWrongType(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
-			st := testStore(e.rdb, e.prefix)
-			hk := scopeKeys(e.prefix, "wrongtype", "hash")
-			lk := scopeKeys(e.prefix, "wrongtype", "list")
-			if err := e.rdb.HSet(ctx, hk.Pause, "deadline", "1").Err(); err != nil {
+			st := testStore(e.Rdb, e.Prefix)
+			hk := scopeKeys(e.Prefix, "wrongtype", "hash")
+			lk := scopeKeys(e.Prefix, "wrongtype", "list")
+			if err := e.Rdb.HSet(ctx, hk.Pause, "deadline", "1").Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.rdb.LPush(ctx, lk.Pause, "1").Err(); err != nil {
+			if err := e.Rdb.LPush(ctx, lk.Pause, "1").Err(); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range []schema.Keys{hk, lk} {
@@ -247,7 +247,7 @@ func TestStoreWrongType(t *testing.T) {
 				if _, rem, _, err := st.Pause(ctx, k, 10*time.Second, exactPause); err != nil || rem != 10*time.Second {
 					t.Errorf("%s: pause %v, %v; want 10s", k.Pause, rem, err)
 				}
-				if typ := e.rdb.Type(ctx, k.Pause).Val(); typ != "string" {
+				if typ := e.Rdb.Type(ctx, k.Pause).Val(); typ != "string" {
 					t.Errorf("%s: type %q after Pause, want a string deadline", k.Pause, typ)
 				}
 			}
@@ -461,11 +461,11 @@ func TestAdmitPaused(t *testing.T) {
 // Waits only ever shrink as real time passes, so bounds check direction.
 func TestAdmitBothBackends(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
-			st := testStore(e.rdb, e.prefix)
-			k := scopeKeys(e.prefix, "hourly")
+			st := testStore(e.Rdb, e.Prefix)
+			k := scopeKeys(e.Prefix, "hourly")
 			l := model.Spec(schema.GCRA, 1, time.Hour, 2)
 			var got []Admission
 			for range 4 {
@@ -489,11 +489,11 @@ func TestAdmitBothBackends(t *testing.T) {
 				}
 			}
 			for _, key := range []string{k.Tat, k.Line} {
-				raw, err := e.rdb.Get(ctx, key).Result()
+				raw, err := e.Rdb.Get(ctx, key).Result()
 				if err != nil || !unixInteger.MatchString(raw) {
 					t.Errorf("%s = %q, %v; want an integer", key, raw, err)
 				}
-				if ttl, err := e.rdb.PTTL(ctx, key).Result(); err != nil || ttl <= 0 {
+				if ttl, err := e.Rdb.PTTL(ctx, key).Result(); err != nil || ttl <= 0 {
 					t.Errorf("PTTL %s = %v, %v; want an expiry", key, ttl, err)
 				}
 			}
