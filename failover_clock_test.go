@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
@@ -107,13 +108,13 @@ func runClockSkew(t *testing.T, shift time.Duration) {
 	}
 
 	if shift > 0 {
-		eventuallyWithin(t, foStoreTimeout+foSlack+probeEvery, "the gate that remembers re-asserts the pause", func() bool {
-			return remembers.mem.reasserted.Load() > 0
+		eventuallyWithin(t, foStoreTimeout+foSlack+failover.ProbeEvery, "the gate that remembers re-asserts the pause", func() bool {
+			return remembers.mem.Reasserted() > 0
 		})
 		t.Logf("re-asserted %v after the promotion", time.Since(promotedAt).Round(time.Millisecond))
 	} else {
-		time.Sleep(foStoreTimeout + foSlack + probeEvery) // time enough to re-assert, had it wanted to
-		if n := remembers.mem.reasserted.Load(); n != 0 {
+		time.Sleep(foStoreTimeout + foSlack + failover.ProbeEvery) // time enough to re-assert, had it wanted to
+		if n := remembers.mem.Reasserted(); n != 0 {
 			t.Errorf("on a clock behind, the gate re-asserted %d pauses, want none (nothing ends early)", n)
 		}
 	}
@@ -170,7 +171,7 @@ func TestFailoverClusterDefaultReload(t *testing.T) {
 	took := time.Since(promotedAt)
 	bareErr := bare.Get(ctx, k.Pause).Err()
 	t.Logf("the gate answered from the new master, paused, %v after the promotion (re-asserted: %d); a bare client with the same defaults then: %v",
-		took.Round(time.Millisecond), g.mem.reasserted.Load(), bareErr)
+		took.Round(time.Millisecond), g.mem.Reasserted(), bareErr)
 	if took > foStoreTimeout+foSlack {
 		t.Errorf("the gate answered %v after the promotion, want within %v", took, foStoreTimeout+foSlack)
 	}

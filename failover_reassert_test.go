@@ -217,7 +217,7 @@ func runLostPause(t *testing.T, target lossTarget) {
 	for _, f := range fleets[:2] {
 		eventuallyWithin(t, foWait, "gate 1 heard the pauses announced", func() bool {
 			for _, s := range f.scopes {
-				if e, ok := f.gates[1].mem.get(scopeKeys(f.prefix, s).Pause, time.Now()); !ok || e.untilMs != recorded[scopeKeys(f.prefix, s).Pause] {
+				if e, ok := f.gates[1].mem.Get(scopeKeys(f.prefix, s).Pause, time.Now()); !ok || e.UntilMs != recorded[scopeKeys(f.prefix, s).Pause] {
 					return false
 				}
 			}

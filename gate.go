@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/quotagate/quotagate/internal/store"
@@ -285,8 +286,9 @@ type Gate struct {
 	silentNotes atomic.Uint64 // notes taken in silent (see rememberSilent)
 
 	// mem is what the gate remembers of the pauses in force, to re-assert
-	// those a failover loses (reassert.go); nil: nothing (tests).
-	mem *memory
+	// those a failover loses (internal/failover; the glue in reassert.go);
+	// nil: nothing (tests).
+	mem *failover.Memory
 
 	// The worker's clock and the jitter's randomness. The clock only aligns
 	// asynq's whole-second retry times, ages open-cache entries and dates a
@@ -309,13 +311,12 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
 	g.open = newOpenCache(rdb, schema.Channel(cfg.Prefix), cfg, now)
-	g.mem = new(memory)
-	g.mem.probe = g.probeMasters
-	recovered := func() { g.mem.changed(); g.reassertAll() }
+	recovered := func() { g.mem.Recovered() } // g.mem as it is then: tests may have set it nil
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
 		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.track, Recovered: recovered}})
-	g.open.heard = func(payload string) { g.heard(parseAnnouncement(payload), g.now()) }
+	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.forget})
+	g.open.heard = func(payload string) { g.mem.Heard(failover.ParseAnnouncement(payload), g.now()) }
 	g.open.resubscribed = recovered
 	g.open.failed = g.store.Failed
 	return g
@@ -325,7 +326,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 // Tuning.OpenCache). The gate keeps working after Close, with one round
 // trip per admission. It does not close the Redis client.
 func (g *Gate) Close() error {
-	g.mem.close()
+	g.mem.Close()
 	return g.open.close()
 }
 
@@ -480,7 +481,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 		return err
 	}
 	g.open.forget(scopeKeys(g.cfg.Prefix, s).Pause)
-	g.mem.drop(scopeKeys(g.cfg.Prefix, s).Pause)
+	g.mem.Drop(scopeKeys(g.cfg.Prefix, s).Pause)
 	if err := g.store.Resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/failover"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -66,11 +68,12 @@ type openCache struct {
 	ps      *redis.PubSub        // the watcher's subscription, once made
 	closed  bool
 
-	// Set by the gate before first use (reassert.go, and internal/store's
-	// topology.go for failed): heard
-	// takes every announcement's payload, resubscribed is called when the
-	// subscription is confirmed again after an error (the master may have
-	// changed), failed hears the subscription's errors.
+	// Set by the gate before first use (newGate: heard and resubscribed
+	// feed its memory of the pauses, internal/failover, and failed
+	// internal/store's topology.go): heard takes every announcement's
+	// payload, resubscribed is called when the subscription is confirmed
+	// again after an error (the master may have changed), failed hears
+	// the subscription's errors.
 	heard        func(payload string)
 	resubscribed func()
 	failed       func(error)
@@ -224,7 +227,7 @@ func (c *openCache) watch() {
 			}
 			broken = false
 		case *redis.Message:
-			c.forget(parseAnnouncement(m.Payload).key)
+			c.forget(failover.ParseAnnouncement(m.Payload).Key)
 			if c.heard != nil {
 				c.heard(m.Payload)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
+	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/redis/go-redis/v9"
 )
@@ -278,7 +279,7 @@ func TestOneRefusalOneRecord(t *testing.T) {
 		}
 		got = append(got, m.Payload)
 	}
-	if len(got) != 1 || parseAnnouncement(got[0]).key != scopeKeys("quotagate", s).Pause {
+	if len(got) != 1 || failover.ParseAnnouncement(got[0]).Key != scopeKeys("quotagate", s).Pause {
 		t.Errorf("announcements for one 429: %q, want exactly one", got)
 	}
 	if n := strings.Count(logs.String(), "scope paused"); n != 1 {

@@ -47,7 +47,8 @@ type Hooks struct {
 	Track func() func(error)
 
 	// Recovered, when set, is called when Redis answers a call after one
-	// failed (the gate re-asserts the pauses it remembers: reassert.go).
+	// failed (the gate re-asserts the pauses it remembers:
+	// internal/failover's Memory.Recovered).
 	Recovered func()
 }
 

@@ -83,7 +83,7 @@ func topologyError(err error) bool {
 // call bounded and counted as a "state" call, and returns the last error.
 // A gate that remembers pauses in force pings their masters so that a dead
 // one is noticed (and the layout reloaded) whether or not tasks of their
-// scopes come by (quotagate's reassert.go, probeEvery).
+// scopes come by (internal/failover's ProbeEvery).
 func (s *Store) PingMasters(ctx context.Context, keys []string) (err error) {
 	ping := func(c redis.Cmdable) {
 		_, err = bounded(ctx, s, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })

@@ -205,11 +205,10 @@ func (s *Store) Resume(ctx context.Context, k schema.Keys) error {
 	return err
 }
 
-// Reassertion is a remembered pause to re-assert (quotagate's
-// reassert.go): its deadline and a Redis TIME it was known in force at
-// (Unix ms, of the clock that set it), the time it has left as the gate
-// measures it (0: the deadline alone counts), and whether an operator set
-// it.
+// Reassertion is a remembered pause to re-assert (internal/failover):
+// its deadline and a Redis TIME it was known in force at (Unix ms, of the
+// clock that set it), the time it has left as the gate measures it (0:
+// the deadline alone counts), and whether an operator set it.
 type Reassertion struct {
 	UntilMs, SeenMs int64
 	Left            time.Duration

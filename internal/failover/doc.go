@@ -1,0 +1,78 @@
+// Package failover is what a gate's process remembers of the pauses in
+// force, and their re-assertion: the bounded promise of a pause through a
+// failover. It sits above internal/store, whose scripts it runs, and
+// below quotagate, whose Gate holds one Memory.
+//
+// # Why
+//
+// Redis replicates asynchronously. A master that dies after it answered a
+// refusal script, before its replica had the write, takes the pause with
+// it: the promoted replica has no deadline for the scope, or an earlier
+// one, and admits requests into a window the provider closed.
+// Config.Durable closes that gap at the price of a WAIT per pause;
+// without it, the default, the gates close it themselves.
+//
+// # What a process remembers
+//
+// A Memory holds the pauses in force that its gate recorded, that it saw
+// announced (every pause is announced on <prefix>:paused with its deadline
+// and the Redis TIME it was set at: ParseAnnouncement), and that its
+// admissions read, each as a Remembered: the absolute deadline in ms of
+// Redis TIME, a Redis TIME it was known in force at, and when it ends by
+// this process's monotonic clock (the instant the answer arrived plus the
+// remaining time it stated: never earlier than the true end, later by at
+// most the answer's transit). At most maxRemembered of them, the
+// earliest-ending evicted first; an entry is dropped when it ends, or
+// when the scope is resumed.
+//
+// # When it re-asserts
+//
+//   - After an admission whose answer says that a remembered deadline is
+//     absent or earlier (Remembered.LostFrom, a pure decision): Recheck
+//     re-asserts it before anything is sent, with the monotonic pause
+//     transition (never moving a deadline earlier, idempotent), and the
+//     gate asks again, so the task is deferred as any task of a paused
+//     scope.
+//   - After a store failure recovers, or after a failover: when the store
+//     answers again after failing, or the subscription to the
+//     announcements comes back after an error (a master changed, in most
+//     failovers), the gate calls Recovered and every remembered deadline
+//     is re-asserted at once, at most once per reassertGap: a pause is back
+//     within that gap and one round trip per pause of the new master
+//     answering, whether or not a task of its scope comes by. While pauses
+//     are remembered, their masters are pinged every ProbeEvery, so that an
+//     idle gate notices a promotion too.
+//   - While the store fails, the gate defers a task of a scope it knows
+//     paused (Memory.Get) until the pause ends, instead of failing open.
+//
+// # The new master's clock
+//
+// A deadline is an absolute instant of the clock of the master that set
+// it, and after a promotion it is compared with the new master's TIME: a
+// new master whose clock runs s ahead ends every pause in force s early,
+// one that runs s behind ends it s late. Re-assertion proposes the later
+// of the remembered deadline and the new master's TIME plus the remaining
+// time as this process measured it, so a gate that knew a pause restores
+// its true end on a clock that runs ahead (the relative test of LostFrom:
+// a scope the new master releases more than the slack, StoreTimeout,
+// before this gate's end is re-asserted); a clock that runs behind
+// lengthens the pause by s, which no monotonic pause can undo. Both apply
+// only to a pause remembered before the store last changed (an epoch):
+// within one master's life, the deadlines alone count.
+//
+// # Resume
+//
+// Gate.Resume records when it lifted the scope (the scope's resumed key,
+// for MaxPause) and announces it; a Memory forgets the scope when it hears
+// that, and the re-assertion script re-asserts nothing known in force only
+// before the last resume, so neither a late answer nor a missed
+// announcement undoes an operator's Resume.
+//
+// # Time
+//
+// Every decision takes this process's clock as a parameter or through
+// Config.Now (the gate's clock, which its tests replace); Redis TIME comes
+// from the answers. Only the waits between runs and probes are real
+// timers. Of the project's packages it imports internal/store and
+// internal/model only.
+package failover
