@@ -636,18 +636,11 @@ func (f *foFleet) checkDeferred(s Scope) {
 	})
 }
 
-// eventuallyWithin polls cond every 20 ms until it holds, failing the test
-// after d.
+// eventuallyWithin fails the test when cond does not hold within d
+// (redistest.Eventually).
 func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("gave up after %v waiting for %s", d, what)
-		}
-	}
+	redistest.Eventually(t, d, what, cond)
 }
 
 // foLog is a slog.Handler that keeps the times of the records at Warn and

@@ -118,12 +118,12 @@ func TestGatePauseSteps(t *testing.T) {
 // direction only.
 func TestGatePause(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
-			g := New(e.rdb, Config{Prefix: e.prefix})
+			g := New(e.Rdb, Config{Prefix: e.Prefix})
 			s := Scope{Provider: "ups", Account: "acct-1"}
-			k := scopeKeys(e.prefix, s)
+			k := scopeKeys(e.Prefix, s)
 
 			p1, err := g.Pause(ctx, s, 20*time.Second)
 			if err != nil {
@@ -132,16 +132,16 @@ func TestGatePause(t *testing.T) {
 			if p1.Remaining <= 0 || p1.Remaining > 20*time.Second {
 				t.Fatalf("Pause(20s).Remaining = %v", p1.Remaining)
 			}
-			if e.real() {
-				checkExpireAt(t, e.rdb, k.Pause, p1.Until)
+			if e.Real() {
+				checkExpireAt(t, e.Rdb, k.Pause, p1.Until)
 			} else {
-				e.clock.Advance(3 * time.Second)
+				e.Clock.Advance(3 * time.Second)
 			}
 			rem, err := g.Remaining(ctx, s)
 			if err != nil || rem <= 0 || rem > p1.Remaining {
 				t.Errorf("Remaining = %v, %v; want in (0, %v]", rem, err, p1.Remaining)
 			}
-			if !e.real() && rem != 17*time.Second {
+			if !e.Real() && rem != 17*time.Second {
 				t.Errorf("Remaining after 3s = %v, want 17s", rem)
 			}
 
@@ -153,8 +153,8 @@ func TestGatePause(t *testing.T) {
 			if err != nil || !p3.Until.After(p1.Until) || p3.Remaining > 40*time.Second {
 				t.Errorf("longer Pause = %v, %v; want a deadline after %v", p3, err, p1.Until)
 			}
-			if e.real() {
-				checkExpireAt(t, e.rdb, k.Pause, p3.Until)
+			if e.Real() {
+				checkExpireAt(t, e.Rdb, k.Pause, p3.Until)
 			}
 
 			// Other scopes are not paused.
@@ -444,14 +444,14 @@ func TestGateStoreDown(t *testing.T) {
 // (Pause replaces the record).
 func TestGateWrongTypeIsMalformed(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
 			s := Scope{Provider: "ups", Account: "acct-1"}
-			if err := e.rdb.HSet(ctx, scopeKeys(e.prefix, s).Pause, "f", "v").Err(); err != nil {
+			if err := e.Rdb.HSet(ctx, scopeKeys(e.Prefix, s).Pause, "f", "v").Err(); err != nil {
 				t.Fatal(err)
 			}
-			g := New(e.rdb, Config{Prefix: e.prefix, StoreTimeout: 10 * time.Second})
+			g := New(e.Rdb, Config{Prefix: e.Prefix, StoreTimeout: 10 * time.Second})
 			runs := 0
 			h := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil })
 			if err := g.Middleware()(h).ProcessTask(ctx, NewTask("poll", nil, s)); err != nil || runs != 1 {

@@ -13,15 +13,11 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-// eventually polls cond every 10 ms until it holds or 10 s have passed.
+// eventually fails the test when cond does not hold within 10 s
+// (redistest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("never happened: %s", what)
+	redistest.Eventually(t, 10*time.Second, what, cond)
 }
 
 // cachedGate returns a gate whose open-cache entries never age out (so only
@@ -40,11 +36,11 @@ func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func
 // arrives, on miniredis and on a real redis-server.
 func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
 			s := Scope{Provider: "ups", Account: "acct-1"}
-			g, trips := cachedGate(t, e.rdb, e.prefix, time.Now)
+			g, trips := cachedGate(t, e.Rdb, e.Prefix, time.Now)
 			eventually(t, "an admission without a round trip", func() bool {
 				before := trips.Load()
 				if err := g.admit(ctx, s, 1, false); err != nil {
@@ -53,7 +49,7 @@ func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 				return trips.Load() == before
 			})
 
-			peer := New(e.rdb, Config{Prefix: e.prefix, Tuning: Tuning{OpenCache: -1}})
+			peer := New(e.Rdb, Config{Prefix: e.Prefix, Tuning: Tuning{OpenCache: -1}})
 			if _, err := peer.Pause(ctx, s, time.Minute); err != nil {
 				t.Fatal(err)
 			}

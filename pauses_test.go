@@ -83,12 +83,12 @@ func FuzzScopeOfPauseKey(f *testing.F) {
 // around them) and lists them on both backends.
 func TestPausesList(t *testing.T) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			e := b.open(t)
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
 			ctx := context.Background()
 			// Glob characters in the prefix must be matched literally.
-			prefix := e.prefix + ":g?[x]*"
-			g := New(e.rdb, Config{Prefix: prefix})
+			prefix := e.Prefix + ":g?[x]*"
+			g := New(e.Rdb, Config{Prefix: prefix})
 			defer g.Close()
 			want := map[Scope]time.Duration{}
 			for i, s := range oddScopes {
@@ -101,15 +101,15 @@ func TestPausesList(t *testing.T) {
 			// Not pauses of this gate: another prefix that the unescaped
 			// pattern would match, other kinds, a foreign key in the
 			// pattern, a malformed and an expired record.
-			other := New(e.rdb, Config{Prefix: e.prefix + ":gA[x]*"})
+			other := New(e.Rdb, Config{Prefix: e.Prefix + ":gA[x]*"})
 			if _, err := other.Pause(ctx, Scope{Provider: "elsewhere"}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			limited := Scope{Provider: "limited"}
-			if err := e.rdb.Set(ctx, scopeKeys(prefix, limited).Tat, "1", 0).Err(); err != nil {
+			if err := e.Rdb.Set(ctx, scopeKeys(prefix, limited).Tat, "1", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			now := redistest.Time(t, e.rdb)
+			now := redistest.Time(t, e.Rdb)
 			for key, v := range map[string]any{
 				prefix + ":{foreign}:pause":                             now.Add(time.Hour).UnixMilli(),
 				scopeKeys(prefix, Scope{Provider: "bad"}).Pause:         "soon",
@@ -117,7 +117,7 @@ func TestPausesList(t *testing.T) {
 				scopeKeys(prefix, Scope{Provider: "far"}).Pause:         now.Add(13 * time.Hour).UnixMilli(), // beyond MaxPause
 				scopeKeys(prefix, Scope{Provider: "wrong"}).Pause + "x": now.Add(time.Hour).UnixMilli(),
 			} {
-				if err := e.rdb.Set(ctx, key, v, 0).Err(); err != nil {
+				if err := e.Rdb.Set(ctx, key, v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -253,7 +253,7 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 // RefuseScript records a refusal, or a pause by hand (State.Refuse),
 // and announces the scope's pause key on the gate's channel, with the
 // deadline in force and the Redis TIME (ms), so that open caches forget the
-// scope and gates remember the pause (reassert.go).
+// scope and gates remember the pause (internal/failover).
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
 // KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
@@ -425,7 +425,7 @@ return n
 
 // ResumeScript deletes the records that hold a scope back, notes when
 // (the gates re-assert no pause known in force only before it:
-// reassert.go) and announces that the scope was resumed.
+// internal/failover) and announces that the scope was resumed.
 //
 // KEYS[1] resumed  KEYS[2] pause  KEYS[3…] the other records
 // ARGV[1] max pause ms (how long the note is kept: no pause known before

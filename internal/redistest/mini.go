@@ -79,3 +79,17 @@ func Backends() []Backend {
 		}},
 	}
 }
+
+// Eventually polls cond every 10 ms until it holds, and fails the test
+// (naming what it waited for) when it has not after d.
+func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			tb.Fatalf("gave up after %v waiting for %s", d, what)
+		}
+	}
+}

@@ -103,15 +103,9 @@ func untilOf(a Admission) time.Time {
 // episode's (internal/model/fallback.go), a second the first time.
 var exactPause = Refusal{Operator: true}
 
-// eventually waits up to d for cond, and fails the test if it never holds.
+// eventually fails the test when cond does not hold within d
+// (redistest.Eventually).
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("gave up after %v waiting for %s", d, what)
-		}
-	}
+	redistest.Eventually(t, d, what, cond)
 }
