@@ -24,6 +24,56 @@
 // LimitSpec, Observation, Refusal), its instants Unix microseconds of Redis
 // TIME (a pause deadline is kept to the millisecond, as it is stored).
 //
+// # The rules
+//
+// What the model infers, each rule one named function whose Lua twin
+// carries the same name in snake case; their step tables are in
+// steps_test.go, model_rules_test.go and budget_rules_test.go. The budget's twenty
+// rules, what an admission and a response read of it, are numbered in
+// budget.go's header (silent, untilReset, awaitingProbe, ... counterPause).
+// The others:
+//
+// The learned limit (learn.go), of a provider that advertises nothing and
+// is assumed to count a fixed quota per window:
+//
+//  1. count: every admission counts in the cycle since the last refusal.
+//  2. fromCycle: a hinted refusal that ends a cycle learns n, the cycle's
+//     admissions less one, and w, the time from the cycle's start to the
+//     refusal's deadline D rounded to the hint's precision; the next cycle
+//     starts at D (nextCycle, followPause).
+//  3. absorbOne: each refusal of a request already on its way when the
+//     scope paused takes one more off n.
+//  4. fromWindowEnd: a refusal at the learned window's end says n was too
+//     many: n is what the window got accepted; a window spent whole at a
+//     level never sustained forgets best and freezes raises.
+//  5. endMoved: a refusal that only moved the window's end, within the
+//     hint's precision, keeps n and w.
+//  6. grow: a window spent whole without a refusal raises n (back to best
+//     at once, beyond it by one), unless raises are frozen.
+//  7. opens, answer: the window after one spent whole opens with one
+//     request, its probe; the others wait for its answer, which aligns the
+//     windows when it is no refusal.
+//  8. refuseProbe: a refused probe keeps n, realigns to the hint and
+//     leaves the learned log (the provider counted nothing for it).
+//  9. slowDown: a hintless refusal of a paced window takes n − 1.
+//  10. contradicted: a refusal with budget left says the budget is another
+//     quota's: the learned limit applies beside it (secondary).
+//
+// The slow start (start.go), of a provider that advertises nothing and of
+// which nothing is learned yet:
+//
+//  11. room: admitted while sent + cost ≤ startFirst + 2·answered.
+//  12. end: the start ends at the first refusal, after startAnswers
+//     answers, or when an answer is overdue.
+//
+// The hintless episode (fallback.go), of a refusal with no readable hint:
+//
+//  13. refuse: a hintless refusal of an open scope starts an episode whose
+//     pause is fallbackFirst, then twice the last for each refused probe,
+//     at most the cap; one while paused moves nothing.
+//  14. probes, answer: after the pause one request goes alone; an answer
+//     without a refusal ends the episode.
+//
 // # Files
 //
 //	pause.go        the pause: a deadline that only moves later
