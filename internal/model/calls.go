@@ -26,11 +26,11 @@ type AdmitRequest struct {
 
 // Call returns the keys and arguments of AdmitScript for the scope of k.
 func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
-	mode := 0
+	mode := modeAdmit
 	if r.Dry {
-		mode = 1
+		mode = modeDry
 	} else if r.NowOnly {
-		mode = 2
+		mode = modeNowOnly
 	}
 	line := k.Line
 	if r.Class == Interactive {
@@ -39,6 +39,15 @@ func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
 	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start},
 		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, int(r.Class), r.Reserve, r.Lend, r.Lease})
 }
+
+// The modes of an admission (AdmitScript's mode): commit what it admits,
+// commit nothing (a dry run: State), or reserve no slot ahead
+// (Params.NowOnly).
+const (
+	modeAdmit   = 0
+	modeDry     = 1
+	modeNowOnly = 2
+)
 
 // Refusal kinds (RefuseRequest.Kind): a refusal whose hint could not be
 // read, one with a hint, and an operator's pause (Gate.Pause).

@@ -69,6 +69,8 @@ var luaConstants = func() string {
 		"slidingSettle": SlidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
 		"millisPrec":  millisPrec,
 		"millisRatio": millisRatio,
+		"modeAdmit":   modeAdmit, "modeDry": modeDry, "modeNowOnly": modeNowOnly,
+		"hintless": Hintless, "hinted": Hinted, "operator": Operator,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
@@ -195,7 +197,17 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // log's with its settling time; a lease's life) or interval µs, rate,
 // burst or the requests in flight
 // returns: admitReply
-var AdmitScript = scriptWith(AdmitReply, luaAdmitOpen, luaAdmitBody)
+var AdmitScript = scriptWith(AdmitReply, luaAdmitArgs+luaAdmitOpen, luaAdmitBody)
+
+// luaAdmitArgs binds the admission's KEYS and ARGV to names (see
+// AdmitScript), for luaAdmitOpen and luaAdmitBody.
+const luaAdmitArgs = `
+local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4], lwin = KEYS[5], pauseby = KEYS[6], class = KEYS[7],
+  fallback = KEYS[8], llog = KEYS[9], start = KEYS[10]}
+local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
+  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = ARGV[8] == '1', reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
+  lease = ARGV[11], nlim = tonumber(ARGV[12])}
+`
 
 // luaAdmitOpen is the admission of a scope that has no record but its
 // learned cycle, nothing learned in it, nothing configured, no probe to
@@ -207,16 +219,15 @@ var AdmitScript = scriptWith(AdmitReply, luaAdmitOpen, luaAdmitBody)
 // changes; a cycle to begin (or a record that will not count) is loaded,
 // counted and saved whole.
 const luaAdmitOpen = `
-if ARGV[12] == '0' and ARGV[5] == '0' and ARGV[4] == '0' and ARGV[8] ~= '1' and ARGV[7] == '0'
-  and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
-  local v = hload(KEYS[4], {'limit', 'since', 'expires'})
+if argv.nlim == 0 and argv.mode == C.modeAdmit and argv.probe == 0 and not argv.interactive and argv.counts == 0
+  and redis.call('EXISTS', keys.pause, keys.line, keys.budget, keys.lwin, keys.pauseby, keys.class, keys.fallback, keys.llog, keys.start) == 0 then
+  local v = hload(keys.learn, {'limit', 'since', 'expires'})
   local limit, since = int(v.limit) or 0, int(v.since) or 0
   if (int(v.expires) or 0) <= now_us then limit, since = 0, 0 end
   if limit == 0 then
-    local cost = tonumber(ARGV[1])
-    local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', KEYS[4], 'admits', cost)
+    local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', keys.learn, 'admits', argv.cost)
     if since == 0 or type(counted) == 'table' then
-      local L = learn_load(KEYS[4]); learn_count(L, now_us, cost); learn_save(L)
+      local L = learn_load(keys.learn); learn_count(L, now_us, argv.cost); learn_save(L)
     end
     return reply(REPLY, {cache = true, now = now_us, budgetRemaining = -1})
   end
@@ -224,26 +235,26 @@ end
 `
 
 const luaAdmitBody = `
-local cost, dry, nlim = tonumber(ARGV[1]), ARGV[5] == '1', tonumber(ARGV[12])
-C.hold, C.maxPause, C.probe, C.answer = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-C.reserve, C.lend, C.lease = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
-local interactive = ARGV[8] == '1'
-local S = {P = pause_load(KEYS[1]), B = budget_load(KEYS[3]), L = learn_load(KEYS[4]), K = class_load(KEYS[7]),
-  FB = fallback_load(KEYS[8]), ST = start_load(KEYS[10]), nlim = nlim, dry = dry, nowOnly = ARGV[5] == '2', line = KEYS[2], pauseby = KEYS[6]}
-if nlim == 0 and not dry then learn_report(S.L, tonumber(ARGV[7])); learn_save(S.L) end
-S.act = limits_args(10, 12, nlim)
-S.learned = nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
+local dry = argv.mode == C.modeDry
+C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
+C.reserve, C.lend, C.lease = argv.reserve, argv.lend, argv.lease
+local S = {P = pause_load(keys.pause), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
+  FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
+  line = keys.line, pauseby = keys.pauseby}
+if argv.nlim == 0 and not dry then learn_report(S.L, argv.counts); learn_save(S.L) end
+S.act = limits_args(10, 12, argv.nlim)
+S.learned = argv.nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
 if S.learned then
-  S.lw = {key = KEYS[5], fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
+  S.lw = {key = keys.lwin, fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
   S.act[1] = S.lw
   if S.L.window > C.hold then
-    S.act[1] = {key = KEYS[9], sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
+    S.act[1] = {key = keys.llog, sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
     limit_load(S.act[1])
   end
 end
-S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, interactive)
-local r = admit(S, cost)
-if interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, cost); class_save(S.K) end
+S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, argv.interactive)
+local r = admit(S, argv.cost)
+if argv.interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, argv.cost); class_save(S.K) end
 return reply(REPLY, r)
 `
 
@@ -269,33 +280,37 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 var RefuseScript = script(RefuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
-C.maxPause = tonumber(ARGV[2])
-local nlim = tonumber(ARGV[8])
-local P = pause_load(KEYS[1])
-local ms, probe = tonumber(ARGV[1]), false
-local B, alt, prec = budget_load(KEYS[7]), tonumber(ARGV[7]), tonumber(ARGV[4])
-if alt > 0 and B.millis then ms, prec = alt, C.millisPrec end -- Refusal.Alt
-if ARGV[3] == '0' then
-  local FB = fallback_load(KEYS[5])
+local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4], fallback = KEYS[5], llog = KEYS[6], budget = KEYS[7],
+  start = KEYS[8]}
+local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), channel = ARGV[5],
+  counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), nlim = tonumber(ARGV[8])}
+local hinted, operator = argv.kind == C.hinted, argv.kind == C.operator
+C.maxPause = argv.maxPause
+local P = pause_load(keys.pause)
+local ms, probe, prec = argv.pause, false, argv.prec
+local B = budget_load(keys.budget)
+if argv.alt > 0 and B.millis then ms, prec = argv.alt, C.millisPrec end -- Refusal.Alt
+if argv.kind == C.hintless then
+  local FB = fallback_load(keys.fallback)
   probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
   ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
 end
-if ARGV[3] == '1' and nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
-local deadline = pause_refuse(KEYS[1], KEYS[4], P, ms, ARGV[3] == '2')
-if ARGV[3] ~= '2' then local ST = start_load(KEYS[8]); start_end(ST); start_save(ST) end
-redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(8, 8, nlim)) do limit_refuse(l, ARGV[3] == '1'); limit_save(l) end
-local L = learn_load(KEYS[2])
+if hinted and argv.nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
+local deadline = pause_refuse(keys.pause, keys.pauseby, P, ms, operator)
+if not operator then local ST = start_load(keys.start); start_end(ST); start_save(ST) end
+redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
+for _, l in ipairs(limits_args(8, 8, argv.nlim)) do limit_refuse(l, hinted); limit_save(l) end
+local L = learn_load(keys.learn)
 local w = L.window
-if nlim == 0 then learn_report(L, tonumber(ARGV[6])) end
-local lw = {key = KEYS[3], fixed = true, per = math.max(L.window, 1), n = L.limit}
+if argv.nlim == 0 then learn_report(L, argv.counts) end
+local lw = {key = keys.lwin, fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-local hinted, hintless = ARGV[3] == '1', ARGV[3] == '0' and nlim == 0
+local hintless = argv.kind == C.hintless and argv.nlim == 0
 if hintless then hinted, prec = true, C.hintlessPrec end -- Refusal.teaching
-local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, nlim > 0, lw)
-if over then redis.call('DEL', KEYS[3]) end
-if probed > 0 then sliding_drop(KEYS[6], probed) end -- the provider counted nothing for the refused probe
-if L.window ~= w then redis.call('DEL', KEYS[6]) end -- the learned log's entries are of another window
+local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, argv.nlim > 0, lw)
+if over then redis.call('DEL', keys.lwin) end
+if probed > 0 then sliding_drop(keys.llog, probed) end -- the provider counted nothing for the refused probe
+if L.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
 learn_save(L)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
 `
@@ -326,22 +341,25 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
-local B = budget_load(KEYS[1])
-local u, fresh, prec = budget_observe(B, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[9] == '1',
-  tonumber(ARGV[11]), ARGV[12] == '1')
+local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5]}
+local argv = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
+  channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = ARGV[9] == '1', rtt = tonumber(ARGV[10]),
+  alt = tonumber(ARGV[11]), millis = ARGV[12] == '1'}
+local B = budget_load(keys.budget)
+local u, fresh, prec = budget_observe(B, argv.remaining, argv.reset, argv.limit, argv.prec, argv.seq, argv.refused, argv.alt, argv.millis)
 budget_save(B)
-local L = learn_load(KEYS[2])
-local longest = tonumber(ARGV[8])
+local L = learn_load(keys.learn)
+local longest = argv.longest
 if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- State.alignsWithin
-if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, tonumber(ARGV[10]))) end
-if ARGV[9] == '1' and tonumber(ARGV[1]) > 0 then learn_contradicted(L) end
-learn_answer(L, tonumber(ARGV[7]), u)
+if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, argv.rtt)) end
+if argv.refused and argv.remaining > 0 then learn_contradicted(L) end
+learn_answer(L, argv.opened, u)
 learn_save(L)
-local FB = fallback_load(KEYS[4])
-fallback_answer(FB, tonumber(ARGV[7])); fallback_save(FB)
-local ST = start_load(KEYS[5])
-start_answer(ST, tonumber(ARGV[7])); start_save(ST)
-if fresh then redis.call('PUBLISH', ARGV[6], KEYS[3]) end
+local FB = fallback_load(keys.fallback)
+fallback_answer(FB, argv.opened); fallback_save(FB)
+local ST = start_load(keys.start)
+start_answer(ST, argv.opened); start_save(ST)
+if fresh then redis.call('PUBLISH', argv.channel, keys.pause) end
 return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
 `
 
