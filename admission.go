@@ -61,7 +61,7 @@ type admission struct {
 	until      time.Time     // the deadline in force (paused), zero otherwise
 	now        time.Time     // Redis TIME of the decision
 	reopen     int64         // requests the scope can use when it reopens, 0 unknown
-	cacheable  bool          // only a pause can stop the scope (see openCache)
+	cacheable  bool          // only a pause can stop the scope (see local.OpenCache)
 	limited    bool          // limits, configured or learned, apply
 	probe      bool          // a probe: its response's budget is awaited
 	opens      int64         // a learned window's probe: its instant, to answer (0 not)

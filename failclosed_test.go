@@ -43,7 +43,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 			if err := g.admit(ctx, cached, 1, false); err != nil {
 				t.Fatalf("admit on a live Redis: %v", err)
 			}
-			return g.open.fresh(scopeKeys(prefix, cached).Pause)
+			return g.open.Fresh(scopeKeys(prefix, cached).Pause)
 		})
 	}
 	storeDown := func(what string, err error) {
@@ -70,7 +70,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 	// no call has failed yet.
 	srv.Suspend(t)
 	now.Add(int64(closed.cfg.StoreTimeout))
-	if closed.open.fresh(scopeKeys(prefix, cached).Pause) {
+	if closed.open.Fresh(scopeKeys(prefix, cached).Pause) {
 		t.Error("fail closed: the cache is trusted a StoreTimeout after Redis last answered")
 	}
 	storeDown("fail closed, the cached scope after a silence", closed.admit(ctx, cached, 1, false))
@@ -79,64 +79,4 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 	}
 	srv.Resume(t)
 	warm(closed)
-}
-
-// TestOpenCacheTrustSteps: the rules of the proof of life, step by step, on
-// a cache without Redis (its subscription taken as live).
-func TestOpenCacheTrustSteps(t *testing.T) {
-	const trust = 250 * time.Millisecond
-	type step struct {
-		advance   time.Duration
-		do        string // "remember", "answer" (a call started now is answered at the end of the step), "fail", "late" (a call started before the last failure is answered)
-		fresh     bool   // fail closed
-		freshOpen bool   // fail open
-	}
-	for i, steps := range [][]step{
-		{ // an admission's round trip proves life: trusted within trust of its start
-			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
-			{advance: trust - time.Millisecond, fresh: true, freshOpen: true},
-			{advance: time.Millisecond, fresh: false, freshOpen: true},
-			{do: "answer", fresh: true, freshOpen: true}, // any answer renews the proof
-		},
-		{ // a failure forgets everything, and an older call's answer does not renew
-			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
-			{do: "fail", fresh: false, freshOpen: true},
-			{do: "late", fresh: false, freshOpen: true},
-			{do: "answer", fresh: false, freshOpen: true}, // forgotten: a new round trip must remember it
-			{do: "remember", fresh: true, freshOpen: true},
-		},
-	} {
-		now := time.Unix(1_700_000_000, 0)
-		clock := func() time.Time { return now }
-		caches := [2]*openCache{
-			newOpenCache(nil, "ch", Config{Tuning: Tuning{OpenCache: time.Hour}, StoreTimeout: trust, FailClosed: true}, clock),
-			newOpenCache(nil, "ch", Config{Tuning: Tuning{OpenCache: time.Hour}, StoreTimeout: trust}, clock),
-		}
-		var late [2]func(error)
-		for _, c := range caches {
-			c.live = true
-		}
-		for j, s := range steps {
-			now = now.Add(s.advance)
-			for n, c := range caches {
-				switch s.do {
-				case "remember":
-					c.remember("k", c.gen)
-				case "answer":
-					c.track()(nil)
-				case "fail":
-					late[n] = c.track()
-					c.track()(errors.New("i/o timeout"))
-				case "late":
-					late[n](nil)
-				}
-			}
-			if got := caches[0].fresh("k"); got != s.fresh {
-				t.Errorf("case %d step %d (%s): fail closed fresh = %v, want %v", i, j, s.do, got, s.fresh)
-			}
-			if got := caches[1].fresh("k"); got != s.freshOpen {
-				t.Errorf("case %d step %d (%s): fail open fresh = %v, want %v", i, j, s.do, got, s.freshOpen)
-			}
-		}
-	}
 }

@@ -187,11 +187,7 @@ func runLostPause(t *testing.T, target lossTarget) {
 			if _, err := get(f, i, Scope{Provider: "warm", Account: f.name}, false); err != nil {
 				t.Fatal(err)
 			}
-			eventuallyWithin(t, foWait, "the gate is subscribed", func() bool {
-				g.open.mu.Lock()
-				defer g.open.mu.Unlock()
-				return g.open.live
-			})
+			eventuallyWithin(t, foWait, "the gate is subscribed", g.open.Live)
 		}
 	}
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/failover"
+	"github.com/quotagate/quotagate/internal/local"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/quotagate/quotagate/internal/store"
@@ -274,7 +275,7 @@ func (c Config) withDefaults() Config {
 type Gate struct {
 	cfg         Config
 	store       *store.Store
-	open        *openCache
+	open        *local.OpenCache
 	holders     holders
 	slots       slotWakers   // workers waiting for a slot of a concurrency limit
 	absorbed    absorbed     // refusals of requests already on their way, per pause (log)
@@ -310,15 +311,19 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	cfg = cfg.withDefaults()
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
-	g.open = newOpenCache(rdb, schema.Channel(cfg.Prefix), cfg, now)
+	var trustFor time.Duration // a fail-closed gate's open cache needs a proof of life
+	if cfg.FailClosed {
+		trustFor = cfg.StoreTimeout
+	}
+	g.open = local.NewOpenCache(rdb, schema.Channel(cfg.Prefix), cfg.Tuning.OpenCache, trustFor, now)
 	recovered := func() { g.mem.Recovered() } // g.mem as it is then: tests may have set it nil
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
-		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.track, Recovered: recovered}})
-	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.forget})
-	g.open.heard = func(payload string) { g.mem.Heard(failover.ParseAnnouncement(payload), g.now()) }
-	g.open.resubscribed = recovered
-	g.open.failed = g.store.Failed
+		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.Track, Recovered: recovered}})
+	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Forget})
+	g.open.Heard = func(payload string) { g.mem.Heard(failover.ParseAnnouncement(payload), g.now()) }
+	g.open.Resubscribed = recovered
+	g.open.Failed = g.store.Failed
 	return g
 }
 
@@ -327,7 +332,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 // trip per admission. It does not close the Redis client.
 func (g *Gate) Close() error {
 	g.mem.Close()
-	return g.open.close()
+	return g.open.Close()
 }
 
 // Pause is a scope's pause deadline as Redis keeps it and, from State,
@@ -439,7 +444,7 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 
 // pause is Pause for a valid scope s whose keys are k.
 func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r store.Refusal) (Pause, error) {
-	g.open.forget(k.Pause) // before the round trip: this worker stops at once
+	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
 	until, rem, _, err := g.store.Pause(ctx, k, g.clamp(d), r, specs(g.limitsOf(s))...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
@@ -480,7 +485,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	g.open.forget(scopeKeys(g.cfg.Prefix, s).Pause)
+	g.open.Forget(scopeKeys(g.cfg.Prefix, s).Pause)
 	g.mem.Drop(scopeKeys(g.cfg.Prefix, s).Pause)
 	if err := g.store.Resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)

@@ -184,7 +184,7 @@ type grant struct {
 // scope's waiting never takes every worker from the other scopes' tasks.
 func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
-	if len(ls) == 0 && g.open.fresh(k.Pause) {
+	if len(ls) == 0 && g.open.Fresh(k.Pause) {
 		g.uncounted.add(k.Pause, int64(cost))
 		g.metrics.admission(s.Provider, c, outcomeAdmitted)
 		return gr, nil
@@ -195,7 +195,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), p: p}
 	var inFlight time.Duration // held so far for a slot in flight
 	for {
-		gen := g.open.begin()
+		gen := g.open.Begin()
 		counts := g.uncounted.take(k.Pause)
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
@@ -333,7 +333,7 @@ func (g *Gate) answerOf(ctx context.Context, k schema.Keys, a admission, recheck
 // wait ended by ctx gives its lease back.
 func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time.Duration, gen uint64, w *waiting) (grant, error) {
 	if a.cacheable {
-		g.open.remember(q.k.Pause, gen)
+		g.open.Remember(q.k.Pause, gen)
 	}
 	g.metrics.admission(q.s.Provider, q.c, outcomeAdmitted)
 	g.metrics.wait(q.s.Provider, q.c, wait)

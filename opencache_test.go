@@ -111,26 +111,26 @@ func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
 	k := scopeKeys(g.cfg.Prefix, s).Pause
 	eventually(t, "the scope is remembered open", func() bool {
 		g.admit(ctx, s, 1, false)
-		return g.open.fresh(k)
+		return g.open.Fresh(k)
 	})
 	now.Add(int64(time.Second))
-	if g.open.fresh(k) {
+	if g.open.Fresh(k) {
 		t.Fatal("an entry older than OpenCache is still trusted")
 	}
 	g.admit(ctx, s, 1, false)
-	if !g.open.fresh(k) {
+	if !g.open.Fresh(k) {
 		t.Fatal("a new round trip did not refresh the entry")
 	}
 
 	mr.Close() // the subscription's connection breaks
 	eventually(t, "the cache forgets everything when the subscription breaks", func() bool {
-		return !g.open.fresh(k)
+		return !g.open.Fresh(k)
 	})
 	if err := mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the cache works again once resubscribed", func() bool {
 		g.admit(ctx, s, 1, false)
-		return g.open.fresh(k)
+		return g.open.Fresh(k)
 	})
 }

@@ -75,7 +75,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	if hint%time.Second == 0 {
 		facts.Precision = time.Second // "try again in 5 seconds": read to the second
 	}
-	g.open.forget(k.Pause) // before the round trip: this worker stops at once
+	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
 	facts.Counts = g.uncounted.take(k.Pause)
 	until, rem, moved, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
 	if err != nil {

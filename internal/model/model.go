@@ -89,7 +89,7 @@ type Decision struct {
 	Unreserved bool
 	ByOp       bool // paused by an operator (Gate.Pause), not a refusal
 	Limited    bool // limits (configured or learned) apply to the scope
-	Cache      bool // nothing but a pause can stop the scope (see openCache)
+	Cache      bool // nothing but a pause can stop the scope (see local.OpenCache)
 }
 
 const (
@@ -422,10 +422,10 @@ func (a admission) commitLearned(d *Decision, at int64) {
 }
 
 // opensCache reports whether nothing but a pause can stop the scope after
-// the admission (Decision.Cache; see openCache): no limit applies nor is
-// configured, the budget has nothing to tell (budgetState.quiet), and the
-// admission was neither a hintless episode's probe (probes) nor counted in
-// a slow start (starts), whose answers are awaited.
+// the admission (Decision.Cache; see local.OpenCache): no limit applies
+// nor is configured, the budget has nothing to tell (budgetState.quiet),
+// and the admission was neither a hintless episode's probe (probes) nor
+// counted in a slow start (starts), whose answers are awaited.
 func (a admission) opensCache(probes, starts bool) bool {
 	return len(a.lim.specs) == 0 && len(a.p.Limits) == 0 && a.s.budget.quiet(a.p) && !probes && !starts
 }

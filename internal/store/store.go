@@ -43,7 +43,7 @@ type Hooks struct {
 	// returns hears how the call ended: nil when Redis answered, the
 	// error when the store failed (not when the caller's own context
 	// ended). The open cache uses it as its proof of life
-	// (openCache.track).
+	// (internal/local, OpenCache.Track).
 	Track func() func(error)
 
 	// Recovered, when set, is called when Redis answers a call after one
@@ -88,7 +88,7 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 // Timeout is the bound of every call (Config.Timeout).
 func (s *Store) Timeout() time.Duration { return s.timeout }
 
-// Channel is where pauses are announced (see openCache).
+// Channel is where pauses are announced (see internal/local, OpenCache).
 func (s *Store) Channel() string { return schema.Channel(s.prefix) }
 
 // Failed hears a failure of a call the store did not make on its client

@@ -1,4 +1,4 @@
-package quotagate
+package local
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// openCache lets a gate admit a task without a round trip when it has just
+// OpenCache lets a gate admit a task without a round trip when it has just
 // seen the task's scope open and the scope has no limit: the common case,
 // where a round trip per task would cost a third of asynq's own throughput.
 //
@@ -51,7 +51,7 @@ import (
 //
 // A fail-open gate keeps neither rule: when the store fails it admits
 // anyway, so the cache changes nothing but the cost.
-type openCache struct {
+type OpenCache struct {
 	rdb      redis.UniversalClient
 	channel  string
 	maxAge   time.Duration
@@ -68,33 +68,31 @@ type openCache struct {
 	ps      *redis.PubSub        // the watcher's subscription, once made
 	closed  bool
 
-	// Set by the gate before first use (newGate: heard and resubscribed
-	// feed its memory of the pauses, internal/failover, and failed
-	// internal/store's topology.go): heard takes every announcement's
-	// payload, resubscribed is called when the subscription is confirmed
-	// again after an error (the master may have changed), failed hears
+	// Set by the gate before first use (newGate: Heard and Resubscribed
+	// feed its memory of the pauses, internal/failover, and Failed
+	// internal/store's topology.go): Heard takes every announcement's
+	// payload, Resubscribed is called when the subscription is confirmed
+	// again after an error (the master may have changed), Failed hears
 	// the subscription's errors.
-	heard        func(payload string)
-	resubscribed func()
-	failed       func(error)
+	Heard        func(payload string)
+	Resubscribed func()
+	Failed       func(error)
 }
 
-// newOpenCache returns the open cache of a gate with configuration cfg
-// (defaults applied), announcements arriving on channel.
-func newOpenCache(rdb redis.UniversalClient, channel string, cfg Config, now func() time.Time) *openCache {
-	c := &openCache{rdb: rdb, channel: channel, maxAge: cfg.Tuning.OpenCache, now: now}
-	if cfg.FailClosed {
-		c.trustFor = cfg.StoreTimeout
-	}
-	return c
+// NewOpenCache returns the open cache of a gate, announcements arriving
+// on channel: entries trusted for maxAge (Tuning.OpenCache, defaults
+// applied; 0 or less: none), and, when trustFor is positive (a fail-closed
+// gate's Config.StoreTimeout), within trustFor of the proof of life.
+func NewOpenCache(rdb redis.UniversalClient, channel string, maxAge, trustFor time.Duration, now func() time.Time) *OpenCache {
+	return &OpenCache{rdb: rdb, channel: channel, maxAge: maxAge, trustFor: trustFor, now: now}
 }
 
 // pruneAt is how many entries the cache holds before it drops old ones.
 const pruneAt = 4096
 
-// fresh reports whether the scope of pause key k was seen open recently
+// Fresh reports whether the scope of pause key k was seen open recently
 // enough to admit without a round trip.
-func (c *openCache) fresh(k string) bool {
+func (c *OpenCache) Fresh(k string) bool {
 	if c.maxAge <= 0 {
 		return false
 	}
@@ -105,15 +103,15 @@ func (c *openCache) fresh(k string) bool {
 	return ok && c.live && now.Sub(at) < c.maxAge && (c.trustFor <= 0 || now.Sub(c.alive) < c.trustFor)
 }
 
-// ignoreEnd is the end of a call that track does not follow.
+// ignoreEnd is the end of a call that Track does not follow.
 func ignoreEnd(error) {}
 
-// track follows one store call (store.Hooks.Track): called as the call starts,
-// it returns the function that hears how it ended. With trustFor set, an
-// answer proves Redis alive as of the call's start, unless a failure was
-// seen meanwhile (a late answer to an older call proves nothing about now);
-// a failure forgets every entry and the proof.
-func (c *openCache) track() func(error) {
+// Track follows one store call (store.Hooks.Track): called as the call
+// starts, it returns the function that hears how it ended. With trustFor
+// set, an answer proves Redis alive as of the call's start, unless a
+// failure was seen meanwhile (a late answer to an older call proves
+// nothing about now); a failure forgets every entry and the proof.
+func (c *OpenCache) Track() func(error) {
 	if c.trustFor <= 0 {
 		return ignoreEnd
 	}
@@ -136,9 +134,9 @@ func (c *openCache) track() func(error) {
 	}
 }
 
-// begin starts the subscription on first use and returns the generation to
-// pass to remember after the round trip.
-func (c *openCache) begin() uint64 {
+// Begin starts the subscription on first use and returns the generation to
+// pass to Remember after the round trip.
+func (c *OpenCache) Begin() uint64 {
 	if c.maxAge <= 0 {
 		return 0
 	}
@@ -151,9 +149,9 @@ func (c *openCache) begin() uint64 {
 	return c.gen
 }
 
-// remember records that k was seen open by a round trip that began at
+// Remember records that k was seen open by a round trip that began at
 // generation gen.
-func (c *openCache) remember(k string, gen uint64) {
+func (c *OpenCache) Remember(k string, gen uint64) {
 	if c.maxAge <= 0 {
 		return
 	}
@@ -176,8 +174,16 @@ func (c *openCache) remember(k string, gen uint64) {
 	c.seen[k] = now
 }
 
-// forget drops k: a pause of its scope was announced.
-func (c *openCache) forget(k string) {
+// Live reports whether the subscription is live: confirmed by Redis, no
+// error since.
+func (c *OpenCache) Live() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live
+}
+
+// Forget drops k: a pause of its scope was announced.
+func (c *OpenCache) Forget(k string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -185,7 +191,7 @@ func (c *openCache) forget(k string) {
 }
 
 // reset forgets everything: the subscription changed.
-func (c *openCache) reset(live bool) {
+func (c *OpenCache) reset(live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -197,7 +203,7 @@ func (c *openCache) reset(live bool) {
 // client is closed (a gate never closed must not leave its watcher behind).
 // Subscribing may block on an unresponsive Redis: it happens here, never
 // under the lock or on a task's path.
-func (c *openCache) watch() {
+func (c *OpenCache) watch() {
 	ctx := context.Background()
 	ps := c.rdb.Subscribe(ctx, c.channel)
 	c.mu.Lock()
@@ -222,20 +228,20 @@ func (c *openCache) watch() {
 		case *redis.Subscription:
 			c.reset(m.Kind == "subscribe")
 			backoff = 10 * time.Millisecond
-			if m.Kind == "subscribe" && broken && c.resubscribed != nil {
-				c.resubscribed()
+			if m.Kind == "subscribe" && broken && c.Resubscribed != nil {
+				c.Resubscribed()
 			}
 			broken = false
 		case *redis.Message:
-			c.forget(failover.ParseAnnouncement(m.Payload).Key)
-			if c.heard != nil {
-				c.heard(m.Payload)
+			c.Forget(failover.ParseAnnouncement(m.Payload).Key)
+			if c.Heard != nil {
+				c.Heard(m.Payload)
 			}
 		}
 		if err != nil && !errors.Is(err, redis.ErrClosed) {
 			broken = true
-			if c.failed != nil {
-				c.failed(err)
+			if c.Failed != nil {
+				c.Failed(err)
 			}
 		}
 		if errors.Is(err, redis.ErrClosed) { // the client is closed: nothing to follow any more
@@ -251,8 +257,8 @@ func (c *openCache) watch() {
 	}
 }
 
-// close ends the subscription; the gate goes on with a round trip per task.
-func (c *openCache) close() error {
+// Close ends the subscription; the gate goes on with a round trip per task.
+func (c *OpenCache) Close() error {
 	c.mu.Lock()
 	ps := c.ps
 	c.closed, c.live, c.ps = true, false, nil

@@ -1,0 +1,67 @@
+package local
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestOpenCacheTrustSteps: the rules of the proof of life, step by step, on
+// a cache without Redis (its subscription taken as live).
+func TestOpenCacheTrustSteps(t *testing.T) {
+	const trust = 250 * time.Millisecond
+	type step struct {
+		advance   time.Duration
+		do        string // "remember", "answer" (a call started now is answered at the end of the step), "fail", "late" (a call started before the last failure is answered)
+		fresh     bool   // fail closed
+		freshOpen bool   // fail open
+	}
+	for i, steps := range [][]step{
+		{ // an admission's round trip proves life: trusted within trust of its start
+			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
+			{advance: trust - time.Millisecond, fresh: true, freshOpen: true},
+			{advance: time.Millisecond, fresh: false, freshOpen: true},
+			{do: "answer", fresh: true, freshOpen: true}, // any answer renews the proof
+		},
+		{ // a failure forgets everything, and an older call's answer does not renew
+			{do: "answer"}, {do: "remember", fresh: true, freshOpen: true},
+			{do: "fail", fresh: false, freshOpen: true},
+			{do: "late", fresh: false, freshOpen: true},
+			{do: "answer", fresh: false, freshOpen: true}, // forgotten: a new round trip must remember it
+			{do: "remember", fresh: true, freshOpen: true},
+		},
+	} {
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time { return now }
+		caches := [2]*OpenCache{
+			NewOpenCache(nil, "ch", time.Hour, trust, clock), // fail closed
+			NewOpenCache(nil, "ch", time.Hour, 0, clock),     // fail open
+		}
+		var late [2]func(error)
+		for _, c := range caches {
+			c.live = true
+		}
+		for j, s := range steps {
+			now = now.Add(s.advance)
+			for n, c := range caches {
+				switch s.do {
+				case "remember":
+					c.Remember("k", c.gen)
+				case "answer":
+					c.Track()(nil)
+				case "fail":
+					late[n] = c.Track()
+					c.Track()(errors.New("i/o timeout"))
+				case "late":
+					late[n](nil)
+				}
+			}
+			if got := caches[0].Fresh("k"); got != s.fresh {
+				t.Errorf("case %d step %d (%s): fail closed fresh = %v, want %v", i, j, s.do, got, s.fresh)
+			}
+			if got := caches[1].Fresh("k"); got != s.freshOpen {
+				t.Errorf("case %d step %d (%s): fail open fresh = %v, want %v", i, j, s.do, got, s.freshOpen)
+			}
+		}
+	}
+}
