@@ -1,11 +1,7 @@
 package quotagate
 
 import (
-	"context"
-	"hash/maphash"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quotagate/quotagate/internal/model"
@@ -17,7 +13,8 @@ import (
 // which says what to do without I/O or a clock: run now (perhaps after a
 // slot reserved a moment ahead), hold the worker in-process and ask again,
 // or defer the task through asynq. The loop that calls Redis and sleeps is
-// Gate.admit (middleware.go).
+// Gate.admit (middleware.go); what it keeps between round trips (the open
+// cache, the holders' places, the slot wakers) is internal/local's.
 
 // act is what the gate does with a task.
 type act int
@@ -136,7 +133,7 @@ type verdict struct {
 //     in flight; the instant is never reserved): as a short pause, in as
 //     many places as there are workers. Waiting for a slot in flight is
 //     not a reopening's herd: each release wakes one waiting worker (see
-//     slotWakers), and the Middleware's loop bounds the whole wait by
+//     local.SlotWakers), and the Middleware's loop bounds the whole wait by
 //     maxHold before it defers.
 //  7. otherwise, with a GCRA limit: deferred to the task's slot in the reopening
 //     line (the script spread the slots one interval apart), woken maxHold
@@ -253,257 +250,4 @@ func jitter(window time.Duration, u float64) time.Duration {
 		return window
 	}
 	return time.Duration(float64(window) * u)
-}
-
-// holders counts the workers of this process that wait in-process, per
-// scope and in all, so that neither one paced or paused provider nor many
-// brief pauses at once can take every worker from the other scopes' tasks
-// (the reference article's "do not let one provider freeze every
-// integration": tasks of other providers wait in asynq's queue, where no
-// worker is left to take them).
-//
-// A waiter is a worker waiting for its scope in any way: until a slot of a
-// limit reserved ahead, for a pause or a window to open (a holder), for a
-// slot of a concurrency limit in flight, or on a last attempt. The rule
-// (join): a worker may wait only while fewer than one in holdShare of the
-// tasks inside the middleware wait, unless every waiter is of its own scope
-// and no task of another scope (or without one) entered the middleware
-// within fairFor: a process that serves one scope alone gives its reopening
-// every worker. A worker that may not wait asks the admission for no slot
-// ahead (model.Params.NowOnly) and is deferred to its instant; its worker
-// takes the next task of the queue. Last attempts without NewTask's reserve
-// wait whatever the count (they join it).
-//
-// The holders among the waiters also have places per scope (acquire):
-// Tuning.MaxHolders, or as many as the reopening can use; Interactive work
-// has Tuning.MaxHolders places of its own per scope, which background
-// holders never take.
-type holders struct {
-	mu    sync.Mutex
-	n     map[string]int // holders per scope, every class
-	ni    map[string]int // holders per scope, interactive
-	w     map[string]int // waiters per scope, every kind
-	total int            // waiters in all
-	// the most recent scope a task entered with and when, and the most
-	// recent other scope and when (so the last entry of a scope other
-	// than any k is known)
-	last, other     string
-	lastAt, otherAt time.Time
-}
-
-// holdShare bounds what the waiters may take of the tasks inside a
-// process's middleware while more than one scope is served: one in two.
-// Without a bound, many scopes pausing briefly at once hold every worker
-// and admissions stall; and one paced scope's waiters (some sleeping
-// until a reserved slot, the others holding for the window after) take
-// every worker, so that a scope with no quota at all waits behind the
-// paced scope's backlog in the queue.
-const holdShare = 2
-
-// fairFor is how long after a task of another scope (or without one)
-// entered the middleware a scope's waiters are still held to holdShare:
-// MaxHold's default and one asynq tick, the longest a worker waits before
-// it asks again: the workers the share leaves free take task after task of
-// the queue (deferring the paced scope's) and meet the other scopes' tasks
-// again well within it; short, so a process left with one scope soon
-// gives its reopening every worker again (were one scope's own holders
-// capped by the share, a process serving one carrier alone would fall far
-// behind the carrier's quota: TestModesEndToEnd).
-// Chosen with the example (go run ./example -modes gate,gate+limit; docs/measurements.md).
-const fairFor = 2500 * time.Millisecond
-
-// enter notes that a task of scope k ("" none) entered the middleware at
-// now.
-func (h *holders) enter(k string, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if k != h.last {
-		h.other, h.otherAt = h.last, h.lastAt
-	}
-	h.last, h.lastAt = k, now
-}
-
-// join takes a waiter's place for a worker of scope k at now, with inside
-// tasks inside the middleware (this one among them), if the rule allows
-// it (see holders); force takes it whatever the count.
-func (h *holders) join(k string, inside int64, now time.Time, force bool) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !force && int64(h.total) >= max(inside/holdShare, 1) && (h.total > h.w[k] || !h.alone(k, now)) {
-		return false
-	}
-	if h.w == nil {
-		h.w = make(map[string]int)
-	}
-	h.w[k]++
-	h.total++
-	return true
-}
-
-// alone reports whether no task of a scope other than k entered within
-// fairFor before now.
-func (h *holders) alone(k string, now time.Time) bool {
-	at, seen := h.lastAt, h.last != k && !h.lastAt.IsZero()
-	if !seen {
-		at, seen = h.otherAt, !h.otherAt.IsZero()
-	}
-	return !seen || now.Sub(at) >= fairFor
-}
-
-// leave gives back a place join took.
-func (h *holders) leave(k string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.total--
-	if h.w[k]--; h.w[k] <= 0 {
-		delete(h.w, k)
-	}
-}
-
-// acquire takes a holder's place for work of class c of scope k if fewer
-// than limit of its holders of that class hold. The worker has joined the
-// waiters already.
-func (h *holders) acquire(k string, c Class, limit int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	mine := h.n[k] - h.ni[k]
-	if c == Interactive {
-		mine = h.ni[k]
-	}
-	if mine >= limit {
-		return false
-	}
-	if h.n == nil {
-		h.n, h.ni = make(map[string]int), make(map[string]int)
-	}
-	h.n[k]++
-	if c == Interactive {
-		h.ni[k]++
-	}
-	return true
-}
-
-func (h *holders) release(k string, c Class) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[k]--; h.n[k] <= 0 {
-		delete(h.n, k)
-	}
-	if c == Interactive {
-		if h.ni[k]--; h.ni[k] <= 0 {
-			delete(h.ni, k)
-		}
-	}
-}
-
-// slotWakers wake the workers of this process that wait for a slot of a
-// concurrency limit when a lease of their scope is released here: one
-// worker per unit released, at once, instead of at its next poll
-// (concurrentPoll, which finds the slots other processes release). The
-// scopes share wakerShards channels by hash, so the memory is bounded
-// whatever the number of accounts; a wake taken by a worker of another
-// scope of the same shard costs that worker one round trip, and this one
-// its poll.
-type slotWakers struct {
-	seed maphash.Seed
-	once sync.Once
-	ch   [wakerShards]chan struct{}
-}
-
-// wakerShards is how many channels the scopes share: far more than the
-// scopes a process waits on at once, so that wakes seldom go astray.
-const wakerShards = 256
-
-func (w *slotWakers) of(k string) chan struct{} {
-	w.once.Do(func() {
-		w.seed = maphash.MakeSeed()
-		for i := range w.ch {
-			w.ch[i] = make(chan struct{}, 1)
-		}
-	})
-	return w.ch[maphash.String(w.seed, k)%wakerShards]
-}
-
-// wake wakes up to n workers waiting for a slot of scope k (one may be
-// woken later, by the channel's buffer: it asks once more).
-func (w *slotWakers) wake(k string, n int) {
-	ch := w.of(k)
-	for range n {
-		select {
-		case ch <- struct{}{}:
-		default:
-			return
-		}
-	}
-}
-
-// wait waits d, until a slot of k is released here, or until ctx ends.
-func (w *slotWakers) wait(ctx context.Context, k string, d time.Duration) error {
-	return sleepOr(ctx, d, w.of(k))
-}
-
-// uncounted counts, per scope, the admissions this process made from its
-// open cache, which no script saw: the next round trip of the scope (an
-// admission or a refusal) reports them, so what the scope learns counts
-// every request it sent (see learnState.report). A count is removed when
-// taken, and given back when its round trip fails; past maxUncounted
-// scopes the counts are dropped (a scope's learning then undercounts,
-// which its next refusal-free window corrects).
-type uncounted struct {
-	m sync.Map // pause key → *atomic.Int64
-	n atomic.Int64
-}
-
-// maxUncounted bounds the scopes with counts waiting for a round trip:
-// far more than a process admits from its cache between two of their
-// round trips, few enough to be nothing in memory.
-const maxUncounted = 10_000
-
-func (c *uncounted) add(k string, n int64) {
-	if n <= 0 {
-		return
-	}
-	v, ok := c.m.Load(k)
-	if !ok {
-		if c.n.Load() >= maxUncounted {
-			c.m.Clear()
-			c.n.Store(0)
-		}
-		var loaded bool
-		if v, loaded = c.m.LoadOrStore(k, new(atomic.Int64)); !loaded {
-			c.n.Add(1)
-		}
-	}
-	v.(*atomic.Int64).Add(n)
-}
-
-func (c *uncounted) take(k string) int64 {
-	if v, ok := c.m.LoadAndDelete(k); ok {
-		c.n.Add(-1)
-		return v.(*atomic.Int64).Load()
-	}
-	return 0
-}
-
-// absorbed counts, per pause (scope and deadline), the refusals of
-// requests already on their way when it began, which the log reports at
-// DEBUG with this count instead of a line at INFO each. Past
-// maxAbsorbedPauses pauses the counts start again.
-type absorbed struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// maxAbsorbedPauses bounds the pauses absorbed counts are kept for: far
-// more than are in force at once in one process.
-const maxAbsorbedPauses = 1000
-
-func (a *absorbed) add(pause string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == nil || len(a.n) >= maxAbsorbedPauses {
-		a.n = make(map[string]int)
-	}
-	a.n[pause]++
-	return a.n[pause]
 }

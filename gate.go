@@ -276,11 +276,11 @@ type Gate struct {
 	cfg         Config
 	store       *store.Store
 	open        *local.OpenCache
-	holders     holders
-	slots       slotWakers   // workers waiting for a slot of a concurrency limit
-	absorbed    absorbed     // refusals of requests already on their way, per pause (log)
-	inside      atomic.Int64 // tasks inside the Middleware (see holders)
-	uncounted   uncounted
+	holders     local.Holders
+	slots       local.SlotWakers // workers waiting for a slot of a concurrency limit
+	absorbed    local.Absorbed   // refusals of requests already on their way, per pause (log)
+	inside      atomic.Int64     // tasks inside the Middleware (see local.Holders)
+	uncounted   local.Uncounted
 	metrics     *metrics
 	observed    atomic.Bool   // Transport or Observe is in use: responses teach the budget
 	silent      sync.Map      // pause key → when its provider last advertised no budget

@@ -657,11 +657,8 @@ func TestMaxHolders(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	held := make(chan error, 1)
 	go func() { held <- g.admit(ctx, s, 1, false) }()
-	eventually(t, "the first worker holds", func() bool {
-		g.holders.mu.Lock()
-		defer g.holders.mu.Unlock()
-		return g.holders.n[scopeKeys(g.cfg.Prefix, s).Pause] == 1
-	})
+	k := scopeKeys(g.cfg.Prefix, s).Pause
+	eventually(t, "the first worker holds", func() bool { return g.holders.Held(k) == 1 })
 	var d *Deferral
 	if err := g.admit(context.Background(), s, 1, false); !errors.As(err, &d) || d.Reason != ReasonPaused {
 		t.Fatalf("second worker: %v, want a deferral while the first holds", err)
@@ -673,8 +670,8 @@ func TestMaxHolders(t *testing.T) {
 	if err := <-held; !errors.Is(err, context.Canceled) {
 		t.Fatalf("holder: %v, want its context's end", err)
 	}
-	if n := len(g.holders.n); n != 0 {
-		t.Fatalf("%d scopes still counted as held after the holder left", n)
+	if n := g.holders.Held(k); n != 0 {
+		t.Fatalf("%d workers still counted as held after the holder left", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/local"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
@@ -45,7 +46,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			s, ok := ScopeOf(t)
 			if !ok {
-				g.holders.enter("", g.now()) // another scope's task, for the waiters' share
+				g.holders.Enter("", g.now()) // another scope's task, for the waiters' share
 				return next.ProcessTask(ctx, t)
 			}
 			if err := s.Validate(); err != nil {
@@ -60,7 +61,7 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			}
 			at := attemptOf(ctx, t)
 			k := scopeKeys(g.cfg.Prefix, s)
-			g.holders.enter(k.Pause, g.now())
+			g.holders.Enter(k.Pause, g.now())
 			c := g.classOf(ctx, t)
 			gr, err := g.admission(ctx, s, k, g.cost(t), at.last, c, true)
 			if err != nil {
@@ -94,7 +95,7 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
 		return
 	}
-	g.slots.wake(ta.keys.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
+	g.slots.Wake(ta.keys.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 }
 
 // releaseTask releases the lease of the task's admission, unless its
@@ -125,7 +126,7 @@ func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant) {
 			}
 		}()
 	}
-	g.slots.wake(k.Pause, gr.cost)
+	g.slots.Wake(k.Pause, gr.cost)
 }
 
 // refused records the refusal that the handler returned in err (unless the
@@ -176,16 +177,16 @@ type grant struct {
 // holds in places of its own (Tuning.MaxHolders of them), so background
 // holders never take the place of an interactive task. A wait for a slot
 // of a concurrency limit holds at most Tuning.MaxHold in all, woken by the
-// releases of this process (slotWakers), before it defers.
+// releases of this process (local.SlotWakers), before it defers.
 //
 // On an asynq worker (worker: inside the Middleware) every wait takes a
-// waiter's place first (holders.join): without one, the admission reserves
+// waiter's place first (local.Holders.Join): without one, the admission reserves
 // no slot ahead (store.AdmitRequest.NowOnly) and any wait is a deferral, so one
 // scope's waiting never takes every worker from the other scopes' tasks.
 func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.Fresh(k.Pause) {
-		g.uncounted.add(k.Pause, int64(cost))
+		g.uncounted.Add(k.Pause, int64(cost))
 		g.metrics.admission(s.Provider, c, outcomeAdmitted)
 		return gr, nil
 	}
@@ -196,7 +197,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	var inFlight time.Duration // held so far for a slot in flight
 	for {
 		gen := g.open.Begin()
-		counts := g.uncounted.take(k.Pause)
+		counts := g.uncounted.Take(k.Pause)
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
@@ -247,18 +248,18 @@ type asking struct {
 }
 
 // waiting is a worker's place among the waiters of one scope during one
-// round of an admission (holders.join), given back once (leave).
+// round of an admission (local.Holders.Join), given back once (leave).
 type waiting struct {
-	h      *holders
+	h      *local.Holders
 	k      string
 	worker bool // on an asynq worker (inside the Middleware)
 	joined bool // it holds a waiter's place
 }
 
 // joinWaiters takes a waiter's place for a worker of scope k if the rule
-// of holders allows it (force: whatever the count; see holders.join).
+// of local.Holders allows it (force: whatever the count; see Join).
 func (g *Gate) joinWaiters(k string, worker, force bool) *waiting {
-	return &waiting{h: &g.holders, k: k, worker: worker, joined: worker && g.holders.join(k, g.inside.Load(), g.now(), force)}
+	return &waiting{h: &g.holders, k: k, worker: worker, joined: worker && g.holders.Join(k, g.inside.Load(), g.now(), force)}
 }
 
 // nowOnly decides whether the admission may reserve no slot ahead: a
@@ -269,7 +270,7 @@ func (w *waiting) nowOnly() bool { return w.worker && !w.joined }
 func (w *waiting) leave() {
 	if w.joined {
 		w.joined = false
-		w.h.leave(w.k)
+		w.h.Leave(w.k)
 	}
 }
 
@@ -290,7 +291,7 @@ func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts int64, nowO
 // pause this gate knows for the scope (known), or else the caller's end or
 // the fail-open or fail-closed answer (err, nil to run unchecked).
 func (g *Gate) admitFailed(ctx context.Context, q asking, counts int64, err error) (a admission, known bool, _ error) {
-	g.uncounted.add(q.k.Pause, counts)
+	g.uncounted.Add(q.k.Pause, counts)
 	if q.lease != "" {
 		// The script may have taken the lease before the call failed:
 		// give it back (a lease never taken is released as nothing),
@@ -353,7 +354,7 @@ func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time
 // deferral instead.
 func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict, w *waiting, inFlight *time.Duration) error {
 	slot := a.reason == model.ReasonInFlight
-	if slot && *inFlight >= q.p.maxHold || w.nowOnly() || !g.holders.acquire(q.k.Pause, q.c, v.holders) {
+	if slot && *inFlight >= q.p.maxHold || w.nowOnly() || !g.holders.Acquire(q.k.Pause, q.c == Interactive, v.holders) {
 		w.leave()
 		return g.deferred(q.s, q.c, v.deferral)
 	}
@@ -362,12 +363,12 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 	var err error
 	if slot {
 		t0 := g.now()
-		err = g.slots.wait(ctx, q.k.Pause, v.wait)
+		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
 		*inFlight += max(g.now().Sub(t0), time.Millisecond)
 	} else {
 		err = sleep(ctx, v.wait)
 	}
-	g.holders.release(q.k.Pause, q.c)
+	g.holders.Release(q.k.Pause, q.c == Interactive)
 	w.leave()
 	return err
 }

@@ -196,7 +196,7 @@ type simWorkers struct {
 func (w *simWorkers) stale(e simEvent) bool { return !e.resp && !e.ok && e.gen != w.gen[e.worker] }
 
 // wakeSlot is a release of n units by this process at now: the first n
-// workers waiting for a slot ask again at once (slotWakers).
+// workers waiting for a slot ask again at once (local.SlotWakers).
 func (w *simWorkers) wakeSlot(now int64, n int) {
 	for ; n > 0 && len(w.slotWaiting) > 0; n-- {
 		x := w.slotWaiting[0]

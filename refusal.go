@@ -76,10 +76,10 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		facts.Precision = time.Second // "try again in 5 seconds": read to the second
 	}
 	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
-	facts.Counts = g.uncounted.take(k.Pause)
+	facts.Counts = g.uncounted.Take(k.Pause)
 	until, rem, moved, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
 	if err != nil {
-		g.uncounted.add(k.Pause, facts.Counts)
+		g.uncounted.Add(k.Pause, facts.Counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
@@ -94,7 +94,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	} else { // a request already on its way when the scope paused
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
-			"until", until, "absorbed", g.absorbed.add(k.Pause+" "+until.String()))
+			"until", until, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))
 	}
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 }

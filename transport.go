@@ -279,7 +279,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Obse
 		return err
 	}
 	if o.Opened > 0 {
-		g.slots.wake(k.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
+		g.slots.Wake(k.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 	}
 	if o.Remaining >= 0 {
 		g.metrics.budgetObserved(s.Provider)

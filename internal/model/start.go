@@ -56,8 +56,8 @@ const startFirst = 2
 const startAnswers = 32
 
 // StartAnswerWakes is how many of its workers waiting in this process an
-// answer reported here wakes at once (slotWakers), instead of at their
-// next look: the two the answer lets go.
+// answer reported here wakes at once (local.SlotWakers), instead of at
+// their next look: the two the answer lets go.
 const StartAnswerWakes = 2
 
 // startState is the scope's slow start.

@@ -1,0 +1,156 @@
+package local
+
+import (
+	"sync"
+	"time"
+)
+
+// Holders counts the workers of this process that wait in-process, per
+// scope and in all, so that neither one paced or paused provider nor many
+// brief pauses at once can take every worker from the other scopes' tasks
+// (the reference article's "do not let one provider freeze every
+// integration": tasks of other providers wait in asynq's queue, where no
+// worker is left to take them).
+//
+// A waiter is a worker waiting for its scope in any way: until a slot of a
+// limit reserved ahead, for a pause or a window to open (a holder), for a
+// slot of a concurrency limit in flight, or on a last attempt. The rule
+// (Join): a worker may wait only while fewer than one in holdShare of the
+// tasks inside the middleware wait, unless every waiter is of its own scope
+// and no task of another scope (or without one) entered the middleware
+// within fairFor: a process that serves one scope alone gives its reopening
+// every worker. A worker that may not wait asks the admission for no slot
+// ahead (model.Params.NowOnly) and is deferred to its instant; its worker
+// takes the next task of the queue. Last attempts without NewTask's reserve
+// wait whatever the count (they join it).
+//
+// The holders among the waiters also have places per scope (Acquire):
+// Tuning.MaxHolders, or as many as the reopening can use; Interactive work
+// has Tuning.MaxHolders places of its own per scope, which background
+// holders never take.
+type Holders struct {
+	mu    sync.Mutex
+	n     map[string]int // holders per scope, every class
+	ni    map[string]int // holders per scope, interactive
+	w     map[string]int // waiters per scope, every kind
+	total int            // waiters in all
+	// the most recent scope a task entered with and when, and the most
+	// recent other scope and when (so the last entry of a scope other
+	// than any k is known)
+	last, other     string
+	lastAt, otherAt time.Time
+}
+
+// holdShare bounds what the waiters may take of the tasks inside a
+// process's middleware while more than one scope is served: one in two.
+// Without a bound, many scopes pausing briefly at once hold every worker
+// and admissions stall; and one paced scope's waiters (some sleeping
+// until a reserved slot, the others holding for the window after) take
+// every worker, so that a scope with no quota at all waits behind the
+// paced scope's backlog in the queue.
+const holdShare = 2
+
+// fairFor is how long after a task of another scope (or without one)
+// entered the middleware a scope's waiters are still held to holdShare:
+// MaxHold's default and one asynq tick, the longest a worker waits before
+// it asks again: the workers the share leaves free take task after task of
+// the queue (deferring the paced scope's) and meet the other scopes' tasks
+// again well within it; short, so a process left with one scope soon
+// gives its reopening every worker again (were one scope's own holders
+// capped by the share, a process serving one carrier alone would fall far
+// behind the carrier's quota: TestModesEndToEnd).
+// Chosen with the example (go run ./example -modes gate,gate+limit; docs/measurements.md).
+const fairFor = 2500 * time.Millisecond
+
+// Enter notes that a task of scope k ("" none) entered the middleware at
+// now.
+func (h *Holders) Enter(k string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if k != h.last {
+		h.other, h.otherAt = h.last, h.lastAt
+	}
+	h.last, h.lastAt = k, now
+}
+
+// Join takes a waiter's place for a worker of scope k at now, with inside
+// tasks inside the middleware (this one among them), if the rule allows
+// it (see Holders); force takes it whatever the count.
+func (h *Holders) Join(k string, inside int64, now time.Time, force bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !force && int64(h.total) >= max(inside/holdShare, 1) && (h.total > h.w[k] || !h.alone(k, now)) {
+		return false
+	}
+	if h.w == nil {
+		h.w = make(map[string]int)
+	}
+	h.w[k]++
+	h.total++
+	return true
+}
+
+// alone reports whether no task of a scope other than k entered within
+// fairFor before now.
+func (h *Holders) alone(k string, now time.Time) bool {
+	at, seen := h.lastAt, h.last != k && !h.lastAt.IsZero()
+	if !seen {
+		at, seen = h.otherAt, !h.otherAt.IsZero()
+	}
+	return !seen || now.Sub(at) >= fairFor
+}
+
+// Leave gives back a place Join took.
+func (h *Holders) Leave(k string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.total--
+	if h.w[k]--; h.w[k] <= 0 {
+		delete(h.w, k)
+	}
+}
+
+// Acquire takes a holder's place for work of scope k, Interactive or
+// background, if fewer than limit of its holders of that class hold. The
+// worker has joined the waiters already.
+func (h *Holders) Acquire(k string, interactive bool, limit int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mine := h.n[k] - h.ni[k]
+	if interactive {
+		mine = h.ni[k]
+	}
+	if mine >= limit {
+		return false
+	}
+	if h.n == nil {
+		h.n, h.ni = make(map[string]int), make(map[string]int)
+	}
+	h.n[k]++
+	if interactive {
+		h.ni[k]++
+	}
+	return true
+}
+
+// Release gives back a place Acquire took.
+func (h *Holders) Release(k string, interactive bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k]--; h.n[k] <= 0 {
+		delete(h.n, k)
+	}
+	if interactive {
+		if h.ni[k]--; h.ni[k] <= 0 {
+			delete(h.ni, k)
+		}
+	}
+}
+
+// Held returns how many workers hold in one of scope k's places, of
+// either class.
+func (h *Holders) Held(k string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[k]
+}

@@ -1,0 +1,116 @@
+package local
+
+import (
+	"testing"
+	"time"
+)
+
+// The classes of Acquire and Release.
+const background, interactive = false, true
+
+// TestHoldersCapInAll: waiters of many scopes take at most half the tasks
+// inside a process's middleware, whatever the number of scopes pausing at
+// once; one scope's holders are capped by its own places only. (Before,
+// holders were capped per scope only: with many scopes pausing briefly,
+// every worker held.)
+func TestHoldersCapInAll(t *testing.T) {
+	var h Holders
+	now := time.Unix(1000, 0)
+	const inside = 8
+	held := 0
+	for i := range 100 {
+		k := string(rune('a'+i%26)) + "x"
+		h.Enter(k, now)
+		if h.Join(k, inside, now, false) {
+			held++
+		}
+	}
+	if held != inside/holdShare {
+		t.Errorf("%d waiting across scopes with %d tasks inside, want %d", held, inside, inside/holdShare)
+	}
+	if !h.Join("zz", inside, now, true) || h.total != inside/holdShare+1 {
+		t.Errorf("a last attempt did not join whatever the count: total %d", h.total)
+	}
+	var one Holders
+	for range 10 {
+		one.Acquire("k", background, 3)
+	}
+	if one.n["k"] != 3 {
+		t.Errorf("one scope holds %d, want its cap 3", one.n["k"])
+	}
+	one.Release("k", background)
+	if one.n["k"] != 2 {
+		t.Errorf("after a release: scope %d", one.n["k"])
+	}
+	one.Release("k", background)
+	one.Release("k", background)
+	if len(one.n) != 0 || one.Held("k") != 0 {
+		t.Errorf("after every release: %d scopes counted, %d held", len(one.n), one.Held("k"))
+	}
+	// Interactive work has places of its own, and counts as the scope's in
+	// the share of all: background holders of its scope never keep it out.
+	var mixed Holders
+	for range 12 {
+		mixed.Acquire("k", background, 12)
+	}
+	if !mixed.Acquire("k", interactive, 12) || mixed.ni["k"] != 1 || mixed.n["k"] != 13 {
+		t.Errorf("interactive with 12 background holders of its scope: ni %d n %d, want a place", mixed.ni["k"], mixed.n["k"])
+	}
+	if mixed.Acquire("k", background, 12) {
+		t.Error("a 13th background holder took a place: interactive places are not background's")
+	}
+	mixed.Release("k", interactive)
+	if mixed.ni["k"] != 0 || mixed.n["k"] != 12 {
+		t.Errorf("after the interactive release: ni %d n %d", mixed.ni["k"], mixed.n["k"])
+	}
+}
+
+// TestHoldersFairShare: one scope's waiters of every kind may take every
+// task inside the middleware only while no task of another scope entered
+// within fairFor; then they keep to one in holdShare, and fairFor after
+// the other scope's last task the scope alone has every worker again.
+func TestHoldersFairShare(t *testing.T) {
+	now := time.Unix(1000, 0)
+	const inside = 20
+	fill := func(h *Holders, at time.Time) int {
+		n := 0
+		for n < 2*inside && h.Join("acme", inside, at, false) {
+			n++
+		}
+		return n
+	}
+	var alone Holders
+	alone.Enter("acme", now)
+	if n := fill(&alone, now); n != 2*inside {
+		t.Errorf("one scope alone: %d waiters of %d tasks inside, want every one", n, inside)
+	}
+	var shared Holders
+	shared.Enter("swift", now)
+	shared.Enter("acme", now.Add(time.Second))
+	at := now.Add(2 * time.Second)
+	if n := fill(&shared, at); n != inside/holdShare {
+		t.Errorf("beside swift: acme has %d waiters of %d tasks inside, want %d", n, inside, inside/holdShare)
+	}
+	// swift is still the other scope however many acme tasks enter since.
+	for range 50 {
+		shared.Enter("acme", at)
+	}
+	if shared.Join("acme", inside, at, false) {
+		t.Error("acme joined past its share after more acme tasks entered")
+	}
+	if !shared.Join("swift", inside, at, true) {
+		t.Error("a last attempt did not join")
+	}
+	shared.Leave("swift")
+	later := now.Add(fairFor)
+	if !shared.Join("acme", inside, later, false) {
+		t.Errorf("fairFor after swift's last task acme is alone, and may wait")
+	}
+	// A task without a scope counts as another scope's.
+	var none Holders
+	none.Enter("", now)
+	none.Enter("acme", now)
+	if n := fill(&none, now); n != inside/holdShare {
+		t.Errorf("beside a task without a scope: %d waiters, want %d", n, inside/holdShare)
+	}
+}
