@@ -99,10 +99,10 @@
 // (transport.go), Limit (limit.go), Class (class.go), Gate with State,
 // Pauses, Pause, Resume and Close (gate.go, pauses.go) and Collector
 // (metrics.go), with the admission loop that acts on the model's verdict
-// (admission.go), the open cache (opencache.go) and the glue to the
-// memory of the pauses in force (reassert.go). Below it, each layer
-// importing only those under it:
+// (admission.go) and the glue to the memory of the pauses in force
+// (reassert.go). Below it, each layer importing only those under it:
 //
+//	internal/local   what one process keeps about scopes between round trips: the open cache, the holders, the slot wakers
 //	internal/failover  what a process remembers of the pauses in force, and their re-assertion after a failover
 //	internal/store   running the scripts against Redis: bounded calls, durable writes, the topology
 //	internal/model   the admission model: the Go rules, their Lua fragments, the scripts
