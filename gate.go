@@ -153,20 +153,27 @@ type Tuning struct {
 	// seconds; a negative value disables holding.
 	MaxHold time.Duration
 
-	// MaxHolders is how many workers of this process may wait in-process,
-	// per scope, for a pause of at most MaxHold to end (they reopen the
-	// scope at its deadline, together), and as many more for Interactive
-	// work, which has places of its own; the others are deferred through
-	// asynq, so one paused provider cannot take every worker from the
-	// others. Default 12: enough to reopen a scope at its deadline with
-	// the workers its quota can use (fewer leave the reopening short of
-	// workers, and the gated fleet slower than one without the gate);
-	// negative means no worker waits for a pause. A wait for a slot of a Concurrent limit is not bounded
-	// by it (each release wakes one waiting worker, not a herd; bounded by
-	// MaxHold in all), unless it is negative.
+	// MaxHolders is how many workers of this process may hold in-process,
+	// per scope, for a short wait: a pause ending within MaxHold and one
+	// asynq tick (a second), or, as near, a window opening (fixed windows,
+	// the learned limit), an instant no slot was reserved for, and for
+	// Interactive work any limit's slot; as many more hold for Interactive
+	// work, which has places of its own. A scope whose reopening is known
+	// to use fewer (the budget it learned) has that many places. The
+	// holders reopen the scope at its deadline's millisecond, together;
+	// the others are deferred through asynq and paced from the deadline on
+	// (a jitter, or their slot in the reopening line), so the reopening is
+	// no herd and their workers take other tasks meanwhile. Default 12:
+	// enough to reopen a scope at its deadline with the workers its quota
+	// can use (fewer leave the reopening short of workers, and the gated
+	// fleet slower than one without the gate); negative means no worker
+	// holds for a pause. A wait for a slot of a Concurrent limit is not
+	// bounded by it (each release wakes one waiting worker, not a herd;
+	// bounded by MaxHold in all), unless it is negative.
 	//
-	// Beside these places, one rule keeps one scope's waiting from taking
-	// every worker from other scopes' tasks (not a knob): a worker waits
+	// The places are per scope, so they alone do not keep one scope's
+	// waiting, nor many scopes pausing at once, from taking every worker
+	// from other scopes' tasks; one rule does (not a knob): a worker waits
 	// in-process in any way (until a slot reserved ahead, for a pause or a
 	// window, for a slot in flight) only while fewer than half the tasks
 	// inside the Middleware wait, unless every waiter is of its own scope
