@@ -38,14 +38,25 @@
 // RetryDelay schedules the task: a deferral waits until the deadline; a
 // refused task waits the longer of its own hint and the shared pause. A
 // refusal whose hint cannot be read is no permission to retry immediately:
-// it pauses the scope for its hintless episode (a second, then twice as long
-// each time the provider refuses the one request that asks again after the
-// pause, up to Config.FallbackPause; with nothing configured, the scope
-// then goes at the pace it was seen to get accepted), and the refused task
-// waits that pause;
-// only when the pause could not be recorded does it back off alone (15
-// minutes, 30, 1 hour, ... 12 hours). NewTask reserves one retry so that a
-// deferral on a task's last attempt is never archived.
+// it pauses the scope for its hintless episode, a second, then twice as
+// long each time the provider refuses the one request, the probe, that
+// asks again after the pause, up to Config.FallbackPause, 12 hours (with
+// nothing configured, the scope then goes at the pace it was seen to get
+// accepted), and the refused task waits that pause.
+//
+// The reference article's fallback is the task's own: 15 minutes, 30, 1
+// hour, ... 12 hours by attempt. Every waiting task keeps its own schedule
+// and asks when it ends, so twenty tasks send up to 140 requests in a day
+// of refusals, the first only after 15 minutes. The episode is the
+// scope's: one probe per pause whatever the fleet, the first after a
+// second, so a short window is found at once, and 17 requests in the day
+// from the first refusal. The task's own schedule is left for when the
+// pause could not be recorded. NewTask reserves one retry so that a
+// deferral on a task's last attempt is never archived; a refusal spends
+// one (see Refusal). A pause may last 12 hours: bound a task's attempts
+// with asynq.Timeout, not asynq.Deadline (a task deferred past its
+// deadline fails), and make it unique with asynq.TaskID, not
+// asynq.Unique, whose lock may expire during a pause.
 //
 // # A limit is a different question
 //

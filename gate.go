@@ -77,19 +77,25 @@ type Config struct {
 	MaxPause time.Duration
 
 	// FallbackPause caps the pause of a refusal that carries no readable
-	// hint: a malformed hint is not permission for peers to go on, nor is
-	// it a known wait. Such a refusal of an open scope starts an episode
-	// (internal/model/fallback.go): the scope pauses 1 second (MinPause), then sends
-	// one request, the probe, while the others wait for its answer; each
-	// refusal of it doubles the pause (2 s, 4 s, … up to FallbackPause),
-	// and an answer without a refusal ends the episode, so the next
-	// hintless refusal pauses 1 second again. Refusals of requests already
-	// on their way grow nothing. While the provider refuses, the scope
-	// sends one request per pause; the refused task waits the scope's
-	// pause. With no limit configured, what the scope got accepted before
-	// such a refusal is learned as a limit, paced (internal/model/learn.go), so
-	// after the pause the fleet goes at that pace, not all at once.
-	// Default 1 minute.
+	// hint: a malformed hint is not permission for peers to go on, nor is it
+	// a known wait. Such a refusal of an open scope starts an episode
+	// (internal/model/fallback.go): the scope pauses 1 second (MinPause),
+	// then sends one request, the probe, while the others wait for its
+	// answer; each refusal of it doubles the pause (2 s, 4 s, … up to
+	// FallbackPause), and an answer without a refusal ends the episode, so
+	// the next hintless refusal pauses 1 second again. Refusals of requests
+	// already on their way grow nothing. While the provider refuses, the
+	// scope sends one request per pause, the whole fleet's: a provider that
+	// refuses all day (a daily quota spent) gets 17 requests per scope in
+	// that day from the first refusal on with the default, where a minute's
+	// cap would send one a minute, 1,440 (a task's MaxRetry counts the
+	// refusals of its probes: see Refusal). The refused task waits the
+	// scope's pause. With no limit configured, what the scope got accepted
+	// before such a refusal is learned as a limit, paced
+	// (internal/model/learn.go), so after the pause the fleet goes at that
+	// pace, not all at once. A shorter cap finds the end of a long outage
+	// sooner, at one request per cap. Default 12 hours, the reference
+	// article's cap; never more than MaxPause.
 	FallbackPause time.Duration
 
 	// The refused task's own delay when its hint cannot be read and its
@@ -228,7 +234,8 @@ func (c Config) withDefaults() Config {
 	c.Prefix = schema.Prefix(c.Prefix) // the scope's tag must stay the hash tag
 	def(&c.MaxPause, 12*time.Hour)
 	c.MaxPause = max(c.MaxPause, MinPause)
-	def(&c.FallbackPause, time.Minute)
+	def(&c.FallbackPause, 12*time.Hour)
+	c.FallbackPause = min(c.FallbackPause, c.MaxPause) // a longer pause would read as malformed
 	def(&c.FallbackBase, 15*time.Minute)
 	def(&c.FallbackCap, 12*time.Hour)
 	def(&c.StoreTimeout, 250*time.Millisecond)

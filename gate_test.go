@@ -218,7 +218,7 @@ func TestGateClamp(t *testing.T) {
 // behaviour where that is cheap to observe.
 func TestConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
-	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != time.Minute ||
+	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != 12*time.Hour ||
 		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.Tuning.MaxHold != 1500*time.Millisecond || got.Tuning.MaxHolders != 12 || got.Tuning.OpenCache != time.Second ||
 		got.Tuning.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
 		got.Tuning.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() {
@@ -230,6 +230,9 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if n := dg.now(); time.Since(n) > time.Hour || time.Since(n) < -time.Hour {
 		t.Errorf("default now() = %v, not the local clock", n)
+	}
+	if got := (Config{MaxPause: time.Hour}).withDefaults(); got.FallbackPause != time.Hour {
+		t.Errorf("MaxPause 1h: FallbackPause = %v, want 1h (no pause beyond MaxPause)", got.FallbackPause)
 	}
 	if got := (Config{Tuning: Tuning{MaxHold: -1, ReopenJitter: -1}}).withDefaults(); got.Tuning.MaxHold != 0 || got.Tuning.ReopenJitter != 0 {
 		t.Errorf("negative MaxHold, ReopenJitter = %v, %v; want 0 (disabled)", got.Tuning.MaxHold, got.Tuning.ReopenJitter)
@@ -251,7 +254,7 @@ func TestConfigDefaults(t *testing.T) {
 	if p, _ := g.Pause(ctx, Scope{Provider: "long"}, 100*time.Hour); p.Remaining != 12*time.Hour {
 		t.Errorf("Pause(100h) = %v, want the 12h default cap", p.Remaining)
 	}
-	// FallbackPause 1m caps a hintless episode's pause, whose first is a
+	// FallbackPause 12h caps a hintless episode's pause, whose first is a
 	// second: a refusal without a hint still pauses the scope.
 	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0, 0); !ok || p.Remaining != time.Second || !p.Until.Equal(t0.Add(time.Second)) {
 		t.Errorf("refusal without hint recorded %v until %v (%v), want 1s", p.Remaining, p.Until, ok)

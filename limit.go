@@ -110,9 +110,8 @@ func SlidingWindow(n int, w time.Duration) Limit {
 // is never released (a worker that crashed, a connection lost with its
 // response): the slot comes back then. A minute is longer than the
 // requests of a polled API take (http.Client timeouts of 30 s are
-// common), and as long as Config.FallbackPause: a slot lost to a crash is
-// back as soon as a refusal without a hint would reopen the scope. Set
-// Limit.Period for requests that may take longer.
+// common), and short enough that a slot lost to a crash is back within
+// the minute. Set Limit.Period for requests that may take longer.
 const DefaultLease = time.Minute
 
 // Concurrent returns a limit of n requests in flight at once, for a

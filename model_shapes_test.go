@@ -160,7 +160,10 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 					// Config.FallbackPause: the cap of a hintless episode's
 					// pause, or the plain pause's whole pause (pause.go's
 					// pauseFallback), which learns nothing
-					rf.Pause, rf.Hinted = time.Minute.Milliseconds(), plain
+					rf.Pause, rf.Hinted = simFallbackCap, false
+					if plain {
+						rf.Pause, rf.Hinted = simPlainFallback, true
+					}
 				}
 				if wait%time.Second == 0 {
 					rf.Prec = 1_000_000

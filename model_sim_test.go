@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"container/heap"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,6 +106,14 @@ type simResult struct {
 // simTrace, when set, hears every admission and refusal of simulate.
 var simTrace func(format string, args ...any)
 
+// The pauses of a refusal without a hint, ms: the cap of the gate's
+// hintless episode (Config.FallbackPause's default), and the plain shared
+// pause's whole pause (the example's pauseFallback, a minute).
+var (
+	simFallbackCap   = Config{}.withDefaults().FallbackPause.Milliseconds()
+	simPlainFallback = time.Minute.Milliseconds()
+)
+
 func simulate(p model.Params, q simQuota, workers, polls int, latency int64, plain bool) simResult {
 	var m model.State
 	m.Normalize(p, 0)
@@ -139,7 +148,10 @@ func simulate(p model.Params, q simQuota, workers, polls int, latency int64, pla
 				hint := (e.hint + 999_999) / 1_000_000 * 1000
 				rf := model.Refusal{Pause: max(hint, 1000), Hinted: true, Prec: 1_000_000}
 				if e.hint < 0 { // no hint: Config.FallbackPause caps the episode's pause
-					rf = model.Refusal{Pause: 60_000, Hinted: plain, Prec: 1_000_000} // the plain pause's is all of it
+					rf = model.Refusal{Pause: simFallbackCap, Hinted: false, Prec: 1_000_000}
+					if plain { // the plain pause's fallback is all of its pause (example/pause.go)
+						rf = model.Refusal{Pause: simPlainFallback, Hinted: true, Prec: 1_000_000}
+					}
 				}
 				before := m.Deadline()
 				d, _ := m.Refuse(p, e.at, rf)
@@ -394,9 +406,10 @@ func (o *simOutage) take(t int64) (bool, int64) {
 // TestModelHintlessOutage: a provider that refuses without a hint for ten
 // minutes, then accepts everything. With nothing configured the scope
 // sends one request per pause while it refuses (the pauses doubling from a
-// second to FallbackPause's minute), not its whole fleet, and every poll
-// completes within a pause of the outage's end. The plain shared pause
-// sends its fleet once a minute.
+// second towards FallbackPause's 12 hours), not its whole fleet, and every
+// poll completes within a pause of the outage's end: each pause is about
+// as long as all the pauses before it, so within the outage's own length.
+// The plain shared pause sends its fleet once a minute.
 func TestModelHintlessOutage(t *testing.T) {
 	p := model.Params{Hold: 1_500_000, MaxPause: 12 * 3600 * 1000, Answer: 2_500_000}
 	const outage = 600_000_000
@@ -408,14 +421,14 @@ func TestModelHintlessOutage(t *testing.T) {
 		if r.accepted < 200 {
 			t.Fatalf("plain %v: %d of 200 polls done", plain, r.accepted)
 		}
-		// The first burst of the fleet, then one probe per pause: 1, 2, 4,
-		// … 32 s, then a minute's pauses to the outage's end.
-		probes := int64(6 + (outage-63_000_000)/60_000_000 + 1)
+		// The first burst of the fleet, then one probe per pause: the k-th
+		// after 1 + 2 + … + 2^(k-1) = 2^k − 1 s, while the outage lasts.
+		probes := int64(bits.Len64(uint64(outage/1_000_000+1)) - 1)
 		if !plain && q.refused > 20+probes {
 			t.Errorf("%d requests refused during the outage, want at most the fleet's 20 and %d probes", q.refused, probes)
 		}
-		if !plain && r.end > outage+61_000_000 {
-			t.Errorf("done %.1fs after the outage, want within a pause (a minute)", float64(r.end-outage)/1e6)
+		if !plain && r.end > 2*outage+2_000_000 {
+			t.Errorf("done %.1fs after the outage, want within a pause (the outage's length)", float64(r.end-outage)/1e6)
 		}
 	}
 }

@@ -15,15 +15,21 @@ import (
 // a request for its quota (HTTP 429, or 503 with a Retry-After). Hint is the
 // provider's retry hint (see package hint); 0 means none could be read.
 //
-// A refusal becomes shared state: the Middleware records it as a pause of the
-// task's scope (Hint, or when there is none the scope's hintless pause, 1
-// second growing to Config.FallbackPause while the provider refuses), once per
-// refusal (a refusal the Transport already recorded during the task is not
-// recorded again), and returns the handler's error wrapped with the deadline
-// now in force; the Refusal itself is never modified. RetryDelay then retries
-// the refused task no sooner than that deadline, and no sooner than its own
-// hint (without one, and without a recorded pause, the fallback schedule). A
-// refusal counts as a failure: it spends one of the task's retries.
+// A refusal becomes shared state: the Middleware records it as a pause of
+// the task's scope (Hint, or when there is none the scope's hintless pause,
+// 1 second doubling up to Config.FallbackPause, 12 hours, while the
+// provider refuses), once per refusal (a refusal the Transport already
+// recorded during the task is not recorded again), and returns the
+// handler's error wrapped with the deadline now in force; the Refusal
+// itself is never modified. RetryDelay then retries the refused task no
+// sooner than that deadline, and no sooner than its own hint (without one,
+// and without a recorded pause, the fallback schedule).
+//
+// A refusal counts as a failure: it spends one of the task's retries (a
+// Deferral spends none). While a provider refuses without a hint, each
+// pause ends with one probe, and its task may be the same each time: a
+// task with MaxRetry n rides out n pauses (a day holds 17 of them from
+// the first refusal; asynq's default 25 last about five days).
 type Refusal struct {
 	Hint time.Duration
 	Err  error // the provider's error, optional

@@ -22,9 +22,10 @@ import (
 // admission core: it only reads a task's scope (quotagate.ScopeOf) and the
 // refusal the tracking client returns (quotagate.Refusal).
 
-// pauseFallback is the pause of a refusal without a readable hint: the
-// same minute as quotagate's Config.FallbackPause default, so that the two
-// differ only in what quotagate adds.
+// pauseFallback is the pause of a refusal without a readable hint: a
+// fixed minute, the whole pause, with no episode and no probe. Shorter
+// than the article's first 15 minutes, so that a benchmark's hintless
+// cells make some progress within a run.
 const pauseFallback = time.Minute
 
 // plainPause is the baseline's state: one Redis key per scope,

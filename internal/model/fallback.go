@@ -6,14 +6,14 @@ package model
 //
 // A provider that refuses with no readable hint (a reverse proxy's
 // limit_req: 429 and nothing else) may take requests again within a second
-// (a bucket's next tokens) or within an hour (an outage). The scope finds
-// out as a client with capped exponential backoff does, once for the whole
-// fleet: a hintless refusal while the scope is open starts an episode whose
-// pause is fallbackFirst the first time, and twice the episode before's
-// each time the scope is refused again before its provider accepted a
-// request, at most the cap (Config.FallbackPause). A hintless refusal while
-// the scope is paused (a request already on its way when it paused) moves
-// nothing: the pause in force answers it.
+// (a bucket's next tokens) or within hours (an outage, a daily quota
+// spent). The scope finds out as a client with capped exponential backoff
+// does, once for the whole fleet: a hintless refusal while the scope is
+// open starts an episode whose pause is fallbackFirst the first time, and
+// twice the episode before's each time the scope is refused again before
+// its provider accepted a request, at most the cap (Config.FallbackPause).
+// A hintless refusal while the scope is paused (a request already on its
+// way when it paused) moves nothing: the pause in force answers it.
 //
 // After the pause, the first admission is the episode's probe: it goes
 // alone, the others wait for its answer (at most the answer timeout,
@@ -23,15 +23,28 @@ package model
 // the next episode, twice as long. So while the provider refuses, the scope
 // sends one request per pause, and the pauses double up to the cap.
 //
+// The cap is Config.FallbackPause, 12 hours by default (the reference
+// article's cap): a provider that refuses all day without a hint (a daily
+// quota spent) gets one request per pause from the whole scope, after 1,
+// 2, 4 s … 12 h: the refusal that started the episode and sixteen probes
+// in its first day. The first probes still come within seconds, so a
+// short window is found as fast as with a short cap; what the long cap
+// costs is the end of a long outage, found up to one pause late: each
+// pause is about as long as all the pauses before it together, so the end
+// is found at most about the outage's own length after it (and at most
+// the cap).
+//
 // Invariants: an episode's pause is within [fallbackFirst, cap] and at most
 // twice its predecessor's; at most one probe per episode, after its pause;
-// an episode is forgotten LearnTTL after the refusal that started it (a
-// scope with no news is open). Hinted refusals and Gate.Pause leave it.
+// an episode is forgotten LearnTTL after its pause ends (a scope with no
+// news is open), so its level outlives the pause it set however long it
+// is, and the probe's refusal doubles it. Hinted refusals and Gate.Pause
+// leave it.
 
 // fallbackFirst is the pause of a hintless episode's first refusal, ms:
 // MinPause, the shortest pause the gate records. A bucket refills some
 // tokens in a second, and a longer outage is found by the doubling within
-// log2(cap/fallbackFirst) probes (six for a minute).
+// log2(cap/fallbackFirst) probes (sixteen for 12 hours).
 const fallbackFirst = 1000
 
 // fallbackState is the scope's hintless episode.
@@ -52,7 +65,8 @@ func (s *fallbackState) refuse(now, capMs int64, open bool) int64 {
 	if s.level > 0 {
 		level = 2 * s.level
 	}
-	s.level, s.probeAt, s.expires = min(level, capMs), 0, now+LearnTTL
+	s.level, s.probeAt = min(level, capMs), 0
+	s.expires = now + s.level*1000 + LearnTTL // the pause, then as long as any news
 	return s.level
 }
 
@@ -90,7 +104,7 @@ local function fallback_refuse(FB, cap, open)
   if not open then return 0 end
   local level = C.fallbackFirst
   if FB.level > 0 then level = 2 * FB.level end
-  FB.level, FB.probeAt, FB.expires, FB.dirty = math.min(level, cap), 0, now_us + C.learnTTL, true
+  FB.level, FB.probeAt, FB.expires, FB.dirty = math.min(level, cap), 0, now_us + math.min(level, cap) * 1000 + C.learnTTL, true
   return FB.level
 end
 local function fallback_probes(FB) return FB.level > 0 and FB.probeAt == 0 end
