@@ -195,36 +195,6 @@ func identity(server, replication string) string {
 	return run + "/" + repl
 }
 
-// PingMasters pings the masters of keys (one PING per master: of a
-// cluster client the masters of their slots, else the one server), each
-// call bounded and counted as a "state" call, and returns the last error.
-// A gate that remembers pauses in force pings their masters so that a dead
-// one is noticed (and the layout reloaded) whether or not tasks of their
-// scopes come by (internal/failover's ProbeEvery).
-func (s *Store) PingMasters(ctx context.Context, keys []string) (err error) {
-	ping := func(c redis.Cmdable) {
-		_, err = bounded(ctx, s, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })
-	}
-	cc, ok := s.rdb.(*redis.ClusterClient)
-	if !ok {
-		ping(s.rdb)
-		return err
-	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		n, merr := cc.MasterForKey(ctx, k)
-		if merr != nil {
-			err = merr
-			continue
-		}
-		if a := n.Options().Addr; !seen[a] {
-			seen[a] = true
-			ping(n)
-		}
-	}
-	return err
-}
-
 // scanCount is the COUNT hint of each SCAN call: how many slots of the
 // keyspace Redis walks per call. A thousand keeps each call well under a
 // millisecond of server time while a keyspace of a million keys (asynq's
