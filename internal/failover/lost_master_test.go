@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,64 +13,6 @@ import (
 	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/quotagate/quotagate/internal/store"
 )
-
-// commands is a go-redis hook that counts the commands a client sends,
-// by name (the commands of a pipeline each).
-type commands struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func newCommands() *commands { return &commands{n: map[string]int{}} }
-
-func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.add(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.add(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (c *commands) add(cmd redis.Cmder) {
-	c.mu.Lock()
-	c.n[cmd.Name()]++
-	c.mu.Unlock()
-}
-
-// of is how many commands of the names were sent.
-func (c *commands) of(names ...string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, name := range names {
-		n += c.n[name]
-	}
-	return n
-}
-
-// total is how many commands were sent, but for the handshake of a new
-// connection (HELLO, CLIENT SETINFO), which is go-redis's.
-func (c *commands) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for name, v := range c.n {
-		if name != "hello" && name != "client" {
-			n += v
-		}
-	}
-	return n
-}
 
 // TestReassertOnlyWhatANewMasterLost (real Redis): a recovery on the
 // master that stayed (a timeout, a subscription made again) re-asserts
@@ -84,7 +25,7 @@ func TestReassertOnlyWhatANewMasterLost(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartPrivate(t)
 	rdb := srv.Client(t)
-	sent := newCommands()
+	sent := redistest.NewCommands()
 	rdb.AddHook(sent)
 	st := store.New(store.Config{Client: rdb, Prefix: "qg", Timeout: 2 * time.Second, MaxPause: 12 * time.Hour})
 	m := New(Config{Store: st, Slack: 250 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -112,15 +53,15 @@ func TestReassertOnlyWhatANewMasterLost(t *testing.T) {
 		m.Note(k.Pause, u, u-rem.Milliseconds(), time.Now(), true)
 		recorded[k.Pause] = u
 	}
-	recover := func(what string) (scripts, infos int) {
+	recovery := func(what string) (scripts, infos int64) {
 		t.Helper()
-		s0, i0, runs := sent.of("evalsha", "eval"), sent.of("info"), m.Runs()
+		s0, i0, runs := sent.Of("evalsha", "eval"), sent.Of("info"), m.Runs()
 		m.Recovered()
 		redistest.Eventually(t, 30*time.Second, what+": the run ends", func() bool { return m.Runs() > runs })
-		return sent.of("evalsha", "eval") - s0, sent.of("info") - i0
+		return sent.Of("evalsha", "eval") - s0, sent.Of("info") - i0
 	}
 
-	if scripts, infos := recover("the same master"); scripts != 0 || infos != 2 {
+	if scripts, infos := recovery("the same master"); scripts != 0 || infos != 2 {
 		t.Errorf("a recovery on the same master with %d pauses remembered: %d scripts, %d INFO; want 0, 2 (one identity read)", remembered, scripts, infos)
 	}
 
@@ -128,7 +69,7 @@ func TestReassertOnlyWhatANewMasterLost(t *testing.T) {
 	if n, err := rdb.Exists(ctx, "qg:{ups:0}:pause").Result(); err != nil || n != 0 {
 		t.Fatalf("after the restart the pause exists: %d, %v", n, err)
 	}
-	recover("a new master")
+	recovery("a new master")
 	if n := m.Reasserted(); n != remembered {
 		t.Errorf("on a new master %d pauses re-asserted, want %d", n, remembered)
 	}
@@ -138,7 +79,7 @@ func TestReassertOnlyWhatANewMasterLost(t *testing.T) {
 		}
 	}
 
-	if scripts, _ := recover("the new master again"); scripts != 0 {
+	if scripts, _ := recovery("the new master again"); scripts != 0 {
 		t.Errorf("a second recovery on the new master: %d scripts, want 0", scripts)
 	}
 }
@@ -152,7 +93,7 @@ func TestProbeOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t)
 	rdb := c.Client(t)
-	sent := newCommands()
+	sent := redistest.NewCommands()
 	rdb.OnNewNode(func(n *redis.Client) { n.AddHook(sent) })
 	st := store.New(store.Config{Client: rdb, Prefix: "qg", Timeout: 2 * time.Second, MaxPause: 12 * time.Hour})
 	m := New(Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
@@ -166,13 +107,13 @@ func TestProbeOneRoundTrip(t *testing.T) {
 		keys = append(keys, k)
 	}
 
-	pings, infos := 0, 0
+	var pings, infos int64
 	for i := range 9 {
-		t0, p0, i0 := sent.total(), sent.of("ping"), sent.of("info")
+		t0, p0, i0 := sent.Total(), sent.Of("ping"), sent.Of("info")
 		if err := m.probe(ctx, keys); err != nil {
 			t.Fatal(err)
 		}
-		dp, di, all := sent.of("ping")-p0, sent.of("info")-i0, sent.total()-t0
+		dp, di, all := sent.Of("ping")-p0, sent.Of("info")-i0, sent.Total()-t0
 		if !(dp == 1 && all == 1 || di == 2 && all == 2) {
 			t.Errorf("probe %d with %d pauses remembered: %d commands (%d PING, %d INFO), want one PING or one identity read", i, remembered, all, dp, di)
 		}
