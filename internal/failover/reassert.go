@@ -207,8 +207,9 @@ func (m *Memory) reassertRuns() {
 	}
 }
 
-// reassertLost is one run of ReassertLost. It stops at the first store
-// error: the store's recovery asks for the next run.
+// reassertLost is one run of ReassertLost. It leaves a master at the
+// first store error of its calls, and goes on with the next: the store's
+// recovery asks for the next run.
 func (m *Memory) reassertLost(ctx context.Context) {
 	in := m.inForce(m.now())
 	keys := make([]string, 0, len(in))
@@ -218,10 +219,9 @@ func (m *Memory) reassertLost(ctx context.Context) {
 	masters, _ := m.store.Masters(ctx, keys) // a key of no known master waits for the next run
 	for _, ms := range masters {
 		id, err := m.store.Identity(ctx, ms)
-		if err != nil || !m.reassertOn(ctx, ms.Keys, in, id) {
-			return
+		if err == nil && m.reassertOn(ctx, ms.Keys, in, id) {
+			m.learn(ms.Addr, id)
 		}
-		m.learn(ms.Addr, id)
 	}
 }
 
