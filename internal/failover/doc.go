@@ -36,12 +36,27 @@
 //   - After a store failure recovers, or after a failover: when the store
 //     answers again after failing, or the subscription to the
 //     announcements comes back after an error (a master changed, in most
-//     failovers), the gate calls Recovered and every remembered deadline
-//     is re-asserted at once, at most once per reassertGap: a pause is back
-//     within that gap and one round trip per pause of the new master
-//     answering, whether or not a task of its scope comes by. While pauses
-//     are remembered, their masters are pinged every ProbeEvery, so that an
-//     idle gate notices a promotion too.
+//     failovers), the gate calls Recovered, and the memory re-asserts what
+//     a new master may have lost (ReassertLost), at most once per
+//     reassertGap: it reads the identity of each master of the remembered
+//     pauses (store.Identity: its run_id and replication ID, one call per
+//     master) and re-asserts the pauses not known to be on a master of
+//     that identity, one round trip per pause, whether or not a task of
+//     its scope comes by. A pause is known to be on a master when the
+//     memory had read that master's identity before it remembered the
+//     pause, or re-asserted it there. So a timeout or a broken
+//     subscription on a master that stayed costs a gate one call per
+//     master, whatever it remembers; a new master, a script per pause it
+//     may have lost, once. A master that does not tell its identity (INFO
+//     refused to the user, a Ring, miniredis) has every remembered pause
+//     re-asserted at every recovery. (A pause heard announced only after
+//     its master's whole failover, with the new master's identity already
+//     read, passes for one the new master holds: announcements arrive
+//     within a message's delivery, a promotion takes seconds.)
+//   - While pauses are remembered, one of their masters is probed every
+//     ProbeEvery, in turn (a PING, or the read of its identity while the
+//     memory does not know it): one round trip per gate per interval, so
+//     that an idle gate notices a promotion too.
 //   - While the store fails, the gate defers a task of a scope it knows
 //     paused (Memory.Get) until the pause ends, instead of failing open.
 //

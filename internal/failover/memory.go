@@ -25,6 +25,12 @@ type Remembered struct {
 	Operator bool      // set by Gate.Pause
 
 	epoch uint64 // Memory.epoch when it was first remembered
+	// on is the identity of the master known to hold the pause
+	// (store.Identity): that of its key's master as the memory knew it
+	// before it remembered the pause, or after a re-assertion; "" when
+	// unknown. The pause may be lost only where its master's identity is
+	// another now (see ReassertLost).
+	on string
 }
 
 // Config is what a Memory needs of its gate.
@@ -53,17 +59,28 @@ type Memory struct {
 	mu sync.Mutex
 	m  map[string]Remembered
 
-	// The re-assertion of everything (ReassertAll).
+	// The re-assertion of what may be lost (ReassertLost).
 	want    bool      // asked for while a run was under way
 	running bool      // a run is under way
 	last    time.Time // when the last run began
 	closed  bool      // the gate is closed: no new run
 
-	// probing is set while the goroutine that pings the remembered pauses'
-	// masters runs (see ProbeEvery).
+	// probing is set while the timers that probe the remembered pauses'
+	// masters run (see ProbeEvery); turn counts the probes, which take
+	// the masters in turn, and again names a key whose master's probe
+	// failed, probed again next.
 	probing bool
+	turn    int
+	again   string
+
+	// ids holds the identity (store.Identity) of each master address
+	// ("" for a client of one server) as last read, "" when the master
+	// does not tell: a pause remembered on a master of a known identity is
+	// re-asserted only once that master's identity changes.
+	ids map[string]string
 
 	reasserted atomic.Int64 // deadlines the re-assertions moved (tests)
+	runs       atomic.Int64 // runs of ReassertLost ended (tests)
 
 	// epoch counts the times the store may have changed masters (it
 	// answered after failing, or the subscription came back): only a
@@ -110,17 +127,15 @@ func (m *Memory) Note(key string, untilMs, nowMs int64, recv time.Time, operator
 		return
 	}
 	end := recv.Add(time.Duration(untilMs-nowMs) * time.Millisecond)
+	addr, named := m.masterOf(key) // before the lock: a cluster client may load its layout
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	on, known := m.ids[addr]
+	if !named {
+		on, known = "", false
+	}
 	if e, ok := m.m[key]; ok {
-		if untilMs > e.UntilMs {
-			e.UntilMs, e.Operator = untilMs, operator
-		}
-		e.SeenMs = max(e.SeenMs, nowMs)
-		if end.After(e.End) {
-			e.End = end
-		}
-		m.m[key] = e
+		m.m[key] = e.later(untilMs, nowMs, end, operator, on)
 		return
 	}
 	if m.m == nil {
@@ -129,10 +144,69 @@ func (m *Memory) Note(key string, untilMs, nowMs int64, recv time.Time, operator
 	if len(m.m) >= maxRemembered && !m.evict(recv, end) {
 		return
 	}
-	m.m[key] = Remembered{UntilMs: untilMs, SeenMs: nowMs, End: end, Operator: operator, epoch: m.epoch}
+	m.m[key] = Remembered{UntilMs: untilMs, SeenMs: nowMs, End: end, Operator: operator, epoch: m.epoch, on: on}
+	if !known && m.again == "" {
+		m.again = key // the next probe reads the identity of its master
+	}
 	if !m.probing && !m.closed && m.store != nil {
 		m.probing = true
-		time.AfterFunc(ProbeEvery, m.probeMasters) // a timer, not a sleeping goroutine, between probes
+		first := ProbeEvery
+		if !known {
+			first = 0 // learn the master's identity now: what is remembered after it is vouched for
+		}
+		time.AfterFunc(first, m.probeMasters) // a timer, not a sleeping goroutine, between probes
+	}
+}
+
+// later is e as a later note of it says: a later deadline (held by the
+// master of identity on), a later Redis TIME and a later end win.
+func (e Remembered) later(untilMs, nowMs int64, end time.Time, operator bool, on string) Remembered {
+	if untilMs > e.UntilMs {
+		e.UntilMs, e.Operator, e.on = untilMs, operator, on
+	}
+	e.SeenMs = max(e.SeenMs, nowMs)
+	if end.After(e.End) {
+		e.End = end
+	}
+	return e
+}
+
+// masterOf is the address of the master of key as the store's client
+// knows it (store.MasterOf); named is false when it cannot tell.
+func (m *Memory) masterOf(key string) (addr string, named bool) {
+	if m.store == nil {
+		return "", false
+	}
+	return m.store.MasterOf(key)
+}
+
+// learn records the identity id that the master at addr answered.
+func (m *Memory) learn(addr, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ids == nil {
+		m.ids = make(map[string]string)
+	}
+	m.ids[addr] = id
+}
+
+// known reports whether the identity of the master at addr was read.
+func (m *Memory) known(addr string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.ids[addr]
+	return ok
+}
+
+// vouch records that the pause of key, as e remembered it, is held by the
+// master of identity id (it was there, or was re-asserted there), unless
+// it was forgotten or replaced meanwhile.
+func (m *Memory) vouch(key string, e Remembered, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.m[key]; ok && cur.UntilMs == e.UntilMs {
+		cur.on = id
+		m.m[key] = cur
 	}
 }
 
@@ -216,6 +290,14 @@ func (m *Memory) Reasserted() int64 {
 		return 0
 	}
 	return m.reasserted.Load()
+}
+
+// Runs is how many runs of ReassertLost have ended (tests).
+func (m *Memory) Runs() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.runs.Load()
 }
 
 // Close stops the re-assertions and probes of a closed gate.

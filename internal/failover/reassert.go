@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/quotagate/quotagate/internal/store"
@@ -10,22 +11,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// reassertGap is the least time between two re-assertions of every
-// remembered pause: a store that flaps (a slot's master dead while the
-// others answer) re-asserts everything at most four times a second.
+// reassertGap is the least time between two runs of ReassertLost: a
+// store that flaps (a slot's master dead while the others answer) reads
+// its masters' identities at most four times a second.
 const reassertGap = 250 * time.Millisecond
 
-// ProbeEvery is how often a Memory that remembers a pause in force pings
-// the masters that hold the remembered pauses (one PING per master, of a
-// cluster's the masters of their slots), whether or not its gate has
-// tasks of their scopes: a gate with nothing else to ask the store thus
-// notices a dead master, has a cluster client reload its layout
-// (internal/store's topology.go), and re-asserts its pauses when the new
-// master answers, within about a second of the promotion. It stops when
-// nothing is remembered.
+// ProbeEvery is how often a Memory that remembers a pause in force probes
+// one of the masters that hold the remembered pauses (of a cluster's the
+// masters of their slots, in turn; again the same one after a failed
+// probe), whether or not its gate has tasks of their scopes: one round
+// trip per interval, whatever the number of pauses remembered. A probe is
+// a PING, or the read of the master's identity (store.Identity, two INFO
+// commands) when the memory does not know it yet. So a gate with nothing else to ask the
+// store notices a dead master, has a cluster client reload its layout
+// (internal/store's topology.go), and re-asserts what the new master lost
+// when it answers (the store's recovery: Recovered), within about a
+// second of the promotion once its probe has found the master dead. It
+// stops when nothing is remembered.
 const ProbeEvery = time.Second
 
-// probeMasters pings the masters of the remembered pauses, then again
+// probeMasters probes one master of the remembered pauses, then again
 // ProbeEvery later while there are any (a timer between two, so that no
 // goroutine waits meanwhile).
 func (m *Memory) probeMasters() {
@@ -40,13 +45,54 @@ func (m *Memory) probeMasters() {
 		keys = append(keys, k)
 	}
 	m.mu.Unlock()
-	if errors.Is(m.store.PingMasters(context.Background(), keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
+	if errors.Is(m.probe(context.Background(), keys), redis.ErrClosed) { // the client is closed: nothing to watch any more
 		m.mu.Lock()
 		m.probing = false
 		m.mu.Unlock()
 		return
 	}
 	time.AfterFunc(ProbeEvery, m.probeMasters)
+}
+
+// probe makes the one round trip of a probe to the master of keys whose turn
+// it is (see ProbeEvery), and remembers which to probe again if it fails.
+func (m *Memory) probe(ctx context.Context, keys []string) error {
+	masters, err := m.store.Masters(ctx, keys)
+	if len(masters) == 0 {
+		return err
+	}
+	t := m.target(masters)
+	if m.known(t.Addr) {
+		err = m.store.Ping(ctx, t)
+	} else {
+		var id string
+		if id, err = m.store.Identity(ctx, t); err == nil {
+			m.learn(t.Addr, id)
+		}
+	}
+	m.mu.Lock()
+	m.again = ""
+	if err != nil {
+		m.again = t.Keys[0]
+	}
+	m.mu.Unlock()
+	return err
+}
+
+// target is the master to probe: the one that holds the key whose
+// master's last probe failed, else the next in turn.
+func (m *Memory) target(masters []store.Master) store.Master {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.again != "" {
+		for _, ms := range masters {
+			if slices.Contains(ms.Keys, m.again) {
+				return ms
+			}
+		}
+	}
+	m.turn++
+	return masters[m.turn%len(masters)]
 }
 
 // reassertion is the remembered pause e as the store re-asserts it, at
@@ -103,17 +149,23 @@ func (m *Memory) Recheck(ctx context.Context, key string, a Answer) (again bool,
 
 // Recovered tells the memory that the store may have changed masters (it
 // answered after failing, or the subscription to the announcements came
-// back after an error): a new epoch begins, and every remembered pause is
-// re-asserted (ReassertAll).
+// back after an error): a new epoch begins, and whatever a new master may
+// have lost is re-asserted (ReassertLost).
 func (m *Memory) Recovered() {
 	m.Changed()
-	m.ReassertAll()
+	m.ReassertLost()
 }
 
-// ReassertAll asks for the re-assertion of every remembered pause: now,
-// or reassertGap after the last run began if that is later, in a goroutine
-// of its own. A request during a run makes one more run after it.
-func (m *Memory) ReassertAll() {
+// ReassertLost asks for the re-assertion of every remembered pause that
+// its master may have lost: now, or reassertGap after the last run began
+// if that is later, in a goroutine of its own. A request during a run
+// makes one more run after it. A run reads the identity of each master of
+// the remembered pauses (one call per master: store.Identity) and
+// re-asserts only the pauses not known to be on a master of that
+// identity: none after a recovery that changed no master (a timeout, a
+// subscription broken and made again), where re-asserting them all would
+// cost every gate a script per remembered pause for nothing.
+func (m *Memory) ReassertLost() {
 	if m == nil || m.store == nil {
 		return
 	}
@@ -130,9 +182,8 @@ func (m *Memory) ReassertAll() {
 	go m.reassertRuns()
 }
 
-// reassertRuns re-asserts every remembered pause, again while more runs
-// were asked for meanwhile. A run stops at the first store error: the
-// store's recovery asks for the next.
+// reassertRuns runs reassertLost, again while more runs were asked for
+// meanwhile.
 func (m *Memory) reassertRuns() {
 	for {
 		m.mu.Lock()
@@ -144,11 +195,8 @@ func (m *Memory) reassertRuns() {
 		m.mu.Lock()
 		m.want, m.last = false, m.now()
 		m.mu.Unlock()
-		for key, e := range m.inForce(m.now()) {
-			if _, err := m.reassertOne(context.Background(), key, e); err != nil {
-				break
-			}
-		}
+		m.reassertLost(context.Background())
+		m.runs.Add(1)
 		m.mu.Lock()
 		if !m.want || m.closed {
 			m.running = false
@@ -157,4 +205,41 @@ func (m *Memory) reassertRuns() {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// reassertLost is one run of ReassertLost. It leaves a master at the
+// first store error of its calls, and goes on with the next: the store's
+// recovery asks for the next run.
+func (m *Memory) reassertLost(ctx context.Context) {
+	in := m.inForce(m.now())
+	keys := make([]string, 0, len(in))
+	for k := range in {
+		keys = append(keys, k)
+	}
+	masters, _ := m.store.Masters(ctx, keys) // a key of no known master waits for the next run
+	for _, ms := range masters {
+		id, err := m.store.Identity(ctx, ms)
+		if err == nil && m.reassertOn(ctx, ms.Keys, in, id) {
+			m.learn(ms.Addr, id)
+		}
+	}
+}
+
+// reassertOn re-asserts the pauses of keys (remembered as in holds them)
+// that a master of identity id may not have ("" says nothing: all of
+// them), and records that they are on it; false at the first error.
+func (m *Memory) reassertOn(ctx context.Context, keys []string, in map[string]Remembered, id string) bool {
+	for _, k := range keys {
+		e := in[k]
+		if id != "" && e.on == id {
+			continue
+		}
+		if _, err := m.reassertOne(ctx, k, e); err != nil {
+			return false
+		}
+		if cur, ok := m.Get(k, m.now()); ok {
+			m.vouch(k, cur, id)
+		}
+	}
+	return true
 }

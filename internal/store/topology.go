@@ -16,6 +16,8 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -78,34 +80,119 @@ func topologyError(err error) bool {
 	return true
 }
 
-// PingMasters pings the masters of keys (one PING per master: of a
-// cluster client the masters of their slots, else the one server), each
-// call bounded and counted as a "state" call, and returns the last error.
-// A gate that remembers pauses in force pings their masters so that a dead
-// one is noticed (and the layout reloaded) whether or not tasks of their
-// scopes come by (internal/failover's ProbeEvery).
-func (s *Store) PingMasters(ctx context.Context, keys []string) (err error) {
-	ping := func(c redis.Cmdable) {
-		_, err = bounded(ctx, s, "state", func(ctx context.Context) (string, error) { return c.Ping(ctx).Result() })
+// Master is a master that serves some keys: of a cluster client the
+// master of their slots (Addr), else the client's one server (Addr "").
+type Master struct {
+	Addr string
+	Keys []string // those of the keys asked about that it serves
+
+	c redis.Cmdable
+}
+
+// MasterOf returns the address of the master that serves key as the
+// client knows it now, without a call ("" for a client of one server);
+// ok is false when a cluster client cannot name it.
+func (s *Store) MasterOf(key string) (addr string, ok bool) {
+	cc, isCluster := s.rdb.(*redis.ClusterClient)
+	if !isCluster {
+		return "", true
 	}
+	n, err := cc.MasterForKey(context.Background(), key)
+	if err != nil {
+		return "", false
+	}
+	return n.Options().Addr, true
+}
+
+// Masters groups keys by the master that serves them as the client
+// knows it now (a cluster client's layout; one server otherwise),
+// ordered by address. It makes no call, unless a cluster client has no
+// layout yet; err is that of a key whose master it cannot name (the
+// others are grouped).
+func (s *Store) Masters(ctx context.Context, keys []string) ([]Master, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
-		ping(s.rdb)
-		return err
+		return []Master{{Keys: keys, c: s.rdb}}, nil
 	}
-	seen := map[string]bool{}
+	var err error
+	by := map[string]*Master{}
 	for _, k := range keys {
 		n, merr := cc.MasterForKey(ctx, k)
 		if merr != nil {
 			err = merr
 			continue
 		}
-		if a := n.Options().Addr; !seen[a] {
-			seen[a] = true
-			ping(n)
+		a := n.Options().Addr
+		if by[a] == nil {
+			by[a] = &Master{Addr: a, c: n}
 		}
+		by[a].Keys = append(by[a].Keys, k)
 	}
+	out := make([]Master, 0, len(by))
+	for _, m := range by {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b Master) int { return strings.Compare(a.Addr, b.Addr) })
+	return out, err
+}
+
+// Ping sends one PING to m, bounded and counted as a "state" call. A gate
+// that remembers pauses in force pings their masters so that a dead one is
+// noticed (and the layout reloaded) whether or not tasks of their scopes
+// come by (internal/failover's ProbeEvery).
+func (s *Store) Ping(ctx context.Context, m Master) error {
+	_, err := bounded(ctx, s, "state", func(ctx context.Context) (string, error) { return m.c.Ping(ctx).Result() })
 	return err
+}
+
+// Identity returns what tells one life of the master m from another: its
+// run_id (a new one at every start of the server) and its replication ID
+// (a new one whenever a server becomes a master: the promotion of a
+// replica, or a master that was a replica meanwhile), from INFO server and
+// INFO replication, one bounded "state" call of two commands. Two answers
+// with the same identity come from one master that lost nothing
+// acknowledged in between: a write it acknowledged is gone only with the
+// process, or with its data set replaced by a master's. The identity is
+// "" when m does not tell (a server without these INFO fields, a user
+// without the INFO command, a node that is not a master now, a Ring):
+// then nothing can be told apart, and no error either.
+func (s *Store) Identity(ctx context.Context, m Master) (string, error) {
+	if _, ring := m.c.(*redis.Ring); ring { // INFO would answer for one shard of many
+		return "", nil
+	}
+	return bounded(ctx, s, "state", func(ctx context.Context) (string, error) {
+		var srv, repl *redis.StringCmd
+		_, err := m.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			srv, repl = p.Info(ctx, "server"), p.Info(ctx, "replication")
+			return nil
+		})
+		var rerr redis.Error
+		if errors.As(err, &rerr) { // an answer: the server does not tell
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return identity(srv.Val(), repl.Val()), nil
+	})
+}
+
+// identity is Identity's value from the INFO server and INFO replication
+// texts: "<run_id>/<master_replid>" of a master, "" otherwise.
+func identity(server, replication string) string {
+	field := func(info, name string) string {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	run, role, repl := field(server, "run_id"), field(replication, "role"), field(replication, "master_replid")
+	if run == "" || repl == "" || role != "master" {
+		return ""
+	}
+	return run + "/" + repl
 }
 
 // scanCount is the COUNT hint of each SCAN call: how many slots of the
