@@ -982,7 +982,7 @@ local function budget_load(key)
   local v = hload(key, budgetFields)
   local B = {key = key}
   for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent, B.held, B.down, B.millis = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1, B.down == 1, B.millis == 1
+  B.known, B.silent, B.held, B.down, B.millis = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == C.flagOn, B.held == C.flagOn, B.down == C.flagOn, B.millis == C.flagOn
   if B.expires <= now_us then
     B = {key = key}
     for _, f in ipairs(budgetFields) do B[f] = 0 end

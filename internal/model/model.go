@@ -798,7 +798,8 @@ local function limits_args(k0, a0, n)
   local out = {}
   for i = 1, n do
     local j = a0 + (i - 1) * 3
-    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', sliding = ARGV[j + 1] == '2', concurrent = ARGV[j + 1] == '3',
+    local kind = tonumber(ARGV[j + 1])
+    out[i] = {key = KEYS[k0 + i], fixed = kind == C.kindFixed, sliding = kind == C.kindSliding, concurrent = kind == C.kindConcurrent,
       per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
     limit_load(out[i])
   end
@@ -941,7 +942,7 @@ local function admit_defer_to(S, cost, at)
   return line_take(S.line, at, inc), inc > 0
 end
 local function admit_paused(S, r, h, cost)
-  r.code, r.reason, r.wait, r.deadline = 1, h.why, h.at - now_us, math.ceil(h.at / 1000)
+  r.code, r.reason, r.wait, r.deadline = C.paused, h.why, h.at - now_us, math.ceil(h.at / 1000)
   if h.why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
   if #S.act > 0 then r.wait, r.spread = admit_defer_to(S, cost, h.at) end
   return r
@@ -972,7 +973,7 @@ local function admit_full_retry(S, cost, k, at)
   return math.min(at, math.max(limits_earliest(conc_others(S.act), S.al, cost, k), now_us + C.concurrentPoll))
 end
 local function admit_limited(S, r, cost, k, at, full, unreserved)
-  r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
+  r.code, r.reason, r.unreserved = C.limited, S.learned and 'learned' or 'limit', unreserved
   if full then r.reason, at = 'inflight', admit_full_retry(S, cost, k, at) end
   r.wait, r.spread = admit_defer_to(S, cost, at)
   return r

@@ -21,13 +21,14 @@ import (
 // are not zero (or false), in the order of the reply's names, an integer
 // sent as a number, anything else as a string (see reply and NamedReply).
 //
-// Every script starts with luaPrelude (the clock, strict readers, the
-// constants C and the field lists) and the fragments, then its own body.
+// Every script starts with luaPrelude (the clock, strict readers), the
+// constants C and the field lists (luaConstants), the reply (luaReply) and
+// the fragments, then its own body.
 
 // luaPrelude is shared by the scripts: the Redis clock, a strict reader of
 // integer records (anything else is malformed and reads as absent), hload
-// (a hash's fields, a key of the wrong type dropped), num (an integer
-// written in full, never in exponent form) and reply.
+// (a hash's fields, a key of the wrong type dropped) and num (an integer
+// written in full, never in exponent form).
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -45,11 +46,16 @@ local function hload(key, fields)
   for i, f in ipairs(fields) do if v[i] then out[f] = v[i] end end
   return out
 end
+`
+
+// luaReply is the named reply (see script), after the constants C it
+// reads: a field that is true is sent as C.flagOn.
+const luaReply = `
 local function reply(names, r)
   local out = {}
   for _, n in ipairs(names) do
     local v = r[n]
-    if v == true then v = 1 end
+    if v == true then v = C.flagOn end
     if type(v) == 'number' and v ~= math.floor(v) then v = num(v) end
     if v and v ~= 0 then out[#out + 1] = n; out[#out + 1] = v end
   end
@@ -71,6 +77,9 @@ var luaConstants = func() string {
 		"millisRatio": millisRatio,
 		"modeAdmit":   modeAdmit, "modeDry": modeDry, "modeNowOnly": modeNowOnly,
 		"hintless": Hintless, "hinted": Hinted, "operator": Operator,
+		"flagOn": flagOn, "flagOff": flagOff, "classInteractive": int64(Interactive),
+		"kindGCRA": int64(schema.GCRA), "kindFixed": int64(schema.Fixed), "kindSliding": int64(schema.Sliding), "kindConcurrent": int64(schema.Concurrent),
+		"admitted": Admitted, "paused": Paused, "limited": Limited,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
@@ -121,7 +130,7 @@ func scriptWith(names []string, head, body string) *redis.Script {
 // composeScript is the source of scriptWith's script.
 func composeScript(names []string, head, body string) string {
 	first := uses(head, nil)
-	return luaPrelude + luaConstants + luaHash + "local REPLY = " + luaList(names) + "\n" +
+	return luaPrelude + luaConstants + luaReply + luaHash + "local REPLY = " + luaList(names) + "\n" +
 		pick(first, nil) + head + pick(uses(body, first), first) + body
 }
 
@@ -188,14 +197,16 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[10+i] the state of
 // the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
-// ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
+// ARGV[5] mode (modeAdmit; modeDry: commit nothing; modeNowOnly: reserve
+// no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (State.Report)
-// ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
-// ARGV[11] the admission's lease id (its concurrency limits' lease)
+// ARGV[8] class (Background, Interactive)  ARGV[9] reserve per mille
+// ARGV[10] lend µs  ARGV[11] the admission's lease id (its concurrency
+// limits' lease)
 // ARGV[12] n, the number of configured limits, then 3 values per limit:
-// fixed (1), sliding (2), concurrent (3) or GCRA (0), period (a sliding
-// log's with its settling time; a lease's life) or interval µs, rate,
-// burst or the requests in flight
+// its kind (schema.LimitKind: GCRA, Fixed, Sliding, Concurrent), period
+// (a sliding log's with its settling time; a lease's life) or interval
+// µs, rate, burst or the requests in flight
 // returns: admitReply
 var AdmitScript = scriptWith(AdmitReply, luaAdmitArgs+luaAdmitOpen, luaAdmitBody)
 
@@ -205,7 +216,7 @@ const luaAdmitArgs = `
 local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4], lwin = KEYS[5], pauseby = KEYS[6], class = KEYS[7],
   fallback = KEYS[8], llog = KEYS[9], start = KEYS[10]}
 local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
-  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = ARGV[8] == '1', reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
+  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = tonumber(ARGV[8]) == C.classInteractive, reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
   lease = ARGV[11], nlim = tonumber(ARGV[12])}
 `
 
@@ -254,7 +265,7 @@ if S.learned then
 end
 S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, argv.interactive)
 local r = admit(S, argv.cost)
-if argv.interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, argv.cost); class_save(S.K) end
+if argv.interactive and not dry then class_asked(S.K, (r.code or C.admitted) == C.admitted, now_us + r.wait, argv.cost); class_save(S.K) end
 return reply(REPLY, r)
 `
 
@@ -270,8 +281,8 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 // KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
 // KEYS[8] start  KEYS[8+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
-// episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
-// operator (2: Gate.Pause)
+// episode's pause)  ARGV[2] max pause ms  ARGV[3] kind: Hintless, Hinted
+// or Operator (Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
 // script counted (State.Report)  ARGV[7] the hint read as
 // milliseconds ms (0: not in question; Refusal.Alt)  ARGV[8] n, then the
@@ -331,20 +342,20 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 // 0 none: see learnState.answer; a hintless episode's probe's, a slow
 // start's admission's, too)  ARGV[8] the longest configured fixed
 // window µs (0: none, then the learned window's; a reset beyond it aligns nothing: State.alignsWithin)
-// ARGV[9] refused (1: the response is a refusal; with budget left it
+// ARGV[9] refused (flagOn: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
 // ARGV[10] the answered request's round trip µs (0 unknown: Observation.RTT)
 // ARGV[11] the reset read as milliseconds µs (0: not in question)
-// ARGV[12] millis (1: the reset was read as milliseconds from a name of
-// seconds; Observation.Alt, Observation.Millis)
+// ARGV[12] millis (flagOn: the reset was read as milliseconds from a name
+// of seconds; Observation.Alt, Observation.Millis)
 // returns: observeReply
 var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
 local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5]}
 local argv = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
-  channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = ARGV[9] == '1', rtt = tonumber(ARGV[10]),
-  alt = tonumber(ARGV[11]), millis = ARGV[12] == '1'}
+  channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]),
+  alt = tonumber(ARGV[11]), millis = tonumber(ARGV[12]) == C.flagOn}
 local B = budget_load(keys.budget)
 local u, fresh, prec = budget_observe(B, argv.remaining, argv.reset, argv.limit, argv.prec, argv.seq, argv.refused, argv.alt, argv.millis)
 budget_save(B)
@@ -418,7 +429,7 @@ local function hsave(R, fields, skip)
   local args = {}
   for _, f in ipairs(fields) do
     local v = R[f]
-    if type(v) == 'boolean' then v = v and 1 or 0 end
+    if type(v) == 'boolean' then v = v and C.flagOn or C.flagOff end
     if f ~= skip then args[#args + 1] = f; args[#args + 1] = num(v) end
   end
   redis.call('HSET', R.key, unpack(args))
@@ -471,26 +482,29 @@ var ReassertReply = []string{"deadline", "now", "moved", "resumed"}
 // KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
 // ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
 // the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
-// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
+// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (flagOn) or not
 // ARGV[7] the slack, ms
 // returns: ReassertReply (deadline 0: no pause in force)
 var ReassertScript = script(ReassertReply, luaReassertBody)
 
 const luaReassertBody = `
-C.maxPause = tonumber(ARGV[4])
-local P = pause_load(KEYS[1])
-local r = int(redis.pcall('GET', KEYS[3]))
-if r and r >= tonumber(ARGV[3]) then
+local keys = {pause = KEYS[1], pauseby = KEYS[2], resumed = KEYS[3]}
+local argv = {untilMs = tonumber(ARGV[1]), leftMs = tonumber(ARGV[2]), seenMs = tonumber(ARGV[3]), maxPause = tonumber(ARGV[4]),
+  channel = ARGV[5], operator = tonumber(ARGV[6]) == C.flagOn, slackMs = tonumber(ARGV[7])}
+C.maxPause = argv.maxPause
+local P = pause_load(keys.pause)
+local r = int(redis.pcall('GET', keys.resumed))
+if r and r >= argv.seenMs then
   return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
 end
-local abs, rel = tonumber(ARGV[1]), math.min(now_ms + tonumber(ARGV[2]), now_ms + C.maxPause)
+local abs, rel = argv.untilMs, math.min(now_ms + argv.leftMs, now_ms + C.maxPause)
 if abs - now_ms > C.maxPause then abs = 0 end
 local want = math.max(abs, rel)
-if P and rel <= P + tonumber(ARGV[7]) then want = abs end
+if P and rel <= P + argv.slackMs then want = abs end
 if want <= now_ms or (P and P >= want) then
   return reply(REPLY, {deadline = P or 0, now = now_us})
 end
-local d = pause_refuse(KEYS[1], KEYS[2], P, want - now_ms, ARGV[6] == '1')
-redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(d) .. ' ' .. num(now_ms))
+local d = pause_refuse(keys.pause, keys.pauseby, P, want - now_ms, argv.operator)
+redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(d) .. ' ' .. num(now_ms))
 return reply(REPLY, {deadline = d, now = now_us, moved = true})
 `

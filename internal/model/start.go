@@ -121,7 +121,7 @@ func (s *startState) end(now int64) {
 const luaStart = `
 local function start_load(key)
   local ST = hrecord(key, startFields)
-  ST.over = ST.over == 1
+  ST.over = ST.over == C.flagOn
   return ST
 end
 local function start_save(ST)

@@ -226,14 +226,10 @@ type Reasserted struct {
 // Reassert runs model.ReassertScript for the remembered pause e of the
 // pause key key.
 func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasserted, error) {
-	base := strings.TrimSuffix(key, "pause")
-	op := 0
-	if e.Operator {
-		op = 1
-	}
 	left := int64(math.Ceil(float64(e.Left) / float64(time.Millisecond)))
-	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, []string{key, base + "pauseby", base + "resumed"},
-		e.UntilMs, max(left, 0), e.SeenMs, s.maxPause.Milliseconds(), s.Channel(), op, s.timeout.Milliseconds())
+	ks, args := model.ReassertRequest{UntilMs: e.UntilMs, LeftMs: max(left, 0), SeenMs: e.SeenMs, MaxPause: s.maxPause.Milliseconds(),
+		Channel: s.Channel(), Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.BaseKeys(strings.TrimSuffix(key, "pause")))
+	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, ks, args...)
 	if err != nil {
 		return Reasserted{}, err
 	}
