@@ -137,8 +137,22 @@ func composeScript(names []string, head, body string) string {
 // luaDefines finds the functions a fragment defines.
 var luaDefines = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)`)
 
-// luaNames finds the names a fragment mentions.
-var luaNames = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+// luaCalls finds the calls of a fragment: a name and its opening
+// parenthesis (a field's or a method's name follows a '.' or a ':').
+var luaCalls = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*\s*\(`)
+
+// calls are the names of the functions src calls (or defines) by name,
+// the fields and methods of tables left out.
+func calls(src string) []string {
+	var out []string
+	for _, m := range luaCalls.FindAllStringIndex(src, -1) {
+		if m[0] > 0 && (src[m[0]-1] == '.' || src[m[0]-1] == ':') {
+			continue
+		}
+		out = append(out, strings.TrimRight(src[m[0]:m[1]-1], " \t\n"))
+	}
+	return out
+}
 
 // definedIn maps every function a fragment defines to that fragment's
 // index in fragments.
@@ -153,7 +167,8 @@ var definedIn = func() map[string]int {
 }()
 
 // uses marks, in need (a fresh one when nil), the fragments src calls a
-// function of, and those their own functions call, transitively.
+// function of, and those their own functions call, transitively: a
+// field named as a function is no call of it.
 func uses(src string, need []bool) []bool {
 	if need == nil {
 		need = make([]bool, len(fragments))
@@ -162,7 +177,7 @@ func uses(src string, need []bool) []bool {
 	}
 	var visit func(string)
 	visit = func(src string) {
-		for _, n := range luaNames.FindAllString(src, -1) {
+		for _, n := range calls(src) {
 			if i, ok := definedIn[n]; ok && !need[i] {
 				need[i] = true
 				visit(fragments[i])
