@@ -928,7 +928,7 @@ local function admit_start(S, cost, on)
   return start_earliest(S.ST, cost)
 end
 local function admit_deadline(S, cost)
-  local h = {at = (S.P or 0) * 1000, why = 'pause'}
+  local h = {at = pause_earliest(S.P), why = 'pause'}
   h.budget = admit_budget(S, cost)
   held_later(h, h.budget.at, h.budget.why)
   held_later(h, admit_learned(S), 'probe')
@@ -943,7 +943,7 @@ local function admit_defer_to(S, cost, at)
 end
 local function admit_paused(S, r, h, cost)
   r.code, r.reason, r.wait, r.deadline = C.paused, h.why, h.at - now_us, math.ceil(h.at / 1000)
-  if h.why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
+  if h.why == 'pause' then r.deadline, r.byOperator = S.P.untilMs, pause_operator(S.P) end
   if #S.act > 0 then r.wait, r.spread = admit_defer_to(S, cost, h.at) end
   return r
 end

@@ -264,7 +264,7 @@ const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
 C.reserve, C.lend, C.lease = argv.reserve, argv.lend, argv.lease
-local S = {P = pause_load(keys.pause), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
+local S = {P = pause_load(keys.pause, keys.pauseby), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
   FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
   line = keys.line, pauseby = keys.pauseby}
 if argv.nlim == 0 and not dry then learn_report(S.L, argv.counts); learn_save(S.L) end
@@ -312,17 +312,18 @@ local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = to
   counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), nlim = tonumber(ARGV[8])}
 local hinted, operator = argv.kind == C.hinted, argv.kind == C.operator
 C.maxPause = argv.maxPause
-local P = pause_load(keys.pause)
+local P = pause_load(keys.pause, keys.pauseby)
+local open, before = pause_earliest(P) <= now_us, P.untilMs
 local ms, probe, prec = argv.pause, false, argv.prec
 local B = budget_load(keys.budget)
 if argv.alt > 0 and B.millis then ms, prec = argv.alt, C.millisPrec end -- Refusal.Alt
 if argv.kind == C.hintless then
   local FB = fallback_load(keys.fallback)
   probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
-  ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
+  ms = fallback_refuse(FB, ms, open); fallback_save(FB)
 end
 if hinted and argv.nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
-local deadline = pause_refuse(keys.pause, keys.pauseby, P, ms, operator)
+local deadline = pause_refuse(P, ms, operator)
 if not operator then local ST = start_load(keys.start); start_end(ST); start_save(ST) end
 redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
 for _, l in ipairs(limits_args(8, 8, argv.nlim)) do limit_refuse(l, hinted); limit_save(l) end
@@ -333,12 +334,12 @@ local lw = {key = keys.lwin, fixed = true, per = math.max(L.window, 1), n = L.li
 limit_load(lw)
 local hintless = argv.kind == C.hintless and argv.nlim == 0
 if hintless then hinted, prec = true, C.hintlessPrec end -- Refusal.teaching
-local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, argv.nlim > 0, lw)
+local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, open, argv.nlim > 0, lw)
 if over then redis.call('DEL', keys.lwin) end
 if probed > 0 then sliding_drop(keys.llog, probed) end -- the provider counted nothing for the refused probe
 if L.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
 learn_save(L)
-return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
+return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
 
 // ObserveReply names the fields of the observation's reply.
@@ -507,19 +508,19 @@ local keys = {pause = KEYS[1], pauseby = KEYS[2], resumed = KEYS[3]}
 local argv = {untilMs = tonumber(ARGV[1]), leftMs = tonumber(ARGV[2]), seenMs = tonumber(ARGV[3]), maxPause = tonumber(ARGV[4]),
   channel = ARGV[5], operator = tonumber(ARGV[6]) == C.flagOn, slackMs = tonumber(ARGV[7])}
 C.maxPause = argv.maxPause
-local P = pause_load(keys.pause)
+local pause = pause_load(keys.pause, keys.pauseby)
 local r = int(redis.pcall('GET', keys.resumed))
 if r and r >= argv.seenMs then
-  return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
+  return reply(REPLY, {deadline = pause.untilMs, now = now_us, resumed = true})
 end
 local abs, rel = argv.untilMs, math.min(now_ms + argv.leftMs, now_ms + C.maxPause)
 if abs - now_ms > C.maxPause then abs = 0 end
 local want = math.max(abs, rel)
-if P and rel <= P + argv.slackMs then want = abs end
-if want <= now_ms or (P and P >= want) then
-  return reply(REPLY, {deadline = P or 0, now = now_us})
+if pause.untilMs > 0 and rel <= pause.untilMs + argv.slackMs then want = abs end
+if want <= now_ms or pause.untilMs >= want then
+  return reply(REPLY, {deadline = pause.untilMs, now = now_us})
 end
-local d = pause_refuse(keys.pause, keys.pauseby, P, want - now_ms, argv.operator)
+local d = pause_refuse(pause, want - now_ms, argv.operator)
 redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(d) .. ' ' .. num(now_ms))
 return reply(REPLY, {deadline = d, now = now_us, moved = true})
 `
