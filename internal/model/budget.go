@@ -793,7 +793,7 @@ end
 const luaBudgetRules = `
 local function budget_until_reset(B, cost, k)
   if not B.known or (B.reset ~= 0 and B.reset <= now_us) then return nil end
-  local kept, rem = keep_of(k, B.limit), budget_avail(B)
+  local kept, rem = keeper_of(k, B.limit), budget_avail(B)
   if rem - kept >= cost then return {at = 0, spend = true} end
   if rem >= cost and B.reset > now_us then
     return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'}
@@ -814,7 +814,7 @@ local function budget_probe_asks(B, k)
   return {at = 0, probe = true}
 end
 local function budget_refills_whole(B, cost, k)
-  local kept = keep_of(k, B.limit)
+  local kept = keeper_of(k, B.limit)
   if B.known and B.limit - kept >= cost then return {at = 0, refill = true} end
   if B.known and B.limit >= cost then return {at = k.lapse, why = 'budget'} end
   return {at = 0}

@@ -809,11 +809,11 @@ local function limits_earliest(act, al, cost, k)
   local at = now_us
   for _ = 1, C.maxRounds do
     local before = at
-    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, keep_of(k, l.n))) end
+    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, keeper_of(k, l.n))) end
     if at == before then break end
   end
   local ok = true
-  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, keep_of(k, l.n)) == at end
+  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, keeper_of(k, l.n)) == at end
   return at, ok
 end
 local function interval(act, cost)
@@ -829,7 +829,7 @@ local function held_now(act)
 end
 local function conc_full(act, cost, k)
   for _, l in ipairs(act) do
-    if l.concurrent and limit_earliest(l, nil, now_us, cost, keep_of(k, l.n)) > now_us then return true end
+    if l.concurrent and limit_earliest(l, nil, now_us, cost, keeper_of(k, l.n)) > now_us then return true end
   end
   return false
 end
