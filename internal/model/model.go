@@ -933,7 +933,7 @@ local function admit_deadline(S, cost)
   held_later(h, h.budget.at, h.budget.why)
   held_later(h, admit_learned(S), 'probe')
   held_later(h, fallback_earliest(S.FB), 'probe')
-  h.starts = start_on(S.ST, S.B, S.L.limit > 0 and S.L.window > 0, S.nlim)
+  h.starts = start_on(S.ST, S.B, S.L.limit > 0 and S.L.window > 0)
   held_later(h, admit_start(S, cost, h.starts), 'inflight')
   return h
 end

@@ -263,7 +263,7 @@ end
 const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
-C.reserve, C.lend, C.lease = argv.reserve, argv.lend, argv.lease
+C.reserve, C.lend, C.lease, C.limits = argv.reserve, argv.lend, argv.lease, argv.nlim
 local S = {P = pause_load(keys.pause, keys.pauseby), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
   FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
   line = keys.line, pauseby = keys.pauseby}
