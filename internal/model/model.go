@@ -857,13 +857,13 @@ local function admit_commit_learned(S, r, at, cost)
 end
 local function admit_opens_cache(S, probes, starts)
   local B = S.B
-  return #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not starts
+  return #S.act == 0 and S.nlim == 0 and budget_quiet(B) and not probes and not starts
 end
 local function admit_commit(S, r, at, h, cost)
   admit_commit_learned(S, r, at, cost)
   for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
   if S.nlim == 0 then
-    r.probe, r.seq = budget_spend(S.B, h.budget, cost)
+    r.probe, r.seq = budget_spend(S.B, cost, h.budget)
     learn_count(S.L, at, cost)
     budget_save(S.B)
   end
@@ -917,7 +917,7 @@ local function held_later(h, at, why)
 end
 local function admit_budget(S, cost)
   if S.nlim > 0 then return {at = 0} end
-  return budget_earliest(S.B, cost, S.k, S.nowOnly)
+  return budget_earliest(S.B, cost, S.k)
 end
 local function admit_learned(S)
   if not S.learned then return 0 end

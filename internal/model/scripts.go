@@ -263,7 +263,7 @@ end
 const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
-C.reserve, C.lend, C.lease, C.limits = argv.reserve, argv.lend, argv.lease, argv.nlim
+C.reserve, C.lend, C.lease, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.lease, argv.nlim, argv.mode == C.modeNowOnly
 local S = {P = pause_load(keys.pause, keys.pauseby), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
   FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
   line = keys.line, pauseby = keys.pauseby}
@@ -373,7 +373,9 @@ local argv = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = 
   channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]),
   alt = tonumber(ARGV[11]), millis = tonumber(ARGV[12]) == C.flagOn}
 local B = budget_load(keys.budget)
-local u, fresh, prec = budget_observe(B, argv.remaining, argv.reset, argv.limit, argv.prec, argv.seq, argv.refused, argv.alt, argv.millis)
+local o = {remaining = argv.remaining, reset = argv.reset, limit = argv.limit, prec = argv.prec, seq = argv.seq, refused = argv.refused,
+  alt = argv.alt, millis = argv.millis}
+local u, prec, fresh = budget_observe(B, o)
 budget_save(B)
 local L = learn_load(keys.learn)
 local longest = argv.longest
