@@ -849,10 +849,10 @@ const luaAdmitCommit = `
 local function admit_commit_learned(S, r, at, cost)
   if not S.learned then return end
   local L = S.L
-  if learn_opens(L, S.lw, at) then
+  if learn_opens(L, S.lw, S.al, at) then
     L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
   end
-  learn_grow(L, S.lw, at)
+  learn_grow(L, S.lw, S.al, at)
   if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
 end
 local function admit_opens_cache(S, probes, starts)

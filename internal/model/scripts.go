@@ -278,7 +278,7 @@ if S.learned then
     limit_load(S.act[1])
   end
 end
-S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, argv.interactive)
+S.al, S.k = learn_alignment(S.L), class_keeper(S.K, argv.interactive)
 local r = admit(S, argv.cost)
 if argv.interactive and not dry then class_asked(S.K, (r.code or C.admitted) == C.admitted, now_us + r.wait, argv.cost); class_save(S.K) end
 return reply(REPLY, r)
@@ -332,9 +332,8 @@ local w = L.window
 if argv.nlim == 0 then learn_report(L, argv.counts) end
 local lw = {key = keys.lwin, fixed = true, per = math.max(L.window, 1), n = L.limit}
 limit_load(lw)
-local hintless = argv.kind == C.hintless and argv.nlim == 0
-if hintless then hinted, prec = true, C.hintlessPrec end -- Refusal.teaching
-local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, open, argv.nlim > 0, lw)
+local r = refusal_teaching({hinted = hinted, prec = prec, operator = operator, probe = probe}, argv.nlim > 0)
+local over, probed = learn_refuse(L, deadline * 1000, r, open, argv.nlim > 0, lw)
 if over then redis.call('DEL', keys.lwin) end
 if probed > 0 then sliding_drop(keys.llog, probed) end -- the provider counted nothing for the refused probe
 if L.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
