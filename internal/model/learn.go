@@ -503,7 +503,7 @@ local function learn_relearn(s, D, at, prec, lwin)
   local tol = math.max(prec, 1000)
   local start = s.alignAt + math.floor((at - s.alignAt) / l.per) * l.per - l.per
   local w = round_window(D - start, prec)
-  if now_us < start + 2 * l.per and used(lwin, start) >= s.limit and D - now_us > tol and D - now_us <= l.per - tol
+  if now_us < start + 2 * l.per and window_used(lwin, start) >= s.limit and D - now_us > tol and D - now_us <= l.per - tol
     and w > l.per + tol and w <= C.maxLearnedWindow then s.window = w end
 end
 `
@@ -515,7 +515,7 @@ end
 const luaLearn = `
 local function learn_grow(s, lwin, al, at)
   local start = window(lwin, al, at)
-  if used(lwin, start) > 0 or used(lwin, start - lwin.per) < s.limit or s.refused >= start - lwin.per then return end
+  if window_used(lwin, start) > 0 or window_used(lwin, start - lwin.per) < s.limit or s.refused >= start - lwin.per then return end
   s.best = math.max(s.best, s.limit)
   if s.limit < s.best then s.limit = s.best elseif at >= s.frozen then s.limit = s.limit + 1 end
   s.dirty = true
@@ -528,7 +528,7 @@ local function learn_earliest(s)
 end
 local function learn_opens(s, lwin, al, at)
   local start = window(lwin, al, at)
-  return used(lwin, start) == 0 and used(lwin, start - lwin.per) >= lwin.n
+  return window_used(lwin, start) == 0 and window_used(lwin, start - lwin.per) >= lwin.n
 end
 local function learn_answer(s, at, reset)
   if at > 0 and s.probeAt == at then
@@ -592,8 +592,8 @@ local function learn_from_window_end(s, D, prec, lwin)
   if not ok then return false end
   local start = s.alignAt + math.floor((now_us - s.alignAt) / l.per) * l.per
   if math.abs(D - (start + l.per)) > math.max(prec, 1000) then return false end
-  if used(lwin, start) >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
-  s.limit, s.absorb = math.max(used(lwin, start) - 1, 1), D
+  if window_used(lwin, start) >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
+  s.limit, s.absorb = math.max(window_used(lwin, start) - 1, 1), D
   return true
 end
 local function learn_end_moved(s, D, prec)

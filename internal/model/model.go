@@ -809,11 +809,11 @@ local function limits_earliest(act, al, cost, k)
   local at = now_us
   for _ = 1, C.maxRounds do
     local before = at
-    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, keeper_of(k, l.n))) end
+    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, l.n - keeper_of(k, l.n))) end
     if at == before then break end
   end
   local ok = true
-  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, keeper_of(k, l.n)) == at end
+  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, l.n - keeper_of(k, l.n)) == at end
   return at, ok
 end
 local function interval(act, cost)
@@ -829,7 +829,7 @@ local function held_now(act)
 end
 local function conc_full(act, cost, k)
   for _, l in ipairs(act) do
-    if l.concurrent and limit_earliest(l, nil, now_us, cost, keeper_of(k, l.n)) > now_us then return true end
+    if l.concurrent and limit_earliest(l, nil, now_us, cost, l.n - keeper_of(k, l.n)) > now_us then return true end
   end
   return false
 end
@@ -853,7 +853,7 @@ local function admit_commit_learned(S, r, at, cost)
     L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
   end
   learn_grow(L, S.lw, S.al, at)
-  if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+  if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost, C.lease); limit_save(S.lw) end -- the learned log's windows
 end
 local function admit_opens_cache(S, probes, starts)
   local B = S.B
@@ -861,7 +861,7 @@ local function admit_opens_cache(S, probes, starts)
 end
 local function admit_commit(S, r, at, h, cost)
   admit_commit_learned(S, r, at, cost)
-  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
+  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost, C.lease); limit_save(l) end
   if S.nlim == 0 then
     r.probe, r.seq = budget_spend(S.B, cost, h.budget)
     learn_count(S.L, at, cost)
