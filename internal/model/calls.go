@@ -175,6 +175,6 @@ var reasons = map[string]Reason{"pause": ReasonPause, "budget": ReasonBudget, "p
 // Unix µs.
 func AdmitDecision(v map[string]int64, txt map[string]string) (d Decision, now int64) {
 	return Decision{Code: v["code"], Reason: reasons[txt["reason"]], Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
-		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOperator"] == flagOn, Spread: v["spread"] == flagOn,
+		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
 		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn}, v["now"]
 }

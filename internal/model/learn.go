@@ -508,9 +508,10 @@ local function learn_relearn(s, D, at, prec, lwin)
 end
 `
 
-// luaLearn is the learned limit's transaction as admissions meet it
-// (learnState.grow, earliest, opens, answer, contradicted, align): the
-// window grown, opened by its probe and answered; lwin is the learned
+// luaLearn is the learned limit's transaction as admissions and answers
+// meet it (learnState.grow, earliest, opens, answer, contradicted, align):
+// the window grown, opened by its probe and answered, aligned by a reset
+// within State.alignsWithin (state_aligns_within); lwin is the learned
 // windows' counts, as a fixed limit of the learned window.
 const luaLearn = `
 local function learn_grow(s, lwin, al, at)
@@ -541,6 +542,13 @@ local function learn_contradicted(s)
 end
 local function learn_align(s, u, prec)
   s.alignAt, s.alignPrec, s.expires, s.dirty = u, prec, math.max(s.expires, now_us + C.learnTTL), true
+end
+local function state_aligns_within(s)
+  local w = C.longestWindow
+  if w == 0 then w = math.huge end -- Params.longestWindow: no fixed window configured
+  local l, ok = learn_spec(s.learn)
+  if ok and w == math.huge then w = l.per end
+  return w
 end
 `
 

@@ -64,8 +64,12 @@ end
 `
 
 // luaConstants declares C, the constants the fragments share, from their
-// Go definitions; the per-call ones (hold, maxPause, probe) are set by the
-// script body from its arguments.
+// Go definitions, the flags among them (flagOn, the modes, the refusal
+// kinds, the class, the limit kinds, the verdict codes) that the
+// arguments, records and replies carry; the per-call ones, Params' fields
+// (hold, nowOnly, maxPause, probe, answer, reserve, lend, limits: how many
+// are configured, longestWindow: p.longestWindow, 0 for none), are set by
+// the script body from its arguments.
 var luaConstants = func() string {
 	c := map[string]int64{
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
@@ -112,7 +116,7 @@ const ExpiryMargin = time.Second
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
 	luaWindow, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
-	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaAdmitCommit, luaAdmit}
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitCommit, luaAdmit}
 
 // script composes a script from the prelude, the fragments body uses and
 // body, whose reply has the fields names (REPLY in the body).
@@ -200,7 +204,7 @@ func pick(need, done []bool) string {
 }
 
 // AdmitReply names the fields of the admission's reply (see Decision).
-var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
+var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
@@ -253,7 +257,7 @@ if argv.nlim == 0 and argv.mode == C.modeAdmit and argv.probe == 0 and not argv.
   if limit == 0 then
     local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', keys.learn, 'admits', argv.cost)
     if since == 0 or type(counted) == 'table' then
-      local L = learn_load(keys.learn); learn_count(L, now_us, argv.cost); learn_save(L)
+      local learn = learn_load(keys.learn); learn_count(learn, now_us, argv.cost); learn_save(learn)
     end
     return reply(REPLY, {cache = true, now = now_us, budgetRemaining = -1})
   end
@@ -263,25 +267,17 @@ end
 const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
-C.reserve, C.lend, C.lease, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.lease, argv.nlim, argv.mode == C.modeNowOnly
-local S = {P = pause_load(keys.pause, keys.pauseby), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
-  FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
-  line = keys.line, pauseby = keys.pauseby}
-if argv.nlim == 0 and not dry then learn_report(S.L, argv.counts); learn_save(S.L) end
-S.act = limits_args(10, 12, argv.nlim)
-S.learned = argv.nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
-if S.learned then
-  S.lw = {key = keys.lwin, fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
-  S.act[1] = S.lw
-  if S.L.window > C.hold then
-    S.act[1] = {key = keys.llog, sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
-    limit_load(S.act[1])
-  end
+C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
+  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(10, 12, argv.nlim)}
+if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts); learn_save(s.learn) end
+local lim = state_active(s, keys)
+local k = class_keeper(s.class, argv.interactive)
+local d = state_admit_as(s, argv.cost, lim, k, keys.line, argv.lease, dry)
+if argv.interactive and not dry then
+  class_asked(s.class, (d.code or C.admitted) == C.admitted, now_us + d.wait, argv.cost); class_save(s.class)
 end
-S.al, S.k = learn_alignment(S.L), class_keeper(S.K, argv.interactive)
-local r = admit(S, argv.cost)
-if argv.interactive and not dry then class_asked(S.K, (r.code or C.admitted) == C.admitted, now_us + r.wait, argv.cost); class_save(S.K) end
-return reply(REPLY, r)
+return reply(REPLY, d)
 `
 
 // RefuseReply names the fields of the refusal's reply.
@@ -310,34 +306,32 @@ local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4
   start = KEYS[8]}
 local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), channel = ARGV[5],
   counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), nlim = tonumber(ARGV[8])}
-local hinted, operator = argv.kind == C.hinted, argv.kind == C.operator
-C.maxPause = argv.maxPause
-local P = pause_load(keys.pause, keys.pauseby)
-local open, before = pause_earliest(P) <= now_us, P.untilMs
-local ms, probe, prec = argv.pause, false, argv.prec
-local B = budget_load(keys.budget)
-if argv.alt > 0 and B.millis then ms, prec = argv.alt, C.millisPrec end -- Refusal.Alt
-if argv.kind == C.hintless then
-  local FB = fallback_load(keys.fallback)
-  probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
-  ms = fallback_refuse(FB, ms, open); fallback_save(FB)
+C.maxPause, C.limits = argv.maxPause, argv.nlim
+local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt}
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(8, 8, argv.nlim)}
+local open = pause_earliest(s.pause) <= now_us
+local before = s.pause.untilMs
+local ms = r.pause
+if r.alt > 0 and s.budget.millis then ms, r.prec = r.alt, C.millisPrec end
+if not r.hinted and not r.operator then -- the hintless episode, read only for its refusals
+  s.fall = fallback_load(keys.fallback)
+  r.probe = s.fall.level > 0 and s.fall.probeAt > 0
+  ms = fallback_refuse(s.fall, r.pause, open); fallback_save(s.fall)
 end
-if hinted and argv.nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
-local deadline = pause_refuse(P, ms, operator)
-if not operator then local ST = start_load(keys.start); start_end(ST); start_save(ST) end
+if r.hinted and not r.operator and C.limits == 0 then ms = budget_counter_pause(s.budget, ms, r.prec) end
+local deadline = pause_refuse(s.pause, ms, r.operator)
+if not r.operator then s.start = start_load(keys.start); start_end(s.start); start_save(s.start) end
 redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(8, 8, argv.nlim)) do limit_refuse(l, hinted); limit_save(l) end
-local L = learn_load(keys.learn)
-local w = L.window
-if argv.nlim == 0 then learn_report(L, argv.counts) end
-local lw = {key = keys.lwin, fixed = true, per = math.max(L.window, 1), n = L.limit}
-limit_load(lw)
-local r = refusal_teaching({hinted = hinted, prec = prec, operator = operator, probe = probe}, argv.nlim > 0)
-local over, probed = learn_refuse(L, deadline * 1000, r, open, argv.nlim > 0, lw)
+for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
+s.learn = learn_load(keys.learn)
+if C.limits == 0 then learn_report(s.learn, argv.counts) end -- State.Report
+s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
+local w = s.learn.window
+local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0, s.lwin)
 if over then redis.call('DEL', keys.lwin) end
-if probed > 0 then sliding_drop(keys.llog, probed) end -- the provider counted nothing for the refused probe
-if L.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
-learn_save(L)
+if probe > 0 then sliding_drop(keys.llog, probe) end -- the provider counted nothing for the refused probe
+if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
+learn_save(s.learn)
 return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
 
@@ -368,27 +362,24 @@ var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
 local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5]}
-local argv = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
-  channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]),
-  alt = tonumber(ARGV[11]), millis = tonumber(ARGV[12]) == C.flagOn}
-local B = budget_load(keys.budget)
-local o = {remaining = argv.remaining, reset = argv.reset, limit = argv.limit, prec = argv.prec, seq = argv.seq, refused = argv.refused,
-  alt = argv.alt, millis = argv.millis}
-local u, prec, fresh = budget_observe(B, o)
-budget_save(B)
-local L = learn_load(keys.learn)
-local longest = argv.longest
-if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- State.alignsWithin
-if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, argv.rtt)) end
-if argv.refused and argv.remaining > 0 then learn_contradicted(L) end
-learn_answer(L, argv.opened, u)
-learn_save(L)
-local FB = fallback_load(keys.fallback)
-fallback_answer(FB, argv.opened); fallback_save(FB)
-local ST = start_load(keys.start)
-start_answer(ST, argv.opened); start_save(ST)
-if fresh then redis.call('PUBLISH', argv.channel, keys.pause) end
-return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
+local o = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
+  opened = tonumber(ARGV[7]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]), alt = tonumber(ARGV[11]),
+  millis = tonumber(ARGV[12]) == C.flagOn}
+local argv = {channel = ARGV[6], longest = tonumber(ARGV[8])}
+C.longestWindow = argv.longest
+local s = {budget = budget_load(keys.budget), learn = learn_load(keys.learn)}
+local u, prec, announce = budget_observe(s.budget, o)
+budget_save(s.budget)
+if o.refused and o.remaining > 0 then learn_contradicted(s.learn) end
+if u > 0 and u - now_us <= state_aligns_within(s) + prec then learn_align(s.learn, u, math.max(prec, o.rtt)) end
+learn_answer(s.learn, o.opened, u)
+learn_save(s.learn)
+s.fall = fallback_load(keys.fallback)
+fallback_answer(s.fall, o.opened); fallback_save(s.fall)
+s.start = start_load(keys.start)
+start_answer(s.start, o.opened); start_save(s.start)
+if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
+return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
 `
 
 // NamedReply decodes a script's named reply: the fields of names it
