@@ -797,27 +797,27 @@ local function budget_until_reset(s, cost, k)
   local kept, rem = keeper_of(k, s.limit), budget_avail(s, now_us)
   if rem - kept >= cost then return {at = 0, spend = true} end
   if rem >= cost and s.reset > now_us then
-    return {at = math.min(k.lapse, s.reset, budget_refill_at(s, cost + kept)), why = 'budget'}
+    return {at = math.min(k.lapse, s.reset, budget_refill_at(s, cost + kept)), why = C.reasonBudget}
   end
-  if rem >= cost then return {at = k.lapse, why = 'budget'} end
-  if s.reset > now_us then return {at = math.min(s.reset, budget_refill_at(s, cost)), why = 'budget'} end
+  if rem >= cost then return {at = k.lapse, why = C.reasonBudget} end
+  if s.reset > now_us then return {at = math.min(s.reset, budget_refill_at(s, cost)), why = C.reasonBudget} end
   return nil
 end
 local function budget_awaiting_probe(s)
   if s.probeAt <= 0 or now_us >= s.probeAt + C.probe then return nil end
   if C.nowOnly then return {at = 0} end
-  return {at = math.min(s.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
+  return {at = math.min(s.probeAt + C.probe, now_us + C.probePoll), why = C.reasonProbe}
 end
 local function budget_probe_unanswered(s) return not s.known and s.probeAt > 0 end
 local function budget_probe_asks(s, k)
   if C.probe <= 0 then return nil end
-  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
+  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = C.reasonProbe} end
   return {at = 0, probe = true}
 end
 local function budget_refills_whole(s, cost, k)
   local kept = keeper_of(k, s.limit)
   if s.known and s.limit - kept >= cost then return {at = 0, refill = true} end
-  if s.known and s.limit >= cost then return {at = k.lapse, why = 'budget'} end
+  if s.known and s.limit >= cost then return {at = k.lapse, why = C.reasonBudget} end
   return {at = 0}
 end
 local function budget_mark_silent(s)

@@ -166,15 +166,11 @@ func boolArg(b bool) int {
 	return flagOff
 }
 
-// reasons maps the reasons AdmitScript names to the model's.
-var reasons = map[string]Reason{"pause": ReasonPause, "budget": ReasonBudget, "probe": ReasonProbe,
-	"limit": ReasonLimit, "learned": ReasonLearned, "inflight": ReasonInFlight}
-
 // AdmitDecision is the decision of AdmitScript's named reply (its integer
-// fields v and text fields txt, see NamedReply), and the Redis TIME of it,
-// Unix µs.
-func AdmitDecision(v map[string]int64, txt map[string]string) (d Decision, now int64) {
-	return Decision{Code: v["code"], Reason: reasons[txt["reason"]], Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
+// fields v, see NamedReply: every field of the admission's reply is an
+// integer), and the Redis TIME of it, Unix µs.
+func AdmitDecision(v map[string]int64) (d Decision, now int64) {
+	return Decision{Code: v["code"], Reason: Reason(v["reason"]), Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
 		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
 		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn}, v["now"]
 }

@@ -175,9 +175,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
 			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
 				Answer: p.Answer, Counts: e.counts, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
-			v, txt := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
+			v, _ := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
 			var got Decision
-			got, now = AdmitDecision(v, txt)
+			got, now = AdmitDecision(v)
 			m.Report(p, now, e.counts)
 			kp := m.class.keeper(p, now, e.class == Interactive)
 			pe := p

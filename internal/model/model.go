@@ -979,14 +979,14 @@ local function admission_start(a, on)
 end
 local function admission_deadline(a)
   local s = a.s
-  local h = {at = pause_earliest(s.pause), why = 'pause'}
+  local h = {at = pause_earliest(s.pause), why = C.reasonPause}
   h.budget = admission_budget(a)
   held_later(h, h.budget.at, h.budget.why)
-  held_later(h, admission_learned(a), 'probe')
-  held_later(h, fallback_earliest(s.fall), 'probe')
+  held_later(h, admission_learned(a), C.reasonProbe)
+  held_later(h, fallback_earliest(s.fall), C.reasonProbe)
   local _, learned = learn_spec(s.learn)
   h.starts = start_on(s.start, s.budget, learned)
-  held_later(h, admission_start(a, h.starts), 'inflight')
+  held_later(h, admission_start(a, h.starts), C.reasonInFlight)
   return h
 end
 local function admission_defer_to(a, at)
@@ -998,7 +998,7 @@ local function admission_paused(a, d, h)
   d.code, d.reason = C.paused, h.why
   d.deadline = math.ceil(h.at / 1000)
   d.wait = h.at - now_us
-  if h.why == 'pause' then d.deadline, d.byOp = a.s.pause.untilMs, pause_operator(a.s.pause) end
+  if h.why == C.reasonPause then d.deadline, d.byOp = a.s.pause.untilMs, pause_operator(a.s.pause) end
   if #a.lim > 0 then d.wait, d.spread = admission_defer_to(a, h.at) end
   return d
 end
@@ -1031,9 +1031,9 @@ local function admission_full_retry(a, k, at)
   return math.min(at, math.max(others, now_us + C.concurrentPoll))
 end
 local function admission_limited(a, d, k, at, full, unreserved)
-  d.code, d.reason, d.unreserved = C.limited, 'limit', unreserved
-  if a.lim.learned then d.reason = 'learned' end
-  if full then d.reason, at = 'inflight', admission_full_retry(a, k, at) end
+  d.code, d.reason, d.unreserved = C.limited, C.reasonLimit, unreserved
+  if a.lim.learned then d.reason = C.reasonLearned end
+  if full then d.reason, at = C.reasonInFlight, admission_full_retry(a, k, at) end
   d.wait, d.spread = admission_defer_to(a, at)
   return d
 end

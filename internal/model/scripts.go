@@ -84,6 +84,8 @@ var luaConstants = func() string {
 		"flagOn": flagOn, "flagOff": flagOff, "classInteractive": int64(Interactive),
 		"kindGCRA": int64(schema.GCRA), "kindFixed": int64(schema.Fixed), "kindSliding": int64(schema.Sliding), "kindConcurrent": int64(schema.Concurrent),
 		"admitted": Admitted, "paused": Paused, "limited": Limited,
+		"reasonPause": int64(ReasonPause), "reasonBudget": int64(ReasonBudget), "reasonProbe": int64(ReasonProbe),
+		"reasonLimit": int64(ReasonLimit), "reasonLearned": int64(ReasonLearned), "reasonInFlight": int64(ReasonInFlight),
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")

@@ -87,17 +87,16 @@ func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admis
 		Probe: r.Probe.Microseconds(), Dry: r.Dry, NowOnly: r.NowOnly, Answer: r.Answer.Microseconds(), Counts: r.Counts,
 		Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease}.Call(k)
 	var v map[string]int64
-	var txt map[string]string
 	var err error
 	if r.Dry {
-		v, txt, err = s.run(ctx, "state", model.AdmitScript, model.AdmitReply, ks, args...)
+		v, _, err = s.run(ctx, "state", model.AdmitScript, model.AdmitReply, ks, args...)
 	} else {
-		v, txt, err = s.run(ctx, "admit", model.AdmitScript, model.AdmitReply, ks, args...)
+		v, _, err = s.run(ctx, "admit", model.AdmitScript, model.AdmitReply, ks, args...)
 	}
 	if err != nil {
 		return Admission{}, err
 	}
-	d, now := model.AdmitDecision(v, txt)
+	d, now := model.AdmitDecision(v)
 	a := Admission{Decision: d, Now: now, Learned: Learned{N: v["learnedLimit"], Window: v["learnedWindow"]}, Backlog: v["backlog"]}
 	if v["budgetRemaining"] >= 0 {
 		a.Budget = Budget{Known: true, Remaining: v["budgetRemaining"], Limit: v["budgetLimit"]}
