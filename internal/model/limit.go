@@ -303,7 +303,8 @@ func (w *windowState) live(l LimitSpec, now int64) {
 }
 
 // luaWindow is the fixed windows' arithmetic (windowState.window, used,
-// stands, usedAligned, earliest, spend, live). A Lua limit is its
+// stands, usedAligned, live; as admissions meet them, luaWindowAdmit). A
+// Lua limit is its
 // LimitSpec and its limitState in one table {key, fixed, learned, paced,
 // per, n}, with its windowState's origin and counts; where the Go passes
 // a spec seen as work leaving a keeper sees it (active.kept), the Lua
@@ -345,6 +346,17 @@ local function window_used_aligned(l, al, start)
   end
   return c
 end
+local function window_live(l)
+  for s in pairs(l.counts) do
+    if s + 2 * l.per <= now_us then l.counts[s] = nil end
+  end
+  if next(l.counts) == nil then l.origin = 0 end
+end
+`
+
+// luaWindowAdmit is the fixed windows as admissions meet them
+// (windowState.earliest, spend).
+const luaWindowAdmit = `
 local function window_earliest(l, al, t, cost, n, configured, paced)
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
@@ -362,12 +374,6 @@ local function window_spend(l, al, t, cost)
   local start = window(l, al, t)
   if al.at == 0 and l.origin == 0 then l.origin = t end
   l.counts[start], l.dirty = (l.counts[start] or 0) + cost, true
-end
-local function window_live(l)
-  for s in pairs(l.counts) do
-    if s + 2 * l.per <= now_us then l.counts[s] = nil end
-  end
-  if next(l.counts) == nil then l.origin = 0 end
 end
 `
 

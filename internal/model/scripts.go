@@ -117,7 +117,7 @@ const ExpiryMargin = time.Second
 // fragments are the concerns' Lua in the order a script defines them: a
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
-	luaWindow, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
+	luaWindow, luaWindowAdmit, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
 	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitCommit, luaAdmit}
 
 // script composes a script from the prelude, the fragments body uses and
