@@ -419,31 +419,32 @@ func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]
 // luaHash is the load and save of a record hash: hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
 // 0 when its expires has passed (a record past it is none); hsave writes
-// the fields of R (a boolean as 1 or 0) over those of R.key, all but skip,
-// which it removes, expiring a margin after R.expires (µs); a record whose
-// expires is 0 is deleted. Every field is written, so none of an earlier
-// save is left but skip (and hload dropped a key of another type).
+// the fields of the record s (a boolean as C.flagOn or C.flagOff) over
+// those of s.key, all but skip, which it removes, expiring a margin after
+// s.expires (µs); a record whose expires is 0 is deleted. Every field is
+// written, so none of an earlier save is left but skip (and hload dropped
+// a key of another type).
 const luaHash = `
 local function hrecord(key, fields)
   local v = hload(key, fields)
-  local R = {key = key}
-  for _, f in ipairs(fields) do R[f] = int(v[f]) or 0 end
-  if R.expires <= now_us then
-    for _, f in ipairs(fields) do R[f] = 0 end
+  local s = {key = key}
+  for _, f in ipairs(fields) do s[f] = int(v[f]) or 0 end
+  if s.expires <= now_us then
+    for _, f in ipairs(fields) do s[f] = 0 end
   end
-  return R
+  return s
 end
-local function hsave(R, fields, skip)
-  if R.expires == 0 then redis.call('DEL', R.key); return end
-  if skip then redis.call('HDEL', R.key, skip) end
+local function hsave(s, fields, skip)
+  if s.expires == 0 then redis.call('DEL', s.key); return end
+  if skip then redis.call('HDEL', s.key, skip) end
   local args = {}
   for _, f in ipairs(fields) do
-    local v = R[f]
+    local v = s[f]
     if type(v) == 'boolean' then v = v and C.flagOn or C.flagOff end
     if f ~= skip then args[#args + 1] = f; args[#args + 1] = num(v) end
   end
-  redis.call('HSET', R.key, unpack(args))
-  redis.call('PEXPIREAT', R.key, math.ceil(R.expires / 1000) + C.margin)
+  redis.call('HSET', s.key, unpack(args))
+  redis.call('PEXPIREAT', s.key, math.ceil(s.expires / 1000) + C.margin)
 end
 `
 
