@@ -120,73 +120,106 @@ var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaF
 	luaWindow, luaWindowAdmit, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
 	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitCommit, luaAdmit}
 
-// script composes a script from the prelude, the fragments body uses and
-// body, whose reply has the fields names (REPLY in the body).
+// script composes a script from the prelude, the functions of the
+// fragments body uses and body, whose reply has the fields names (REPLY
+// in the body).
 func script(names []string, body string) *redis.Script {
 	return scriptWith(names, "", body)
 }
 
-// scriptWith is script with head run before the fragments only body uses
+// scriptWith is script with head run before the functions only body uses
 // are defined: a path that needs few of them returns early, having
 // defined no more than those.
 func scriptWith(names []string, head, body string) *redis.Script {
 	return redis.NewScript(composeScript(names, head, body))
 }
 
-// composeScript is the source of scriptWith's script.
+// composeScript is the source of scriptWith's script: of the fragments'
+// functions, those head uses, then head, then those body uses besides,
+// then body, each in the fragments' order. A script defines only the
+// functions it may call, since Redis runs every definition on every call:
+// a fragment is the concern's Lua as a reader finds it, not a unit of
+// composition.
 func composeScript(names []string, head, body string) string {
 	first := uses(head, nil)
 	return luaPrelude + luaConstants + luaReply + luaHash + "local REPLY = " + luaList(names) + "\n" +
 		pick(first, nil) + head + pick(uses(body, first), first) + body
 }
 
-// luaDefines finds the functions a fragment defines.
-var luaDefines = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)`)
+// luaDefinition finds where a fragment's functions begin: a fragment is
+// a sequence of top-level local functions, each until the next.
+var luaDefinition = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
 
-// luaCalls finds the calls of a fragment: a name and its opening
-// parenthesis (a field's or a method's name follows a '.' or a ':').
-var luaCalls = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*\s*\(`)
+// luaFunction is one function of a fragment: its name and source.
+type luaFunction struct{ name, src string }
 
-// calls are the names of the functions src calls (or defines) by name,
-// the fields and methods of tables left out.
-func calls(src string) []string {
+// functions are the fragments' functions in the order a script defines
+// them; a fragment that holds anything but functions is a mistake.
+var functions = func() []luaFunction {
+	var out []luaFunction
+	for _, f := range fragments {
+		ms := luaDefinition.FindAllStringSubmatchIndex(f, -1)
+		if len(ms) == 0 || strings.TrimSpace(f[:ms[0][0]]) != "" {
+			panic("quotagate: a Lua fragment holds more than its functions: " + f)
+		}
+		for k, m := range ms {
+			end := len(f)
+			if k+1 < len(ms) {
+				end = ms[k+1][0]
+			}
+			out = append(out, luaFunction{name: f[m[2]:m[3]], src: f[m[0]:end]})
+		}
+	}
+	return out
+}()
+
+// luaName finds the names of a fragment, and what follows each up to
+// its next character that is not a space.
+var luaName = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(\s*=?=?)`)
+
+// mentions are the names src mentions that may be a function of the
+// fragments, called or passed (table.sort's less): a field's or a
+// method's name (after a '.' or a ':') and a table constructor's key
+// (before a single '=') are left out.
+func mentions(src string) []string {
 	var out []string
-	for _, m := range luaCalls.FindAllStringIndex(src, -1) {
+	for _, m := range luaName.FindAllStringSubmatchIndex(src, -1) {
 		if m[0] > 0 && (src[m[0]-1] == '.' || src[m[0]-1] == ':') {
 			continue
 		}
-		out = append(out, strings.TrimRight(src[m[0]:m[1]-1], " \t\n"))
+		if tail := strings.TrimSpace(src[m[2]:m[3]]); tail == "=" {
+			continue
+		}
+		out = append(out, src[m[0]:m[2]])
 	}
 	return out
 }
 
-// definedIn maps every function a fragment defines to that fragment's
-// index in fragments.
+// definedIn maps every function of the fragments to its index in
+// functions.
 var definedIn = func() map[string]int {
 	m := map[string]int{}
-	for i, f := range fragments {
-		for _, d := range luaDefines.FindAllStringSubmatch(f, -1) {
-			m[d[1]] = i
-		}
+	for i, f := range functions {
+		m[f.name] = i
 	}
 	return m
 }()
 
-// uses marks, in need (a fresh one when nil), the fragments src calls a
-// function of, and those their own functions call, transitively: a
-// field named as a function is no call of it.
+// uses marks, in need (a fresh one when nil), the functions src
+// mentions, and those they mention, transitively: a field named as a
+// function is no use of it.
 func uses(src string, need []bool) []bool {
 	if need == nil {
-		need = make([]bool, len(fragments))
+		need = make([]bool, len(functions))
 	} else {
 		need = slices.Clone(need)
 	}
 	var visit func(string)
 	visit = func(src string) {
-		for _, n := range calls(src) {
+		for _, n := range mentions(src) {
 			if i, ok := definedIn[n]; ok && !need[i] {
 				need[i] = true
-				visit(fragments[i])
+				visit(functions[i].src)
 			}
 		}
 	}
@@ -194,12 +227,13 @@ func uses(src string, need []bool) []bool {
 	return need
 }
 
-// pick concatenates, in order, the fragments need marks and done does not.
+// pick concatenates, in order, the functions need marks and done does
+// not.
 func pick(need, done []bool) string {
 	var b strings.Builder
-	for i, f := range fragments {
+	for i, f := range functions {
 		if need[i] && (done == nil || !done[i]) {
-			b.WriteString(f)
+			b.WriteString(f.src)
 		}
 	}
 	return b.String()
