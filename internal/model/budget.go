@@ -6,9 +6,9 @@ import "math"
 // (remaining, until reset), spent by the admissions since, counting the
 // requests still on their way. Its rules are the functions below, each
 // with a Lua twin of the same name in snake case after budget_
-// (untilReset, budget_until_reset); each doc comment says what its rule
-// reads, what it assumes of the provider, what it changes and why it
-// holds.
+// (untilReset, budget_until_reset; paced, not a method, is paced), whose
+// receiver is s too; each doc comment says what its rule reads, what it
+// assumes of the provider, what it changes and why it holds.
 //
 // An admission (earliest, then spend) is answered by the first that
 // applies:
@@ -363,7 +363,7 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 	if o.Seq > 0 {
 		s.answered++
 	}
-	rd.counter = s.window == 0 && counts(s, now, o, rd.u, rd.lim)
+	rd.counter = s.window == 0 && s.counts(now, o, rd.u, rd.lim)
 	rd.grew = s.fillsUntilFull(now, o, rd)
 	rd.refills = s.refills(rd)
 	rd.u = s.keptReset(rd)
@@ -710,7 +710,7 @@ const minCounterWindow = 1_000_000 // µs
 // two seconds after it, and read as a counter of a 2 s window the bucket
 // would be paced below its rate. A counter read so late in its window is
 // read at its next reset.
-func counts(s *budgetState, now int64, o Observation, u, lim int64) bool {
+func (s budgetState) counts(now int64, o Observation, u, lim int64) bool {
 	return s.known && s.held && s.reset > 0 && s.reset <= now && o.Seq > s.refilled && s.refilled > 0 &&
 		u-s.reset >= max(2*o.Prec, minCounterWindow) && u-now > now-s.reset &&
 		lim-o.Remaining-(o.Seq-s.refilled) > s.refilled-s.distSeq
@@ -733,127 +733,129 @@ func abs(v int64) int64 {
 }
 
 // luaBudgetRefill is a refilling budget's arithmetic (budgetState.avail,
-// refillAt, settle): what it has to spend now, when it has n, and what it
-// refilled counted into remaining.
+// refillAt, settle): what it has to spend at now (now_us but where roll
+// asks at its reset), when it has n, and what it refilled counted into
+// remaining.
 const luaBudgetRefill = `
-local function budget_avail_at(B, t)
-  if B.per <= 0 or t <= B.at then return B.remaining end
-  return math.min(B.remaining + math.floor((t - B.at) / B.per), math.max(B.limit, B.remaining))
+local function budget_avail(s, now)
+  if s.per <= 0 or now <= s.at then return s.remaining end
+  return math.min(s.remaining + math.floor((now - s.at) / s.per), math.max(s.limit, s.remaining))
 end
-local function budget_avail(B) return budget_avail_at(B, now_us) end
-local function budget_refill_at(B, n)
-  if B.per <= 0 or n > B.limit then return math.huge end
-  return B.at + math.max(n - B.remaining, 0) * B.per
+local function budget_refill_at(s, n)
+  if s.per <= 0 or n > s.limit then return math.huge end
+  return s.at + math.max(n - s.remaining, 0) * s.per
 end
-local function budget_settle(B)
-  if B.per <= 0 or now_us <= B.at then return end
-  local n = math.floor((now_us - B.at) / B.per)
-  if B.remaining + n >= B.limit then B.remaining, B.at = math.max(B.limit, B.remaining), now_us
-  else B.remaining, B.at = B.remaining + n, B.at + n * B.per end
+local function budget_settle(s)
+  if s.per <= 0 or now_us <= s.at then return end
+  local k = math.floor((now_us - s.at) / s.per)
+  if s.remaining + k >= s.limit then s.remaining, s.at = math.max(s.limit, s.remaining), now_us
+  else s.remaining, s.at = s.remaining + k, s.at + k * s.per end
 end
 `
 
 // luaBudgetCounter is a sliding window counter's budget (budgetState.roll,
-// counts): its roll past its resets, and the evidence that a budget is one.
+// counts): its roll past its resets (roll's recursion as a loop), and the
+// evidence that a budget is one.
 const luaBudgetCounter = `
-local function budget_roll(B)
-  while B.window > 0 and B.known and B.reset > 0 and now_us >= B.reset do
-    local rem = budget_avail_at(B, B.reset)
-    local c = B.limit - rem
-    B.refilled, B.at, B.answered, B.dirty = B.seq, B.reset, 0, true
+local function budget_roll(s)
+  while s.window > 0 and s.known and s.reset > 0 and now_us >= s.reset do
+    local rem = budget_avail(s, s.reset)
+    local c = s.limit - rem
+    s.refilled, s.at, s.answered, s.dirty = s.seq, s.reset, 0, true
     if c <= 0 then
-      B.remaining, B.per = math.max(B.limit, rem), 0
-      B.reset = B.reset + (math.floor((now_us - B.reset) / B.window) + 1) * B.window
+      s.remaining, s.per = math.max(s.limit, rem), 0
+      s.reset = s.reset + (math.floor((now_us - s.reset) / s.window) + 1) * s.window
     else
-      B.remaining, B.per, B.reset = rem, math.floor((B.window + c - 1) / c), B.reset + B.window
+      s.remaining, s.per, s.reset = rem, math.floor((s.window + c - 1) / c), s.reset + s.window
     end
   end
 end
-local function budget_counts(B, o, u, lim)
-  return B.known and B.held and B.reset > 0 and B.reset <= now_us and o.seq > B.refilled and B.refilled > 0
-    and u - B.reset >= math.max(2 * o.prec, C.minCounterWindow) and u - now_us > now_us - B.reset
-    and lim - o.remaining - (o.seq - B.refilled) > B.refilled - B.distSeq
+local function budget_counts(s, o, u, lim)
+  return s.known and s.held and s.reset > 0 and s.reset <= now_us and o.seq > s.refilled and s.refilled > 0
+    and u - s.reset >= math.max(2 * o.prec, C.minCounterWindow) and u - now_us > now_us - s.reset
+    and lim - o.remaining - (o.seq - s.refilled) > s.refilled - s.distSeq
 end
 `
 
 // luaBudgetPause is budgetState.counterPause: a counter's whole-window
 // hint shortened to its budget's next unit.
 const luaBudgetPause = `
-local function budget_counter_pause(B, ms, prec)
-  if B.window <= 0 or not B.known or B.reset <= now_us or ms * 1000 > B.window + prec then return ms end
-  local next = math.min(B.reset, budget_refill_at(B, 1))
+local function budget_counter_pause(s, ms, prec)
+  if s.window <= 0 or not s.known or s.reset <= now_us or ms * 1000 > s.window + prec then return ms end
+  local next = math.min(s.reset, budget_refill_at(s, 1))
   return math.min(ms, math.max(C.minPause, math.ceil((next - now_us) / 1000)))
 end
 `
 
 // luaBudgetRules is the admission's rules of the budget, in earliest's
 // order (budgetState.untilReset, awaitingProbe, probeUnanswered,
-// probeAsks, refillsWhole; markSilent): each answers a verdict, or nil
-// when it does not apply.
+// probeAsks, refillsWhole; markSilent, quiet): each answers a verdict
+// (budgetVerdict), or nil when it does not apply.
 const luaBudgetRules = `
-local function budget_until_reset(B, cost, k)
-  if not B.known or (B.reset ~= 0 and B.reset <= now_us) then return nil end
-  local kept, rem = keep_of(k, B.limit), budget_avail(B)
+local function budget_until_reset(s, cost, k)
+  if not s.known or (s.reset ~= 0 and s.reset <= now_us) then return nil end
+  local kept, rem = keeper_of(k, s.limit), budget_avail(s, now_us)
   if rem - kept >= cost then return {at = 0, spend = true} end
-  if rem >= cost and B.reset > now_us then
-    return {at = math.min(k.lapse, B.reset, budget_refill_at(B, cost + kept)), why = 'budget'}
+  if rem >= cost and s.reset > now_us then
+    return {at = math.min(k.lapse, s.reset, budget_refill_at(s, cost + kept)), why = C.reasonBudget}
   end
-  if rem >= cost then return {at = k.lapse, why = 'budget'} end
-  if B.reset > now_us then return {at = math.min(B.reset, budget_refill_at(B, cost)), why = 'budget'} end
+  if rem >= cost then return {at = k.lapse, why = C.reasonBudget} end
+  if s.reset > now_us then return {at = math.min(s.reset, budget_refill_at(s, cost)), why = C.reasonBudget} end
   return nil
 end
-local function budget_awaiting_probe(B, nowOnly)
-  if B.probeAt <= 0 or now_us >= B.probeAt + C.probe then return nil end
-  if nowOnly then return {at = 0} end
-  return {at = math.min(B.probeAt + C.probe, now_us + C.probePoll), why = 'probe'}
+local function budget_awaiting_probe(s)
+  if s.probeAt <= 0 or now_us >= s.probeAt + C.probe then return nil end
+  if C.nowOnly then return {at = 0} end
+  return {at = math.min(s.probeAt + C.probe, now_us + C.probePoll), why = C.reasonProbe}
 end
-local function budget_probe_unanswered(B) return not B.known and B.probeAt > 0 end
-local function budget_probe_asks(B, k)
+local function budget_probe_unanswered(s) return not s.known and s.probeAt > 0 end
+local function budget_probe_asks(s, k)
   if C.probe <= 0 then return nil end
-  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = 'probe'} end
+  if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = C.reasonProbe} end
   return {at = 0, probe = true}
 end
-local function budget_refills_whole(B, cost, k)
-  local kept = keep_of(k, B.limit)
-  if B.known and B.limit - kept >= cost then return {at = 0, refill = true} end
-  if B.known and B.limit >= cost then return {at = k.lapse, why = 'budget'} end
+local function budget_refills_whole(s, cost, k)
+  local kept = keeper_of(k, s.limit)
+  if s.known and s.limit - kept >= cost then return {at = 0, refill = true} end
+  if s.known and s.limit >= cost then return {at = k.lapse, why = C.reasonBudget} end
   return {at = 0}
 end
-local function budget_mark_silent(B)
-  B.silent, B.probeAt, B.expires, B.dirty = true, 0, now_us + C.learnTTL, true
+local function budget_mark_silent(s)
+  s.silent, s.probeAt, s.expires, s.dirty = true, 0, now_us + C.learnTTL, true
 end
+local function budget_quiet(s) return s.silent or not s.known and s.probeAt == 0 and C.probe == 0 end
 `
 
 // luaBudget is the budget's transaction as admissions meet it
 // (budgetState.earliest, spend), on a hash with the fields of
-// budgetFields; B is the loaded budget (see budgetState).
+// budgetFields.
 const luaBudget = luaBudgetRules + `
-local function budget_earliest(B, cost, k, nowOnly)
-  if B.silent then return {at = 0} end
-  local v = budget_until_reset(B, cost, k)
+local function budget_earliest(s, cost, k)
+  if s.silent then return {at = 0} end
+  local v = budget_until_reset(s, cost, k)
   if v then return v end
-  v = budget_awaiting_probe(B, nowOnly)
+  v = budget_awaiting_probe(s)
   if v then return v end
-  if budget_probe_unanswered(B) then return {at = 0, silent = true} end
-  v = budget_probe_asks(B, k)
+  if budget_probe_unanswered(s) then return {at = 0, silent = true} end
+  v = budget_probe_asks(s, k)
   if v then return v end
-  return budget_refills_whole(B, cost, k)
+  return budget_refills_whole(s, cost, k)
 end
-local function budget_spend(B, v, cost)
+local function budget_spend(s, cost, v)
   if v.silent then
-    budget_mark_silent(B)
+    budget_mark_silent(s)
   elseif v.probe then
-    B.refilled, B.seq, B.probeAt, B.answered = B.seq, B.seq + cost, now_us, 0
-    B.expires, B.dirty = math.max(B.expires, now_us + C.learnTTL), true
-    return true, B.seq
+    s.refilled, s.answered, s.seq, s.probeAt = s.seq, 0, s.seq + cost, now_us
+    s.expires, s.dirty = math.max(s.expires, now_us + C.learnTTL), true
+    return true, s.seq
   elseif v.refill then
-    B.remaining, B.reset, B.refilled, B.seq, B.answered, B.dirty = B.limit - cost, 0, B.seq, B.seq + cost, 0, true
-    B.per, B.at = 0, 0
-    return false, B.seq
+    s.remaining, s.reset, s.refilled, s.per, s.at, s.answered = s.limit - cost, 0, s.seq, 0, 0, 0
+    s.seq, s.dirty = s.seq + cost, true
+    return false, s.seq
   elseif v.spend then
-    budget_settle(B)
-    B.remaining, B.seq, B.dirty = B.remaining - cost, B.seq + cost, true
-    return false, B.seq
+    budget_settle(s)
+    s.remaining, s.seq, s.dirty = s.remaining - cost, s.seq + cost, true
+    return false, s.seq
   end
   return false, 0
 end
@@ -862,41 +864,43 @@ end
 // luaBudgetRead is the reading of a response's budget (budgetState's
 // answersNothing, stale, readsMillis, inMillis, roundsDown, readingOf,
 // endsEarly, sameWindow, overtaken, above, lowered); o is the
-// observation (see Observation), R the reading (see reading).
+// observation (Observation's fields, lower-cased), rd the reading (see
+// reading).
 const luaBudgetRead = `
-local function budget_answers_nothing(B, o) return o.remaining == -1 and B.probeAt > 0 and not B.known end
-local function budget_stale(B, o) return o.seq > 0 and B.refilled > 0 and o.seq <= B.refilled end
-local function budget_reads_millis(B, o)
-  return B.millis or B.known and B.reset > now_us and math.abs(now_us + o.alt - B.reset) < o.prec
-    and o.reset > C.millisRatio * math.max(B.reset - now_us, o.prec)
+local function budget_answers_nothing(s, o) return o.remaining == -1 and s.probeAt > 0 and not s.known end
+local function budget_stale(s, o) return o.seq > 0 and s.refilled > 0 and o.seq <= s.refilled end
+local function budget_reads_millis(s, o)
+  return s.millis or s.known and s.reset > now_us and math.abs(now_us + o.alt - s.reset) < o.prec
+    and o.reset > C.millisRatio * math.max(s.reset - now_us, o.prec)
 end
-local function budget_in_millis(B, o)
-  if o.alt > 0 and budget_reads_millis(B, o) then o.reset, o.prec, o.millis = o.alt, C.millisPrec, true end
-  B.millis = B.millis or o.millis
+local function budget_in_millis(s, o)
+  if o.alt > 0 and budget_reads_millis(s, o) then o.reset, o.prec, o.millis = o.alt, C.millisPrec, true end
+  s.millis = s.millis or o.millis
+  return o
 end
-local function budget_rounds_down(B, o)
-  return o.refused and o.remaining == 0 and B.known and B.probeAt > 0 and o.reset > 0 and o.reset <= o.prec
+local function budget_rounds_down(s, o)
+  return o.refused and o.remaining == 0 and s.known and s.probeAt > 0 and o.reset > 0 and o.reset <= o.prec
 end
-local function budget_reading_of(B, o)
-  local R = {u = 0, lim = B.limit}
-  if o.reset > 0 then R.u = now_us + o.reset end
-  if o.limit > 0 then R.lim = o.limit end
-  return R
+local function budget_reading_of(s, o)
+  local rd = {u = 0, lim = s.limit}
+  if o.reset > 0 then rd.u = now_us + o.reset end
+  if o.limit > 0 then rd.lim = o.limit end
+  return rd
 end
-local function budget_ends_early(B, u, prec)
-  if B.window > 0 and u > 0 and B.reset > now_us and u - B.reset >= prec then B.reset = now_us; budget_roll(B) end
+local function budget_ends_early(s, u, prec)
+  if s.window > 0 and u > 0 and s.reset > now_us and u - s.reset >= prec then s.reset = now_us; budget_roll(s) end
 end
-local function budget_same_window(B, u, prec) return u > 0 and B.reset > now_us and math.abs(u - B.reset) < prec end
-local function budget_overtaken(B, o, same)
-  return same and o.seq > 0 and o.seq <= B.distSeq and B.distSeq > B.refilled and o.reset > o.prec
+local function budget_same_window(s, u, prec) return u > 0 and s.reset > now_us and math.abs(u - s.reset) < prec end
+local function budget_overtaken(s, o, same)
+  return same and o.seq > 0 and o.seq <= s.distSeq and s.distSeq > s.refilled and o.reset > o.prec
 end
-local function budget_above(B, o) return math.max(1, B.answered - (o.seq - B.refilled - 1)) end
-local function budget_lowered(B, o, same)
+local function budget_above(s, o) return math.max(1, s.answered - (o.seq - s.refilled - 1)) end
+local function budget_lowered(s, o, same)
   local later = 0
-  if o.seq > 0 then later = math.max(B.seq - o.seq, 0) end
-  if not budget_overtaken(B, o, same) then return math.max(o.remaining - later, 0) end
-  later = math.max(later - budget_above(B, o), 0)
-  return math.min(math.max(o.remaining - later, 0), budget_avail(B))
+  if o.seq > 0 then later = math.max(s.seq - o.seq, 0) end
+  if not budget_overtaken(s, o, same) then return math.max(o.remaining - later, 0) end
+  later = math.max(later - budget_above(s, o), 0)
+  return math.min(math.max(o.remaining - later, 0), budget_avail(s, now_us))
 end
 `
 
@@ -904,95 +908,96 @@ end
 // it keeps (budgetState's resetGrew, paced, fillsUntilFull, refills,
 // keptReset, counterLowers, becomesCounter, pace, noteReading).
 const luaBudgetPace = `
-local function budget_reset_grew(B, o) return o.seq > B.distSeq and B.distSeq > 0 and o.reset > B.dist end
-local function budget_paced(move, k, per) return move <= 0 or math.floor(move / (k + 1)) <= per end
-local function budget_fills_until_full(B, o, R)
-  return B.window == 0 and B.known and B.reset > now_us and budget_reset_grew(B, o) and R.r <= budget_avail(B)
-    and R.lim > R.r and budget_paced(R.u - B.reset, o.seq - B.distSeq, math.floor(o.reset / (R.lim - R.r)) + o.prec)
+local function budget_reset_grew(s, o) return o.seq > s.distSeq and s.distSeq > 0 and o.reset > s.dist end
+local function paced(move, k, per) return move <= 0 or math.floor(move / (k + 1)) <= per end
+local function budget_fills_until_full(s, o, rd)
+  return s.window == 0 and s.known and s.reset > now_us and budget_reset_grew(s, o) and rd.r <= budget_avail(s, now_us)
+    and rd.lim > rd.r and paced(rd.u - s.reset, o.seq - s.distSeq, math.floor(o.reset / (rd.lim - rd.r)) + o.prec)
 end
-local function budget_refills(B, R) return (B.per > 0 or R.grew) and R.u > 0 and R.lim > R.r and B.window == 0 end
-local function budget_kept_reset(B, R)
-  if R.refills or not R.same then return R.u end
-  if B.down then return B.reset end
-  return math.min(R.u, B.reset)
+local function budget_refills(s, rd) return (s.per > 0 or rd.grew) and rd.u > 0 and rd.lim > rd.r and s.window == 0 end
+local function budget_kept_reset(s, rd)
+  if rd.refills or not rd.same then return rd.u end
+  if s.down then return s.reset end
+  return math.min(rd.u, s.reset)
 end
-local function budget_counter_lowers(B, R)
-  if B.window <= 0 or not R.same then return R.r, now_us end
-  budget_settle(B)
-  if R.r >= B.remaining then return B.remaining, B.at end
-  return R.r, now_us
+local function budget_counter_lowers(s, rd)
+  if s.window <= 0 or not rd.same then return rd.r, now_us end
+  budget_settle(s)
+  if rd.r >= s.remaining then return s.remaining, s.at end
+  return rd.r, now_us
 end
-local function budget_becomes_counter(B, o, R)
-  local d = R.lim - o.remaining - (o.seq - B.refilled)
-  B.window = math.max(math.floor((2 * (R.u - B.reset) + o.prec) / (2 * o.prec)) * o.prec, o.prec)
-  B.per, B.at = math.floor((R.u - now_us + d - 1) / d), now_us
+local function budget_becomes_counter(s, o, rd)
+  local d = rd.lim - o.remaining - (o.seq - s.refilled)
+  s.window = math.max(math.floor((2 * (rd.u - s.reset) + o.prec) / (2 * o.prec)) * o.prec, o.prec)
+  s.per, s.at = math.floor((rd.u - now_us + d - 1) / d), now_us
 end
-local function budget_pace(B, o, R)
-  local per = B.per
-  B.per, B.at = 0, 0
-  if R.counter then budget_becomes_counter(B, o, R)
-  elseif B.window > 0 then B.per, B.at = per, R.at
-  elseif R.refills then
-    if R.grew or per == 0 then per = math.floor((R.u - now_us + R.lim - R.r - 1) / (R.lim - R.r)) end
-    B.per, B.at = per, now_us
+local function budget_pace(s, o, rd)
+  local per = s.per
+  s.per, s.at = 0, 0
+  if rd.counter then budget_becomes_counter(s, o, rd)
+  elseif s.window > 0 then s.per, s.at = per, rd.at
+  elseif rd.refills then
+    if rd.grew or per == 0 then per = math.floor((rd.u - now_us + rd.lim - rd.r - 1) / (rd.lim - rd.r)) end
+    s.per, s.at = per, now_us
   end
 end
-local function budget_note_reading(B, o, same)
-  if o.seq > B.distSeq then B.dist, B.distSeq = o.reset, o.seq end
-  if same and o.remaining ~= B.first then B.held = true elseif not same then B.first, B.held = o.remaining, false end
+local function budget_note_reading(s, o, same)
+  if o.seq > s.distSeq then s.dist, s.distSeq = o.reset, o.seq end
+  if same and o.remaining ~= s.first then s.held = true elseif not same then s.first, s.held = o.remaining, false end
 end
 `
 
 // luaBudgetObserve is the budget's transaction as a response advertises it
 // (budgetState.observe): its rules (luaBudgetRead, luaBudgetPace) in
-// observe's order.
+// observe's order. It answers the reset in force, its precision, and
+// whether to announce the scope.
 const luaBudgetObserve = luaBudgetRead + luaBudgetPace + `
-local function budget_observe(B, rem, reset, limit, prec, seq, refused, alt, millis)
-  local o = {remaining = rem, reset = reset, limit = limit, prec = prec, seq = seq, refused = refused, alt = alt, millis = millis}
+local function budget_observe(s, o)
   if o.remaining < 0 then
-    if budget_answers_nothing(B, o) then budget_mark_silent(B) end
-    return 0, false, 0
+    if budget_answers_nothing(s, o) then budget_mark_silent(s) end
+    return 0, 0, false
   end
-  if budget_stale(B, o) then return 0, false, 0 end
-  budget_in_millis(B, o)
-  local fresh = not B.known and B.probeAt == 0
-  if budget_rounds_down(B, o) then B.down = true end
-  local R = budget_reading_of(B, o)
-  budget_ends_early(B, R.u, o.prec)
-  R.same = budget_same_window(B, R.u, o.prec)
-  R.r = budget_lowered(B, o, R.same)
-  if o.seq > 0 then B.answered = B.answered + 1 end
-  R.counter = B.window == 0 and budget_counts(B, o, R.u, R.lim)
-  R.grew = budget_fills_until_full(B, o, R)
-  R.refills = budget_refills(B, R)
-  R.u = budget_kept_reset(B, R)
-  R.r, R.at = budget_counter_lowers(B, R)
-  budget_pace(B, o, R)
-  budget_note_reading(B, o, R.same)
-  B.known, B.remaining, B.reset, B.probeAt, B.silent, B.limit = true, R.r, R.u, 0, false, R.lim
-  B.expires, B.dirty = math.max(R.u, now_us) + C.learnTTL, true
-  return R.u, fresh, o.prec
+  if budget_stale(s, o) then return 0, 0, false end
+  o = budget_in_millis(s, o)
+  local fresh = not s.known and s.probeAt == 0
+  if budget_rounds_down(s, o) then s.down = true end
+  local rd = budget_reading_of(s, o)
+  budget_ends_early(s, rd.u, o.prec)
+  rd.same = budget_same_window(s, rd.u, o.prec)
+  rd.r = budget_lowered(s, o, rd.same)
+  if o.seq > 0 then s.answered = s.answered + 1 end
+  rd.counter = s.window == 0 and budget_counts(s, o, rd.u, rd.lim)
+  rd.grew = budget_fills_until_full(s, o, rd)
+  rd.refills = budget_refills(s, rd)
+  rd.u = budget_kept_reset(s, rd)
+  rd.r, rd.at = budget_counter_lowers(s, rd)
+  budget_pace(s, o, rd)
+  budget_note_reading(s, o, rd.same)
+  s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, rd.r, rd.u, 0, false, rd.lim
+  s.expires, s.dirty = math.max(rd.u, now_us) + C.learnTTL, true
+  return rd.u, o.prec, fresh
 end
 `
 
-// luaBudgetRecord loads the budget hash into B, as budgetState (a record
-// past its expires is none), and saves it back when a transition changed it.
+// luaBudgetRecord loads the budget hash as budgetState (a record past its
+// expires is none) rolled to now (State.Normalize), and saves it back when
+// a transition changed it.
 const luaBudgetRecord = `
 local function budget_load(key)
   local v = hload(key, budgetFields)
-  local B = {key = key}
-  for _, f in ipairs(budgetFields) do B[f] = int(v[f]) or 0 end
-  B.known, B.silent, B.held, B.down, B.millis = v.remaining ~= nil and int(v.remaining) ~= nil, B.silent == 1, B.held == 1, B.down == 1, B.millis == 1
-  if B.expires <= now_us then
-    B = {key = key}
-    for _, f in ipairs(budgetFields) do B[f] = 0 end
-    B.known, B.silent, B.held, B.down, B.millis = false, false, false, false, false
+  local s = {key = key}
+  for _, f in ipairs(budgetFields) do s[f] = int(v[f]) or 0 end
+  s.known, s.silent, s.held, s.down, s.millis = v.remaining ~= nil and int(v.remaining) ~= nil, s.silent == C.flagOn, s.held == C.flagOn, s.down == C.flagOn, s.millis == C.flagOn
+  if s.expires <= now_us then
+    s = {key = key}
+    for _, f in ipairs(budgetFields) do s[f] = 0 end
+    s.known, s.silent, s.held, s.down, s.millis = false, false, false, false, false
   end
-  budget_roll(B)
-  return B
+  budget_roll(s)
+  return s
 end
-local function budget_save(B)
-  if not B.dirty then return end
-  hsave(B, budgetFields, not B.known and 'remaining' or nil) -- remaining absent: nothing advertised
+local function budget_save(s)
+  if not s.dirty then return end
+  hsave(s, budgetFields, not s.known and 'remaining' or nil) -- remaining absent: nothing advertised
 end
 `

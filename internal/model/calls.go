@@ -83,6 +83,22 @@ func ObserveCall(k schema.Keys, o Observation, channel string, ls []LimitSpec) (
 		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, channel, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
 }
 
+// ReassertRequest is a remembered pause to re-assert (ReassertScript).
+type ReassertRequest struct {
+	UntilMs  int64 // the remembered deadline, Unix ms
+	LeftMs   int64 // the time it has left by the gate's clock, ms (0: the deadline alone counts)
+	SeenMs   int64 // the Redis TIME it was known in force at, ms
+	MaxPause int64 // ms
+	Channel  string
+	Operator bool  // an operator set it (Gate.Pause)
+	SlackMs  int64 // ms: how much later the time left must end to move a deadline in force
+}
+
+// Call returns the keys and arguments of ReassertScript for the scope of k.
+func (r ReassertRequest) Call(k schema.Keys) ([]string, []any) {
+	return []string{k.Pause, k.PauseBy, k.Resumed}, []any{r.UntilMs, r.LeftMs, r.SeenMs, r.MaxPause, r.Channel, boolArg(r.Operator), r.SlackMs}
+}
+
 // ReleaseCall returns the keys and arguments of ReleaseScript ending the
 // lease id of cost on the concurrency limits among ls; no keys when there
 // is nothing to release.
@@ -135,23 +151,26 @@ func longestFixed(ls []LimitSpec) int64 {
 	return w
 }
 
-// boolArg is b as a script argument: 1 or 0.
+// The flags: a boolean as a script argument, a field of a record or a
+// reply's field (C.flagOn, C.flagOff in the scripts).
+const (
+	flagOff = 0
+	flagOn  = 1
+)
+
+// boolArg is b as a script argument: flagOn or flagOff.
 func boolArg(b bool) int {
 	if b {
-		return 1
+		return flagOn
 	}
-	return 0
+	return flagOff
 }
 
-// reasons maps the reasons AdmitScript names to the model's.
-var reasons = map[string]Reason{"pause": ReasonPause, "budget": ReasonBudget, "probe": ReasonProbe,
-	"limit": ReasonLimit, "learned": ReasonLearned, "inflight": ReasonInFlight}
-
 // AdmitDecision is the decision of AdmitScript's named reply (its integer
-// fields v and text fields txt, see NamedReply), and the Redis TIME of it,
-// Unix µs.
-func AdmitDecision(v map[string]int64, txt map[string]string) (d Decision, now int64) {
-	return Decision{Code: v["code"], Reason: reasons[txt["reason"]], Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
-		Probe: v["probe"] == 1, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOperator"] == 1, Spread: v["spread"] == 1,
-		Unreserved: v["unreserved"] == 1, Limited: v["limited"] == 1, Cache: v["cache"] == 1}, v["now"]
+// fields v, see NamedReply: every field of the admission's reply is an
+// integer), and the Redis TIME of it, Unix µs.
+func AdmitDecision(v map[string]int64) (d Decision, now int64) {
+	return Decision{Code: v["code"], Reason: Reason(v["reason"]), Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
+		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
+		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn}, v["now"]
 }

@@ -131,45 +131,53 @@ func (s *classState) normalize(p Params, now int64) {
 	}
 }
 
-// luaClass is the class concern's transaction on a hash with the fields of
-// classFields; K is the loaded record (see classState).
+// luaClass is the class concern's transaction (classState.normalize,
+// keeper, asked, expires; keeper.holds, of) on a hash with the fields of
+// classFields; class_load reads the record as normalize leaves it.
 const luaClass = `
+local function class_normalize(s)
+  if s.claimed <= now_us then s.claims, s.claimed = 0, 0 end
+  if s.seen + C.learnTTL <= now_us then s.seen = 0 end
+end
 local function class_load(key)
   local v = hload(key, classFields)
-  local K = {key = key}
-  for _, f in ipairs(classFields) do K[f] = int(v[f]) or 0 end
-  if K.claimed <= now_us then K.claims, K.claimed = 0, 0 end
-  if K.seen + C.learnTTL <= now_us then K.seen = 0 end
-  return K
+  local s = {key = key}
+  for _, f in ipairs(classFields) do s[f] = int(v[f]) or 0 end
+  class_normalize(s)
+  return s
 end
-local function class_keeper(K, interactive)
+local function keeper_holds(k) return k.share > 0 or k.claims > 0 end
+local function class_keeper(s, interactive)
   local k = {share = 0, claims = 0, lapse = 0, lent = 0}
   if interactive then return k end
-  if K.seen > 0 and now_us < K.seen + C.lend then k.share, k.lapse = C.reserve, K.seen + C.lend end
-  if K.claims > 0 and now_us < K.claimed then k.claims, k.lapse = K.claims, math.max(k.lapse, K.claimed) end
-  if K.seen > 0 and k.share == 0 and k.claims == 0 then k.lent = C.reserve end
+  if s.seen > 0 and now_us < s.seen + C.lend then k.share, k.lapse = C.reserve, s.seen + C.lend end
+  if s.claims > 0 and now_us < s.claimed then k.claims, k.lapse = s.claims, math.max(k.lapse, s.claimed) end
+  if s.seen > 0 and not keeper_holds(k) then k.lent = C.reserve end
   return k
 end
-local function keep_of(k, n)
+local function keeper_of(k, n)
   local held = 0
   if k.share > 0 and n > 1 then held = math.min(n - 1, math.max(math.floor(n * k.share / 1000), 1)) end
   return held + k.claims
 end
-local function class_asked(K, admitted, slot, cost)
-  K.seen, K.dirty = math.max(K.seen, now_us), true
+local function class_asked(s, admitted, slot, cost)
+  s.seen, s.dirty = math.max(s.seen, now_us), true
   if admitted then
-    K.claims = math.max(K.claims - cost, 0)
-    if K.claims == 0 then K.claimed = 0 end
+    s.claims = math.max(s.claims - cost, 0)
+    if s.claims == 0 then s.claimed = 0 end
     return
   end
-  K.claims, K.claimed = K.claims + cost, math.max(K.claimed, slot + C.claimGrace)
+  s.claims, s.claimed = s.claims + cost, math.max(s.claimed, slot + C.claimGrace)
 end
-local function class_save(K)
-  if not K.dirty then return end
-  local e = K.claimed
-  if K.seen > 0 then e = math.max(e, K.seen + C.learnTTL) end
-  if e <= now_us then e = 0 end
-  K.expires = e
-  hsave(K, classFields)
+local function class_expires(s)
+  local e = s.claimed
+  if s.seen > 0 then e = math.max(e, s.seen + C.learnTTL) end
+  return e
+end
+local function class_save(s)
+  if not s.dirty then return end
+  s.expires = class_expires(s)
+  if s.expires <= now_us then s.expires = 0 end -- nothing left to say: deleted
+  hsave(s, classFields)
 end
 `

@@ -133,39 +133,50 @@ func (s *State) Release(p Params, now int64, id string) {
 	}
 }
 
-// luaConcurrency is the concurrency limit's transaction. A concurrency
-// limit's table holds leases (sorted by expiry, then member: {exp, m,
-// cost}) and adds (the members this call added, with their expiries).
+// luaConcurrency is the concurrency limit's transaction (concHeld,
+// concEarliest, concAdd, compareLeases as the order's less). A
+// concurrency limit's table holds leases (lease's fields; by expiry, then
+// member: concLive, those scored after now, as ZRANGEBYSCORE reads them)
+// and adds (the leases this call added).
 const luaConcurrency = `
+local function lease_member(x) return x.cost .. ':' .. x.id end
 local function conc_load(l)
   l.leases, l.adds = {}, {}
   local raw = redis.pcall('ZRANGEBYSCORE', l.key, '(' .. num(now_us), '+inf', 'WITHSCORES')
   if type(raw) ~= 'table' or raw.err then redis.call('DEL', l.key); raw = {} end
   for i = 1, #raw, 2 do
-    local c, exp = int(string.match(raw[i], '^(%d+):.+$')), tonumber(raw[i + 1])
-    if c and exp and exp > now_us then l.leases[#l.leases + 1] = {exp, raw[i], c} end
+    local c, id = string.match(raw[i], '^(%d+):(.+)$')
+    local exp = tonumber(raw[i + 1])
+    if int(c) and exp and exp > now_us then l.leases[#l.leases + 1] = {exp = exp, id = id, cost = int(c)} end
   end
+end
+local function conc_held(l, t)
+  local h = 0
+  for _, x in ipairs(l.leases) do if x.exp > t then h = h + x.cost end end
+  return h
 end
 local function conc_earliest(l, t, cost, n)
   if cost > n then return t + l.per end
-  local held = 0
-  for _, x in ipairs(l.leases) do if x[1] > t then held = held + x[3] end end
-  for _, x in ipairs(l.leases) do
+  local held = conc_held(l, t)
+  for _, x in ipairs(l.leases) do -- sorted by expiry
     if held + cost <= n then break end
-    if x[1] > t then held, t = held - x[3], x[1] end
+    if x.exp > t then held, t = held - x.cost, x.exp end
   end
   return t
 end
-local function conc_add(l, t, cost)
-  local x = {t + l.per, cost .. ':' .. C.lease, cost}
+local function compare_leases(a, b)
+  return a.exp < b.exp or a.exp == b.exp and lease_member(a) < lease_member(b)
+end
+local function conc_add(l, t, cost, id)
+  local x = {exp = t + l.per, id = id, cost = cost}
   l.leases[#l.leases + 1] = x
-  table.sort(l.leases, function(a, b) return a[1] < b[1] or a[1] == b[1] and a[2] < b[2] end)
+  table.sort(l.leases, compare_leases)
   l.adds[#l.adds + 1] = x
 end
 local function conc_save(l)
   redis.call('ZREMRANGEBYSCORE', l.key, '-inf', num(now_us))
-  for _, x in ipairs(l.adds) do redis.call('ZADD', l.key, num(x[1]), x[2]) end
+  for _, x in ipairs(l.adds) do redis.call('ZADD', l.key, num(x.exp), lease_member(x)) end
   l.adds = {}
-  if #l.leases > 0 then redis.call('PEXPIREAT', l.key, math.ceil(l.leases[#l.leases][1] / 1000) + C.margin) end
+  if #l.leases > 0 then redis.call('PEXPIREAT', l.key, math.ceil(l.leases[#l.leases].exp / 1000) + C.margin) end
 end
 `

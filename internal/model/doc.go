@@ -17,6 +17,30 @@
 // verdicts and the same state after every event). A rule is written twice,
 // side by side, with the same names.
 //
+// The names pair by one convention. A Go method T.m is the Lua function
+// t_m, t the receiver's type in snake case less its State
+// (budgetState.counterPause is budget_counter_pause, windowState.used
+// window_used, admission.deadline admission_deadline, LimitSpec.gcra
+// limit_spec_gcra, State.active state_active), and t once where m begins
+// with it (windowState.window is window, learnState.learnFrom
+// learn_from); a Go function f is f in snake case (roundWindow is
+// round_window, paced paced). A Lua function takes its twin's receiver
+// first, named as the Go names it (s, w, a, k, h), then its arguments in
+// order, less p (the script's C: Params' fields, and len(p.Limits) as
+// C.limits) and now (now_us). A table has its Go type's fields, exported
+// ones lower-cased (Observation's reset is o.reset), and the script bodies
+// name the loaded records as State's fields (s.pause, s.budget, s.learn,
+// s.class, s.fall, s.start, s.limits, s.lwin, s.llog). Three shapes
+// differ, each said where it is: a Lua limit is its LimitSpec and its
+// limitState in one table (its windowState's origin and counts among its
+// fields), so where the Go passes a spec seen by a keeper (active.kept)
+// the Lua passes that n; an active is the list of its limits, with
+// learned; a line is its key. The Lua's own arguments are said where they
+// are taken (the keys of the records an admission loads only when they
+// apply; a dry run's). Arithmetic the Go spells as helpers
+// (floorDiv, ceilMs, abs, min, max) is Lua's math.floor, math.ceil,
+// math.abs, math.min and math.max.
+//
 // The calls (calls.go) build each script's KEYS and ARGV in one place, for
 // the store that runs them and for the differential test alike.
 //
@@ -27,7 +51,7 @@
 // # The rules
 //
 // What the model infers, each rule one named function whose Lua twin
-// carries the same name in snake case; their step tables are in
+// carries its name by the convention above; their step tables are in
 // steps_test.go, model_rules_test.go and budget_rules_test.go. The budget's twenty
 // rules, what an admission and a response read of it, are numbered in
 // budget.go's header (silent, untilReset, awaitingProbe, ... counterPause).

@@ -90,31 +90,32 @@ func (s *fallbackState) answer(at int64) {
 	}
 }
 
-// luaFallback is the episode's transaction, on a hash with the fields of
-// fallbackFields; FB is the loaded state (fallback_load), saved when a
-// transition changed it.
+// luaFallback is the episode's transaction (fallbackState.refuse,
+// probes, earliest, answer), on a hash with the fields of fallbackFields,
+// loaded as a record past its expires is none and saved when a transition
+// changed it.
 const luaFallback = `
 local function fallback_load(key) return hrecord(key, fallbackFields) end
-local function fallback_save(FB)
-  if not FB.dirty then return end
-  hsave(FB, fallbackFields)
-  FB.dirty = false
+local function fallback_save(s)
+  if not s.dirty then return end
+  hsave(s, fallbackFields)
+  s.dirty = false
 end
-local function fallback_refuse(FB, cap, open)
+local function fallback_refuse(s, capMs, open)
   if not open then return 0 end
   local level = C.fallbackFirst
-  if FB.level > 0 then level = 2 * FB.level end
-  FB.level, FB.probeAt, FB.expires, FB.dirty = math.min(level, cap), 0, now_us + math.min(level, cap) * 1000 + C.learnTTL, true
-  return FB.level
+  if s.level > 0 then level = 2 * s.level end
+  s.level, s.probeAt, s.expires, s.dirty = math.min(level, capMs), 0, now_us + math.min(level, capMs) * 1000 + C.learnTTL, true
+  return s.level
 end
-local function fallback_probes(FB) return FB.level > 0 and FB.probeAt == 0 end
-local function fallback_earliest(FB)
-  if FB.level > 0 and FB.probeAt > 0 and now_us < FB.probeAt + C.answer then
-    return math.min(FB.probeAt + C.answer, now_us + C.probePoll)
+local function fallback_probes(s) return s.level > 0 and s.probeAt == 0 end
+local function fallback_earliest(s)
+  if s.level > 0 and s.probeAt > 0 and now_us < s.probeAt + C.answer then
+    return math.min(s.probeAt + C.answer, now_us + C.probePoll)
   end
   return 0
 end
-local function fallback_answer(FB, at)
-  if at > 0 and FB.probeAt == at then FB.level, FB.probeAt, FB.expires, FB.dirty = 0, 0, 0, true end
+local function fallback_answer(s, at)
+  if at > 0 and s.probeAt == at then s.level, s.probeAt, s.expires, s.dirty = 0, 0, 0, true end
 end
 `

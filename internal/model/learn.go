@@ -490,78 +490,95 @@ func roundWindow(w, prec int64) int64 {
 }
 
 // luaLearnProbe is a refused probe's relearning of the window
-// (learnState.relearn) and a learned window's rounding (roundWindow), on
-// L, the loaded state, and lw, the learned windows' counts.
+// (learnState.relearn) and a learned window's rounding (roundWindow); lwin
+// is the learned windows' counts, as a fixed limit of the learned window.
 const luaLearnProbe = `
-local function learn_round(w, prec)
+local function round_window(w, prec)
   if prec >= 1000000 then return math.floor((w + 500000) / 1000000) * 1000000 end
   return w
 end
-local function learn_relearn(L, D, at, prec, lw)
-  if L.limit == 0 or L.window == 0 then return end
-  local tol, per = math.max(prec, 1000), L.window
-  local start = L.alignAt + math.floor((at - L.alignAt) / per) * per - per
-  local w = learn_round(D - start, prec)
-  if now_us < start + 2 * per and used(lw, start) >= L.limit and D - now_us > tol and D - now_us <= per - tol
-    and w > per + tol and w <= C.maxLearnedWindow then L.window = w end
+local function learn_relearn(s, D, at, prec, lwin)
+  local l, ok = learn_spec(s)
+  if not ok then return end
+  local tol = math.max(prec, 1000)
+  local start = s.alignAt + math.floor((at - s.alignAt) / l.per) * l.per - l.per
+  local w = round_window(D - start, prec)
+  if now_us < start + 2 * l.per and window_used(lwin, start) >= s.limit and D - now_us > tol and D - now_us <= l.per - tol
+    and w > l.per + tol and w <= C.maxLearnedWindow then s.window = w end
 end
 `
 
-// luaLearn is the learned limit's transaction as admissions meet it (the
-// cycle counted, the window grown, opened by its probe and answered), on a
-// hash with the fields of learnFields; L is the loaded state.
+// luaLearn is the learned limit's transaction as admissions and answers
+// meet it (learnState.grow, earliest, opens, answer, contradicted, align):
+// the window grown, opened by its probe and answered, aligned by a reset
+// within State.alignsWithin (state_aligns_within); lwin is the learned
+// windows' counts, as a fixed limit of the learned window.
 const luaLearn = `
-local function learn_grow(L, l, at)
-  local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
-  if used(l, start) > 0 or used(l, start - l.per) < L.limit or L.refused >= start - l.per then return end
-  L.best = math.max(L.best, L.limit)
-  if L.limit < L.best then L.limit = L.best elseif at >= L.frozen then L.limit = L.limit + 1 end
-  L.dirty = true
+local function learn_grow(s, lwin, al, at)
+  local start = window(lwin, al, at)
+  if window_used(lwin, start) > 0 or window_used(lwin, start - lwin.per) < s.limit or s.refused >= start - lwin.per then return end
+  s.best = math.max(s.best, s.limit)
+  if s.limit < s.best then s.limit = s.best elseif at >= s.frozen then s.limit = s.limit + 1 end
+  s.dirty = true
 end
-local function learn_earliest(L)
-  if L.probeAt > 0 and now_us < L.probeAt + C.answer then
-    return math.min(L.probeAt + C.answer, now_us + C.probePoll)
+local function learn_earliest(s)
+  if s.probeAt > 0 and now_us < s.probeAt + C.answer then
+    return math.min(s.probeAt + C.answer, now_us + C.probePoll)
   end
   return 0
 end
-local function learn_opens(L, l, at)
-  local start = window(l, {at = L.alignAt, prec = L.alignPrec}, at)
-  return used(l, start) == 0 and used(l, start - l.per) >= l.n
+local function learn_opens(s, lwin, al, at)
+  local start = window(lwin, al, at)
+  return window_used(lwin, start) == 0 and window_used(lwin, start - lwin.per) >= lwin.n
 end
-local function learn_answer(L, at, reset)
-  if at > 0 and L.probeAt == at then
-    L.probeAt, L.dirty = 0, true
-    if reset == 0 then L.alignAt = now_us end
+local function learn_answer(s, at, reset)
+  if at > 0 and s.probeAt == at then
+    s.probeAt, s.dirty = 0, true
+    if reset == 0 then s.alignAt = now_us end
   end
 end
-local function learn_contradicted(L)
-  L.secondary, L.expires, L.dirty = now_us, math.max(L.expires, now_us + C.learnTTL), true
+local function learn_contradicted(s)
+  s.secondary, s.expires, s.dirty = now_us, math.max(s.expires, now_us + C.learnTTL), true
 end
-local function learn_align(L, u, prec)
-  L.alignAt, L.alignPrec, L.expires, L.dirty = u, prec, math.max(L.expires, now_us + C.learnTTL), true
+local function learn_align(s, u, prec)
+  s.alignAt, s.alignPrec, s.expires, s.dirty = u, prec, math.max(s.expires, now_us + C.learnTTL), true
+end
+local function state_aligns_within(s)
+  local w = C.longestWindow
+  if w == 0 then w = math.huge end -- Params.longestWindow: no fixed window configured
+  local l, ok = learn_spec(s.learn)
+  if ok and w == math.huge then w = l.per end
+  return w
 end
 `
 
 // luaLearnCount is learnState.count: an admission counted in the cycle
 // since the last refusal (the learned limit's evidence).
 const luaLearnCount = `
-local function learn_count(L, at, cost)
-  if L.since == 0 and L.limit == 0 then
-    L.since, L.admits, L.expires = at, 0, math.max(L.expires, at + C.learnTTL)
+local function learn_count(s, at, cost)
+  if s.since == 0 and s.limit == 0 then
+    s.since, s.admits, s.expires = at, 0, math.max(s.expires, at + C.learnTTL)
   end
-  if L.since > 0 and at >= L.since then L.admits, L.dirty = L.admits + cost, true end
+  if s.since > 0 and at >= s.since then s.admits, s.dirty = s.admits + cost, true end
 end
 `
 
-// luaLearnRecord loads the learned hash into L, as learnState (a record
-// past its expires is none), and saves it back when a transition changed it.
+// luaLearnRecord loads the learned hash as learnState (a record past its
+// expires is none) and saves it back when a transition changed it; and the
+// shapes of the learned limit (learnState.spec, logSpec, alignment): a
+// LimitSpec is a table of its fields, an alignment {at, prec}.
 const luaLearnRecord = `
 local function learn_load(key) return hrecord(key, learnFields) end
-local function learn_save(L)
-  if not L.dirty then return end
-  hsave(L, learnFields)
-  L.dirty = false
+local function learn_save(s)
+  if not s.dirty then return end
+  hsave(s, learnFields)
+  s.dirty = false
 end
+local function learn_spec(s) return {fixed = true, per = s.window, n = s.limit}, s.limit > 0 and s.window > 0 end
+local function learn_log_spec(s)
+  return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and s.window > C.hold
+end
+local function learn_alignment(s) return {at = s.alignAt, prec = s.alignPrec} end
 `
 
 // luaLearnRefusal is the learned limit's transaction as refusals and
@@ -573,83 +590,92 @@ const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
 // luaLearnTeach is learnState.report, and learnFrom with its rules
 // (fromWindowEnd, endMoved, fromCycle).
 const luaLearnTeach = `
-local function learn_report(L, n)
+local function learn_report(s, n)
   if n <= 0 then return end
-  if now_us < L.absorb then L.limit, L.dirty = L.limit + n, true
-  elseif L.since > 0 and now_us >= L.since then L.admits, L.dirty = L.admits + n, true end
+  if now_us < s.absorb then s.limit, s.dirty = s.limit + n, true
+  elseif s.since > 0 and now_us >= s.since then s.admits, s.dirty = s.admits + n, true end
 end
-local function learn_from_window_end(L, D, prec, lw)
-  if not (L.limit > 0 and L.window > 0) then return false end
-  local start = L.alignAt + math.floor((now_us - L.alignAt) / L.window) * L.window
-  if math.abs(D - (start + L.window)) > math.max(prec, 1000) then return false end
-  if used(lw, start) >= L.limit and L.limit >= L.best then L.best, L.frozen = 0, now_us + C.raiseAfter end
-  L.limit, L.absorb = math.max(used(lw, start) - 1, 1), D
+local function learn_from_window_end(s, D, prec, lwin)
+  local l, ok = learn_spec(s)
+  if not ok then return false end
+  local start = s.alignAt + math.floor((now_us - s.alignAt) / l.per) * l.per
+  if math.abs(D - (start + l.per)) > math.max(prec, 1000) then return false end
+  if window_used(lwin, start) >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
+  s.limit, s.absorb = math.max(window_used(lwin, start) - 1, 1), D
   return true
 end
-local function learn_end_moved(L, D, prec)
-  return L.limit > 0 and L.window > 0 and L.since + L.window <= now_us and D - L.since - L.window <= prec
+local function learn_end_moved(s, D, prec)
+  local _, ok = learn_spec(s)
+  return ok and s.since + s.window <= now_us and D - s.since - s.window <= prec
 end
-local function learn_from_cycle(L, D, prec)
-  local w = learn_round(D - L.since, prec)
-  if L.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
-  if L.limit > 0 or D - now_us >= w - prec then L.frozen = now_us + C.raiseAfter end
-  L.limit, L.window, L.absorb = L.admits - 1, w, D
+local function learn_from_cycle(s, D, prec)
+  local w = round_window(D - s.since, prec)
+  if s.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
+  if s.limit > 0 or D - now_us >= w - prec then s.frozen = now_us + C.raiseAfter end
+  s.limit, s.window, s.absorb = s.admits - 1, w, D
 end
-local function learn_from(L, D, prec, lw)
-  L.absorb = 0
-  if learn_from_window_end(L, D, prec, lw) then return end
-  if L.since == 0 or L.since >= now_us then return end
-  if learn_end_moved(L, D, prec) then return end
-  learn_from_cycle(L, D, prec)
+local function learn_from(s, D, prec, lwin)
+  s.absorb = 0
+  if learn_from_window_end(s, D, prec, lwin) then return end
+  if s.since == 0 or s.since >= now_us then return end
+  if learn_end_moved(s, D, prec) then return end
+  learn_from_cycle(s, D, prec)
 end
 `
 
 // luaLearnRefuse is learnState.refuse and its rules: absorbOne,
-// followPause, refusing, refuseProbe, slowDown and nextCycle.
+// followPause, refusing, refuseProbe, slowDown and nextCycle; and the
+// refusal as the learned limit learns from it (Refusal.teaching), r a
+// table of Refusal's fields, lower-cased.
 const luaLearnRefuse = `
-local function learn_absorb_one(L)
-  if now_us < L.absorb and L.limit > 0 then
-    L.limit = L.limit - 1
-    if L.limit == 0 then L.window = 0 end
+local function refusal_teaching(r, configured)
+  local t = {hinted = r.hinted, prec = r.prec, operator = r.operator, hintless = r.hintless, probe = r.probe}
+  if not r.hinted and not r.operator and not configured then t.hinted, t.prec, t.hintless = true, C.hintlessPrec, true end
+  return t
+end
+local function learn_absorb_one(s)
+  if now_us < s.absorb and s.limit > 0 then
+    s.limit = s.limit - 1
+    if s.limit == 0 then s.window = 0 end
   end
 end
-local function learn_follow_pause(L, D, r)
-  if r.hinted and D > L.since and L.since > 0 and L.since == L.alignAt then L.since, L.alignAt = D, D end
+local function learn_follow_pause(s, D, r)
+  if r.hinted and D > s.since and s.since > 0 and s.since == s.alignAt then s.since, s.alignAt = D, D end
 end
-local function learn_refusing(L, r)
-  local paced_out = r.hintless and L.paced > 0 and L.limit > 0
-  return paced_out, L.probeAt > 0 and not paced_out or r.hintless and r.probe
+local function learn_refusing(s, r)
+  local pacedOut = r.hintless and s.paced > 0 and s.limit > 0
+  return pacedOut, s.probeAt > 0 and not pacedOut or r.hintless and r.probe
 end
-local function learn_refuse_probe(L, D, at, r, lw)
-  L.absorb = 0
-  if not r.hintless then learn_relearn(L, D, at, r.prec, lw) end
+local function learn_refuse_probe(s, D, at, r, lwin)
+  s.absorb = 0
+  if not r.hintless then learn_relearn(s, D, at, r.prec, lwin) end
   return at
 end
-local function learn_slow_down(L)
-  L.limit, L.best, L.frozen, L.absorb = math.max(L.limit - 1, 1), 0, now_us + C.raiseAfter, 0
+local function learn_slow_down(s)
+  s.limit, s.best, s.frozen, s.absorb = math.max(s.limit - 1, 1), 0, now_us + C.raiseAfter, 0
 end
-local function learn_next_cycle(L, D, r)
-  L.since, L.admits, L.refused, L.alignAt, L.alignPrec, L.paced = D, 0, now_us, D, r.prec, 0
-  if r.hintless then L.alignPrec, L.paced = 0, 1 end
+local function learn_next_cycle(s, D, r)
+  s.since, s.admits, s.refused, s.alignAt, s.alignPrec, s.paced = D, 0, now_us, D, r.prec, 0
+  if r.hintless then s.alignPrec, s.paced = 0, 1 end
 end
-local function learn_refuse(L, D, r, open, configured, lw)
-  L.dirty = L.expires > 0 or r.hinted
+local function learn_refuse(s, D, r, open, configured, lwin)
+  s.dirty = s.expires > 0 or r.hinted
   if not open then
-    learn_absorb_one(L)
-    learn_follow_pause(L, D, r)
+    learn_absorb_one(s)
+    learn_follow_pause(s, D, r)
     return false, 0
   end
-  local paced_out, probed = learn_refusing(L, r)
-  local at = L.probeAt
-  L.probeAt = 0
-  if not r.hinted then L.since, L.admits, L.absorb = 0, 0, 0; return false, 0 end
-  L.expires = now_us + C.learnTTL
+  local pacedOut, probed = learn_refusing(s, r)
+  local at = s.probeAt
+  s.probeAt = 0
+  if not r.hinted then s.since, s.admits, s.absorb = 0, 0, 0; return false, 0 end
+  s.expires = now_us + C.learnTTL
   local probe = 0
   if configured then -- the configured limits pace the scope: it learns the alignment only
-  elseif probed then probe = learn_refuse_probe(L, D, at, r, lw)
-  elseif paced_out then learn_slow_down(L)
-  else learn_from(L, D, r.prec, lw) end
-  learn_next_cycle(L, D, r)
+  elseif probed then probe = learn_refuse_probe(s, D, at, r, lwin)
+  elseif pacedOut then learn_slow_down(s)
+  else learn_from(s, D, r.prec, lwin) end
+  learn_next_cycle(s, D, r)
   return true, probe
 end
 `

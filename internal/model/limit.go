@@ -303,9 +303,13 @@ func (w *windowState) live(l LimitSpec, now int64) {
 }
 
 // luaWindow is the fixed windows' arithmetic (windowState.window, used,
-// usedAligned): a limit is a table {key, fixed, learned, per, n} with its
-// loaded origin and counts. Windows are hash fields named by their start
-// (µs); the origin is the field "origin".
+// stands, usedAligned, live; as admissions meet them, luaWindowAdmit). A
+// Lua limit is its
+// LimitSpec and its limitState in one table {key, fixed, learned, paced,
+// per, n}, with its windowState's origin and counts; where the Go passes
+// a spec seen as work leaving a keeper sees it (active.kept), the Lua
+// passes that n. Windows are hash fields named by their start (µs); the
+// origin is the field "origin".
 const luaWindow = `
 local function window(l, al, t)
   local a, allow, per = al.at, math.max(l.per - al.prec, math.floor(l.per / 2), 1), l.per
@@ -316,59 +320,82 @@ local function window(l, al, t)
   local start = a + math.floor((t - a) / per) * per
   return start, start + allow
 end
-local function used(l, start)
+local function window_used(l, start)
   local c = 0
   for s, n in pairs(l.counts) do
     if s > start - l.per and s < start + l.per then c = c + n end
   end
   return c
 end
-local function used_aligned(l, al, start)
-  if l.learned then return used(l, start) end
-  local c, head, tail = 0, math.max(math.min(C.hold, math.floor(l.per / 2)), 1), 0
+local function window_stands(l, al, s)
+  if al.at == 0 or l.origin == 0 or (s - l.origin) % (l.per + C.windowSettle) ~= 0 then return s end
+  local start = window(l, al, s)
+  if s + math.max(math.min(C.hold, math.floor(l.per / 2)), 1) <= start + math.floor(l.per / 2) then return start end
+  return s
+end
+local function window_used_aligned(l, al, start)
+  local tail = 0
   if al.at ~= 0 then
     local _, stop = window(l, al, start)
     tail = start + l.per - stop
   end
+  local c = 0
   for s, n in pairs(l.counts) do
-    if al.at ~= 0 and l.origin ~= 0 and (s - l.origin) % (l.per + C.windowSettle) == 0 then
-      local st = window(l, al, s)
-      if s + head <= st + math.floor(l.per / 2) then s = st end
-    end
+    s = window_stands(l, al, s)
     if s > start - l.per + tail and s < start + l.per then c = c + n end
   end
   return c
 end
+local function window_live(l)
+  for s in pairs(l.counts) do
+    if s + 2 * l.per <= now_us then l.counts[s] = nil end
+  end
+  if next(l.counts) == nil then l.origin = 0 end
+end
 `
 
-// luaLimit is the limits' transaction. A limit is a table {key, fixed,
-// sliding, concurrent, per, n} with its loaded state: tat (GCRA), origin
-// and counts (fixed: luaWindow), log (sliding: luaSliding) or leases
-// (concurrent: luaConcurrency).
-const luaLimit = `
-local function limit_earliest(l, al, t, cost, kept)
-  local n = l.n - kept
-  if l.sliding then return sliding_earliest(l, t, cost, n) end
-  if l.concurrent then return conc_earliest(l, t, cost, n) end
-  if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
+// luaWindowAdmit is the fixed windows as admissions meet them
+// (windowState.earliest, spend).
+const luaWindowAdmit = `
+local function window_earliest(l, al, t, cost, n, configured, paced)
   for _ = 1, C.earliestRounds do
     local start, stop = window(l, al, t)
-    local u = used_aligned(l, al, start)
-    if l.paced then t = math.max(t, start + u * math.floor(l.per / n)) end
-    if t < stop and u + cost <= n then return t end
-    t = math.max(t, start + l.per + (al.at == 0 and C.windowSettle or 0))
+    local used
+    if configured then used = window_used_aligned(l, al, start) else used = window_used(l, start) end
+    if paced then t = math.max(t, start + used * math.floor(l.per / n)) end
+    if t < stop and used + cost <= n then return t end
+    local next = start + l.per -- the next window's start
+    if al.at == 0 then next = next + C.windowSettle end
+    t = math.max(t, next)
   end
   return t
 end
-local function limit_spend(l, al, t, cost)
-  l.dirty = true
-  if l.sliding then sliding_add(l, t, cost); return end
-  if l.concurrent then conc_add(l, t, cost); return end
-  if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
+local function window_spend(l, al, t, cost)
   local start = window(l, al, t)
   if al.at == 0 and l.origin == 0 then l.origin = t end
-  l.counts[start] = (l.counts[start] or 0) + cost
-  l.last = start
+  l.counts[start], l.dirty = (l.counts[start] or 0) + cost, true
+end
+`
+
+// luaLimit is the limits' transaction (limitState.earliest, spend,
+// refuse; LimitSpec.gcra). A limit is a table {key, fixed, sliding,
+// concurrent, per, n} with its loaded state: tat (GCRA), origin and counts
+// (fixed: luaWindow), log (sliding: luaSliding) or leases (concurrent:
+// luaConcurrency).
+const luaLimit = `
+local function limit_spec_gcra(l) return not l.fixed and not l.sliding and not l.concurrent end
+local function limit_earliest(l, al, t, cost, n)
+  if l.sliding then return sliding_earliest(l, t, cost, n) end
+  if l.concurrent then return conc_earliest(l, t, cost, n) end
+  if not l.fixed then return math.max(t, math.max(l.tat, now_us) + l.per * cost - l.per * n) end
+  return window_earliest(l, al, t, cost, n, not l.learned, l.paced)
+end
+local function limit_spend(l, al, t, cost, id)
+  l.dirty = true
+  if l.sliding then sliding_add(l, t, cost); return end
+  if l.concurrent then conc_add(l, t, cost, id); return end
+  if not l.fixed then l.tat = math.max(l.tat, now_us, t) + l.per * cost; return end
+  window_spend(l, al, t, cost)
 end
 local function limit_refuse(l, hinted)
   if l.concurrent then return end
@@ -382,7 +409,7 @@ end
 `
 
 // luaLimitRecord loads a limit's state (a TAT, or window counts without
-// the stale ones: see windowState.live) and saves it back when changed.
+// the stale ones: window_live) and saves it back when changed.
 const luaLimitRecord = `
 local function limit_load(l)
   if l.sliding then sliding_load(l); return end
@@ -394,11 +421,9 @@ local function limit_load(l)
   for i = 1, #raw, 2 do
     local v = int(raw[i + 1])
     if raw[i] == F.origin then l.origin = v or 0
-    elseif v and string.match(raw[i], '^%d+$') and tonumber(raw[i]) + 2 * l.per > now_us then
-      l.counts[tonumber(raw[i])] = v
-    end
+    elseif v and string.match(raw[i], '^%d+$') then l.counts[tonumber(raw[i])] = v end
   end
-  if next(l.counts) == nil then l.origin = 0 end
+  window_live(l)
 end
 local function limit_save(l)
   if not l.dirty then return end

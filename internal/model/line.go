@@ -25,7 +25,8 @@ func (s *lineState) take(now, earliest, inc int64) int64 {
 	return slot - now
 }
 
-// luaLine is the line's transaction: line_take on the line's key.
+// luaLine is the line's transaction (lineState.take) on the line's key,
+// which holds its next slot.
 const luaLine = `
 local function line_take(key, earliest, inc)
   if inc <= 0 then return earliest - now_us end

@@ -190,8 +190,8 @@ func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *l
 // admission is one request's question to a scope, as admitAs asks it of
 // the concerns: a request of cost at now, under the limits lim (their
 // fixed windows aligned by al), leaving k unspent, deferred to line, with
-// the lease id. Its steps are the scripts' admit_* functions (luaAdmit),
-// whose S holds the same.
+// the lease id. Its steps are the scripts' admission_* functions
+// (luaAdmit), whose a holds the same.
 type admission struct {
 	s         *State
 	p         Params
@@ -790,120 +790,171 @@ func floorDiv(a, b int64) int64 {
 }
 
 // luaCompose is the composition's part of the scripts: the configured
-// limits read from the arguments, the earliest instant all of them admit
-// (the same search and final check as admit, of what k leaves of each),
-// and the line's pace.
+// limits read from the arguments (limits_args, the Lua's own: the Go
+// has them in p.Limits and s.limits), each a limit table made of its key
+// and spec and loaded (limit_with), and the limits that apply
+// (State.active), the learned windows and log loaded from keys only when
+// they do. An active is the list of its limit tables, with active's
+// learned.
 const luaCompose = `
+local function limit_with(key, l)
+  l.key = key
+  limit_load(l)
+  return l
+end
 local function limits_args(k0, a0, n)
   local out = {}
   for i = 1, n do
     local j = a0 + (i - 1) * 3
-    out[i] = {key = KEYS[k0 + i], fixed = ARGV[j + 1] == '1', sliding = ARGV[j + 1] == '2', concurrent = ARGV[j + 1] == '3',
-      per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])}
-    limit_load(out[i])
+    local kind = tonumber(ARGV[j + 1])
+    out[i] = limit_with(KEYS[k0 + i], {fixed = kind == C.kindFixed, sliding = kind == C.kindSliding, concurrent = kind == C.kindConcurrent,
+      per = tonumber(ARGV[j + 2]), n = tonumber(ARGV[j + 3])})
   end
   return out
 end
-local function limits_earliest(act, al, cost, k)
+local function state_active(s, keys)
+  if C.limits > 0 then return s.limits end
+  local l, ok = learn_spec(s.learn)
+  if ok and (not s.budget.known or s.learn.secondary > 0) then
+    l.learned, l.paced = true, s.learn.paced > 0
+    s.lwin = limit_with(keys.lwin, l) -- the learned windows' counts, which a learned log's admissions count too
+    local ll, logs = learn_log_spec(s.learn)
+    if logs then
+      s.llog = limit_with(keys.llog, ll)
+      return {s.llog, learned = true}
+    end
+    return {s.lwin, learned = true}
+  end
+  return {}
+end
+`
+
+// luaActive is active's arithmetic in the scripts (active.kept, earliest,
+// interval, concurrent, sliding, full, others): the earliest instant all
+// the limits admit (the same search and final check as admit, of what k
+// leaves of each), the line's pace, and the kinds among them. kept
+// answers the capacities k leaves, the n of each of the Go's kept specs.
+const luaActive = `
+local function active_kept(a, k)
+  local view = {}
+  for i, l in ipairs(a) do
+    view[i] = l.n
+    if keeper_holds(k) then view[i] = l.n - keeper_of(k, l.n) end
+  end
+  return view
+end
+local function active_earliest(a, al, k, cost)
+  local view = active_kept(a, k)
   local at = now_us
   for _ = 1, C.maxRounds do
     local before = at
-    for _, l in ipairs(act) do at = math.max(at, limit_earliest(l, al, at, cost, keep_of(k, l.n))) end
+    for i, l in ipairs(a) do at = math.max(at, limit_earliest(l, al, at, cost, view[i])) end
     if at == before then break end
   end
   local ok = true
-  for _, l in ipairs(act) do ok = ok and limit_earliest(l, al, at, cost, keep_of(k, l.n)) == at end
+  for i, l in ipairs(a) do ok = ok and limit_earliest(l, al, at, cost, view[i]) == at end
   return at, ok
 end
-local function interval(act, cost)
+local function active_interval(a, cost)
   local inc = 0
-  for _, l in ipairs(act) do
-    if not l.fixed and not l.sliding and not l.concurrent and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end
+  for _, l in ipairs(a) do
+    if limit_spec_gcra(l) and (inc == 0 or l.per * cost < inc) then inc = l.per * cost end
   end
   return inc
 end
-local function held_now(act)
-  for _, l in ipairs(act) do if l.sliding or l.concurrent then return true end end
+local function active_concurrent(a)
+  for _, l in ipairs(a) do if l.concurrent then return true end end
   return false
 end
-local function conc_full(act, cost, k)
-  for _, l in ipairs(act) do
-    if l.concurrent and limit_earliest(l, nil, now_us, cost, keep_of(k, l.n)) > now_us then return true end
+local function active_full(a, al, k, cost)
+  local view = active_kept(a, k)
+  for i, l in ipairs(a) do
+    if l.concurrent and limit_earliest(l, al, now_us, cost, view[i]) > now_us then return true end
   end
   return false
 end
-local function conc_others(act)
-  local o = {}
-  for _, l in ipairs(act) do if not l.concurrent then o[#o + 1] = l end end
+local function active_others(a)
+  local o = {learned = a.learned}
+  for _, l in ipairs(a) do if not l.concurrent then o[#o + 1] = l end end
   return o
+end
+local function active_sliding(a)
+  for _, l in ipairs(a) do if l.sliding then return true end end
+  return false
 end
 `
 
 // luaAdmitCommit is the commit of an admission at at (admission.commit):
-// the learned limit's part (admit_commit_learned), every limit spent, the
-// budget spent, the learned cycle counted, a hintless episode's probe
+// the learned limit's part (admission_commit_learned), every limit spent,
+// the budget spent, the learned cycle counted, a hintless episode's probe
 // marked, the slow start counted, and whether the open cache may hold the
-// scope (admit_opens_cache). The records changed are saved.
+// scope (admission_opens_cache). The records changed are saved.
 const luaAdmitCommit = `
-local function admit_commit_learned(S, r, at, cost)
-  if not S.learned then return end
-  local L = S.L
-  if learn_opens(L, S.lw, at) then
-    L.probeAt, L.expires, L.dirty, r.opens = at, math.max(L.expires, at + C.learnTTL), true, at
+local function admission_commit_learned(a, d, at)
+  if not a.lim.learned then return end
+  local s = a.s
+  if learn_opens(s.learn, s.lwin, a.al, at) then
+    s.learn.probeAt, d.opens = at, at
+    s.learn.expires, s.learn.dirty = math.max(s.learn.expires, at + C.learnTTL), true
   end
-  learn_grow(L, S.lw, at)
-  if S.act[1] ~= S.lw then limit_spend(S.lw, S.al, at, cost); limit_save(S.lw) end -- the learned log's windows
+  learn_grow(s.learn, s.lwin, a.al, at)
+  if active_sliding(a.lim) then window_spend(s.lwin, a.al, at, a.cost); limit_save(s.lwin) end
 end
-local function admit_opens_cache(S, probes, starts)
-  local B = S.B
-  return #S.act == 0 and S.nlim == 0 and (B.silent or not B.known and B.probeAt == 0 and C.probe == 0) and not probes and not starts
+local function admission_opens_cache(a, probes, starts)
+  return #a.lim == 0 and C.limits == 0 and budget_quiet(a.s.budget) and not probes and not starts
 end
-local function admit_commit(S, r, at, h, cost)
-  admit_commit_learned(S, r, at, cost)
-  for _, l in ipairs(S.act) do limit_spend(l, S.al, at, cost); limit_save(l) end
-  if S.nlim == 0 then
-    r.probe, r.seq = budget_spend(S.B, h.budget, cost)
-    learn_count(S.L, at, cost)
-    budget_save(S.B)
+local function admission_commit(a, d, at, h)
+  local s = a.s
+  admission_commit_learned(a, d, at)
+  for _, l in ipairs(a.lim) do limit_spend(l, a.al, at, a.cost, a.id); limit_save(l) end
+  if C.limits == 0 then
+    d.probe, d.seq = budget_spend(s.budget, a.cost, h.budget)
+    learn_count(s.learn, at, a.cost)
+    budget_save(s.budget)
   end
-  learn_save(S.L)
-  local probes = fallback_probes(S.FB)
-  if probes then S.FB.probeAt, S.FB.dirty, r.opens = at, true, at; fallback_save(S.FB) end
-  if h.starts then start_spend(S.ST, at, cost); start_save(S.ST); r.opens = at end
-  r.cache = admit_opens_cache(S, probes, h.starts)
+  learn_save(s.learn)
+  local probes = fallback_probes(s.fall)
+  if probes then s.fall.probeAt, s.fall.dirty, d.opens = at, true, at; fallback_save(s.fall) end
+  if h.starts then
+    start_spend(s.start, at, a.cost); start_save(s.start)
+    d.opens = at -- its answer is reported
+  end
+  d.cache = admission_opens_cache(a, probes, h.starts)
 end
 `
 
-// luaAdmit is admitAs in the scripts, one local function per step of
-// admission, each named as its Go twin (admission.deadline is
-// admit_deadline, held.later held_later): the deadlines (luaAdmitDeadline),
-// then the limits' earliest instant of what the class leaves and the
-// verdict (luaAdmitLimits), then the commit (luaAdmitCommit); the reply
-// starts with what it shows of the scope (luaAdmitShown). S holds the
-// loaded records (P pause, B budget, L learned, K class, FB the hintless
-// episode, ST the slow start), the active limits act, the alignment al,
-// the keeper k, and the keys of the class's line and of pauseby; admit
-// answers the admission's named reply.
+// luaAdmit is admitAs in the scripts (state_admit_as), one local function
+// per step of admission, each named as its Go twin (admission.deadline
+// is admission_deadline, held.later held_later): the deadlines
+// (luaAdmitDeadline), then the limits' earliest instant of what the class
+// leaves and the verdict (luaAdmitLimits), then the commit
+// (luaAdmitCommit); the reply starts with what it shows of the scope
+// (luaAdmitShown). An admission a holds admission's fields (s the loaded
+// state, as State names its records; lim the active limits; al, k, the
+// line's key, the lease id) and dry (Gate.State: commit nothing, take no
+// slot of the line); the decision d is Decision's fields, lower-cased
+// (Until is deadline: until is Lua's), and the admission's named reply.
 const luaAdmit = luaAdmitShown + luaAdmitDeadline + luaAdmitLimits
 
 // luaAdmitShown is what the admission's reply shows of the scope, whatever
-// the verdict (admit_shown): the fields Gate.State reads, the backlog of
-// the first limit, and how many requests the scope can use when it
-// reopens (reopen, State.reopen). It has no Go twin but reopen: the model
-// answers State from its values.
+// the verdict (admission_shown): the fields Gate.State reads, the backlog
+// of the first limit, and how many requests the scope can use when it
+// reopens (state_reopen, State.reopen). It has no Go twin but reopen: the
+// model answers State from its values.
 const luaAdmitShown = `
-local function reopen(S)
-  if S.B.known and S.B.limit > 0 then return S.B.limit end
-  if S.learned then return S.L.limit end
+local function state_reopen(s, lim)
+  if s.budget.known and s.budget.limit > 0 then return s.budget.limit end
+  if lim.learned then return lim[1].n end
   return 0
 end
-local function admit_shown(S)
-  local B, L, act = S.B, S.L, S.act
-  local r = {now = now_us, limited = #act > 0, budgetRemaining = B.known and B.remaining or -1,
-    budgetReset = B.reset, budgetLimit = B.limit, learnedLimit = L.limit, learnedWindow = L.window, reopen = reopen(S)}
-  if #act > 0 and act[1].sliding and #act[1].log > 0 then r.backlog = act[1].log[#act[1].log] + act[1].per - now_us
-  elseif #act > 0 and not act[1].fixed and not act[1].sliding and not act[1].concurrent and act[1].tat > now_us then r.backlog = act[1].tat - now_us end
-  return r
+local function admission_shown(a)
+  local s, lim = a.s, a.lim
+  local d = {now = now_us, limited = #lim > 0, reopen = state_reopen(s, lim), budgetRemaining = s.budget.known and s.budget.remaining or -1,
+    budgetReset = s.budget.reset, budgetLimit = s.budget.limit, learnedLimit = s.learn.limit, learnedWindow = s.learn.window}
+  local l = lim[1]
+  if l and l.sliding and #l.log > 0 then d.backlog = l.log[#l.log] + l.per - now_us
+  elseif l and limit_spec_gcra(l) and l.tat > now_us then d.backlog = l.tat - now_us end
+  return d
 end
 `
 
@@ -914,80 +965,91 @@ const luaAdmitDeadline = `
 local function held_later(h, at, why)
   if at > math.max(h.at, now_us) then h.at, h.why = at, why end
 end
-local function admit_budget(S, cost)
-  if S.nlim > 0 then return {at = 0} end
-  return budget_earliest(S.B, cost, S.k, S.nowOnly)
+local function admission_budget(a)
+  if C.limits > 0 then return {at = 0} end
+  return budget_earliest(a.s.budget, a.cost, a.k)
 end
-local function admit_learned(S)
-  if not S.learned then return 0 end
-  return learn_earliest(S.L)
+local function admission_learned(a)
+  if not a.lim.learned then return 0 end
+  return learn_earliest(a.s.learn)
 end
-local function admit_start(S, cost, on)
-  if not on or S.nowOnly then return 0 end
-  return start_earliest(S.ST, cost)
+local function admission_start(a, on)
+  if not on or C.nowOnly then return 0 end
+  return start_earliest(a.s.start, a.cost)
 end
-local function admit_deadline(S, cost)
-  local h = {at = (S.P or 0) * 1000, why = 'pause'}
-  h.budget = admit_budget(S, cost)
+local function admission_deadline(a)
+  local s = a.s
+  local h = {at = pause_earliest(s.pause), why = C.reasonPause}
+  h.budget = admission_budget(a)
   held_later(h, h.budget.at, h.budget.why)
-  held_later(h, admit_learned(S), 'probe')
-  held_later(h, fallback_earliest(S.FB), 'probe')
-  h.starts = start_on(S.ST, S.B, S.L.limit > 0 and S.L.window > 0, S.nlim)
-  held_later(h, admit_start(S, cost, h.starts), 'inflight')
+  held_later(h, admission_learned(a), C.reasonProbe)
+  held_later(h, fallback_earliest(s.fall), C.reasonProbe)
+  local _, learned = learn_spec(s.learn)
+  h.starts = start_on(s.start, s.budget, learned)
+  held_later(h, admission_start(a, h.starts), C.reasonInFlight)
   return h
 end
-local function admit_defer_to(S, cost, at)
-  local inc = S.dry and 0 or interval(S.act, cost)
-  return line_take(S.line, at, inc), inc > 0
+local function admission_defer_to(a, at)
+  local inc = 0
+  if not a.dry then inc = active_interval(a.lim, a.cost) end -- a dry run takes no slot
+  return line_take(a.line, at, inc), inc > 0
 end
-local function admit_paused(S, r, h, cost)
-  r.code, r.reason, r.wait, r.deadline = 1, h.why, h.at - now_us, math.ceil(h.at / 1000)
-  if h.why == 'pause' then r.deadline, r.byOperator = S.P, pause_by(S.pauseby) end
-  if #S.act > 0 then r.wait, r.spread = admit_defer_to(S, cost, h.at) end
-  return r
+local function admission_paused(a, d, h)
+  d.code, d.reason = C.paused, h.why
+  d.deadline = math.ceil(h.at / 1000)
+  d.wait = h.at - now_us
+  if h.why == C.reasonPause then d.deadline, d.byOp = a.s.pause.untilMs, pause_operator(a.s.pause) end
+  if #a.lim > 0 then d.wait, d.spread = admission_defer_to(a, h.at) end
+  return d
 end
 `
 
 // luaAdmitLimits is the rest of admitAs: the search of the limits
-// (admission.search), the verdict (unreserved, within, limited,
-// fullRetry), and admit itself.
+// (admission.search), the verdict (unreserved, within, fullRetry,
+// limited), and admitAs itself (state_admit_as).
 const luaAdmitLimits = `
-local function admit_search(S, cost)
-  local k = S.k
-  local at, ok = limits_earliest(S.act, S.al, cost, k)
+local function admission_search(a)
+  local k = a.k
+  local at, ok = active_earliest(a.lim, a.al, k, a.cost)
   if at > now_us and k.lent > 0 then
     k = {share = k.lent, claims = 0, lapse = 0, lent = 0}
-    at, ok = limits_earliest(S.act, S.al, cost, k)
+    at, ok = active_earliest(a.lim, a.al, k, a.cost)
   end
   if k.lapse > 0 and at > k.lapse then at, ok = k.lapse, false end
   return at, ok, k
 end
-local function admit_unreserved(S, cost, k, full)
-  return S.nowOnly or S.learned and not S.act[1].sliding or full or k.lapse > 0 and (interval(S.act, cost) > 0 or held_now(S.act))
+local function admission_unreserved(a, k, full)
+  local lim = a.lim
+  return C.nowOnly or lim.learned and not active_sliding(lim) or full
+    or k.lapse > 0 and (active_interval(lim, a.cost) > 0 or active_sliding(lim) or active_concurrent(lim))
 end
-local function admit_within(at, ok, unreserved)
+local function admission_within(a, at, ok, unreserved)
   return ok and at - now_us <= C.hold and not (unreserved and at > now_us)
 end
-local function admit_full_retry(S, cost, k, at)
-  return math.min(at, math.max(limits_earliest(conc_others(S.act), S.al, cost, k), now_us + C.concurrentPoll))
+local function admission_full_retry(a, k, at)
+  local others = active_earliest(active_others(a.lim), a.al, k, a.cost)
+  return math.min(at, math.max(others, now_us + C.concurrentPoll))
 end
-local function admit_limited(S, r, cost, k, at, full, unreserved)
-  r.code, r.reason, r.unreserved = 2, S.learned and 'learned' or 'limit', unreserved
-  if full then r.reason, at = 'inflight', admit_full_retry(S, cost, k, at) end
-  r.wait, r.spread = admit_defer_to(S, cost, at)
-  return r
+local function admission_limited(a, d, k, at, full, unreserved)
+  d.code, d.reason, d.unreserved = C.limited, C.reasonLimit, unreserved
+  if a.lim.learned then d.reason = C.reasonLearned end
+  if full then d.reason, at = C.reasonInFlight, admission_full_retry(a, k, at) end
+  d.wait, d.spread = admission_defer_to(a, at)
+  return d
 end
-local function admit(S, cost)
-  local r = admit_shown(S)
-  local h = admit_deadline(S, cost)
-  if h.at > now_us then return admit_paused(S, r, h, cost) end
-  local at, ok, k = admit_search(S, cost)
-  local full = conc_full(S.act, cost, k)
-  local unreserved = admit_unreserved(S, cost, k, full)
-  if not admit_within(at, ok, unreserved) then return admit_limited(S, r, cost, k, at, full, unreserved) end
-  r.wait = at - now_us
-  if not S.dry then admit_commit(S, r, at, h, cost) end
-  return r
+local function state_admit_as(s, cost, lim, k, line, id, dry)
+  local a = {s = s, cost = cost, lim = lim, al = learn_alignment(s.learn), k = k, line = line, id = id, dry = dry}
+  local d = admission_shown(a)
+  local h = admission_deadline(a)
+  if h.at > now_us then return admission_paused(a, d, h) end
+  local at, ok
+  at, ok, k = admission_search(a)
+  local full = active_full(lim, a.al, k, cost)
+  local unreserved = admission_unreserved(a, k, full)
+  if not admission_within(a, at, ok, unreserved) then return admission_limited(a, d, k, at, full, unreserved) end
+  d.wait = at - now_us
+  if not dry then admission_commit(a, d, at, h) end
+  return d
 end
 `
 

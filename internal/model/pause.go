@@ -43,28 +43,37 @@ func (s *pauseState) refuse(now, pauseMs int64, operator bool) int64 {
 	return s.untilMs
 }
 
-// luaPause is the pause's transaction. pause_load reads the deadline in
-// force (nil when open or malformed); pause_refuse moves it later, never
-// earlier, with the key expiring at it, and records who moved it
-// (pause_by).
+// luaPause is the pause's transaction (pauseState.inForce, earliest,
+// refuse) on the pause key and its pauseby key. pause_load reads the
+// deadline as State.Normalize leaves it (untilMs 0 when it is not in
+// force); pause_refuse writes a deadline it moves, the keys expiring at
+// it. Who moved it (operator) is read only where the admission's reply
+// shows it (pause_operator).
 const luaPause = `
-local function pause_load(key)
-  local v = int(redis.pcall('GET', key))
-  if v and v > now_ms and v - now_ms <= C.maxPause then return v end
-  return nil
+local function pause_in_force(s) return s.untilMs > now_ms and s.untilMs - now_ms <= C.maxPause end
+local function pause_earliest(s)
+  if pause_in_force(s) then return s.untilMs * 1000 end
+  return 0
 end
-local function pause_by(key) return redis.pcall('GET', key) == 'operator' end
-local function pause_refuse(key, byKey, cur, ms, operator)
-  local deadline = now_ms + ms
-  if cur and cur >= deadline then return cur end
-  redis.call('SET', key, deadline)
-  redis.call('PEXPIREAT', key, deadline)
-  if operator then
-    redis.call('SET', byKey, 'operator')
-    redis.call('PEXPIREAT', byKey, deadline)
-  else
-    redis.call('DEL', byKey)
+local function pause_load(key, byKey)
+  local s = {key = key, byKey = byKey, untilMs = int(redis.pcall('GET', key)) or 0}
+  if not pause_in_force(s) then s.untilMs = 0 end
+  return s
+end
+local function pause_operator(s) return redis.pcall('GET', s.byKey) == 'operator' end
+local function pause_refuse(s, pauseMs, operator)
+  local deadline = now_ms + pauseMs
+  if s.untilMs < deadline then
+    s.untilMs, s.operator = deadline, operator
+    redis.call('SET', s.key, deadline)
+    redis.call('PEXPIREAT', s.key, deadline)
+    if operator then
+      redis.call('SET', s.byKey, 'operator')
+      redis.call('PEXPIREAT', s.byKey, deadline)
+    else
+      redis.call('DEL', s.byKey)
+    end
   end
-  return deadline
+  return s.untilMs
 end
 `

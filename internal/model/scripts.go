@@ -21,13 +21,14 @@ import (
 // are not zero (or false), in the order of the reply's names, an integer
 // sent as a number, anything else as a string (see reply and NamedReply).
 //
-// Every script starts with luaPrelude (the clock, strict readers, the
-// constants C and the field lists) and the fragments, then its own body.
+// Every script starts with luaPrelude (the clock, strict readers), the
+// constants C and the field lists (luaConstants), the reply (luaReply) and
+// the fragments, then its own body.
 
 // luaPrelude is shared by the scripts: the Redis clock, a strict reader of
 // integer records (anything else is malformed and reads as absent), hload
-// (a hash's fields, a key of the wrong type dropped), num (an integer
-// written in full, never in exponent form) and reply.
+// (a hash's fields, a key of the wrong type dropped) and num (an integer
+// written in full, never in exponent form).
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -45,11 +46,16 @@ local function hload(key, fields)
   for i, f in ipairs(fields) do if v[i] then out[f] = v[i] end end
   return out
 end
+`
+
+// luaReply is the named reply (see script), after the constants C it
+// reads: a field that is true is sent as C.flagOn.
+const luaReply = `
 local function reply(names, r)
   local out = {}
   for _, n in ipairs(names) do
     local v = r[n]
-    if v == true then v = 1 end
+    if v == true then v = C.flagOn end
     if type(v) == 'number' and v ~= math.floor(v) then v = num(v) end
     if v and v ~= 0 then out[#out + 1] = n; out[#out + 1] = v end
   end
@@ -58,8 +64,12 @@ end
 `
 
 // luaConstants declares C, the constants the fragments share, from their
-// Go definitions; the per-call ones (hold, maxPause, probe) are set by the
-// script body from its arguments.
+// Go definitions, the flags among them (flagOn, the modes, the refusal
+// kinds, the class, the limit kinds, the verdict codes) that the
+// arguments, records and replies carry; the per-call ones, Params' fields
+// (hold, nowOnly, maxPause, probe, answer, reserve, lend, limits: how many
+// are configured, longestWindow: p.longestWindow, 0 for none), are set by
+// the script body from its arguments.
 var luaConstants = func() string {
 	c := map[string]int64{
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
@@ -71,6 +81,11 @@ var luaConstants = func() string {
 		"millisRatio": millisRatio,
 		"modeAdmit":   modeAdmit, "modeDry": modeDry, "modeNowOnly": modeNowOnly,
 		"hintless": Hintless, "hinted": Hinted, "operator": Operator,
+		"flagOn": flagOn, "flagOff": flagOff, "classInteractive": int64(Interactive),
+		"kindGCRA": int64(schema.GCRA), "kindFixed": int64(schema.Fixed), "kindSliding": int64(schema.Sliding), "kindConcurrent": int64(schema.Concurrent),
+		"admitted": Admitted, "paused": Paused, "limited": Limited,
+		"reasonPause": int64(ReasonPause), "reasonBudget": int64(ReasonBudget), "reasonProbe": int64(ReasonProbe),
+		"reasonLimit": int64(ReasonLimit), "reasonLearned": int64(ReasonLearned), "reasonInFlight": int64(ReasonInFlight),
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
@@ -102,61 +117,109 @@ const ExpiryMargin = time.Second
 // fragments are the concerns' Lua in the order a script defines them: a
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
-	luaLimitRecord, luaWindow, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
-	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaAdmitCommit, luaAdmit}
+	luaWindow, luaWindowAdmit, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitCommit, luaAdmit}
 
-// script composes a script from the prelude, the fragments body uses and
-// body, whose reply has the fields names (REPLY in the body).
+// script composes a script from the prelude, the functions of the
+// fragments body uses and body, whose reply has the fields names (REPLY
+// in the body).
 func script(names []string, body string) *redis.Script {
 	return scriptWith(names, "", body)
 }
 
-// scriptWith is script with head run before the fragments only body uses
+// scriptWith is script with head run before the functions only body uses
 // are defined: a path that needs few of them returns early, having
 // defined no more than those.
 func scriptWith(names []string, head, body string) *redis.Script {
 	return redis.NewScript(composeScript(names, head, body))
 }
 
-// composeScript is the source of scriptWith's script.
+// composeScript is the source of scriptWith's script: of the fragments'
+// functions, those head uses, then head, then those body uses besides,
+// then body, each in the fragments' order. A script defines only the
+// functions it may call, since Redis runs every definition on every call:
+// a fragment is the concern's Lua as a reader finds it, not a unit of
+// composition.
 func composeScript(names []string, head, body string) string {
 	first := uses(head, nil)
-	return luaPrelude + luaConstants + luaHash + "local REPLY = " + luaList(names) + "\n" +
+	return luaPrelude + luaConstants + luaReply + luaHash + "local REPLY = " + luaList(names) + "\n" +
 		pick(first, nil) + head + pick(uses(body, first), first) + body
 }
 
-// luaDefines finds the functions a fragment defines.
-var luaDefines = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)`)
+// luaDefinition finds where a fragment's functions begin: a fragment is
+// a sequence of top-level local functions, each until the next.
+var luaDefinition = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
 
-// luaNames finds the names a fragment mentions.
-var luaNames = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+// luaFunction is one function of a fragment: its name and source.
+type luaFunction struct{ name, src string }
 
-// definedIn maps every function a fragment defines to that fragment's
-// index in fragments.
+// functions are the fragments' functions in the order a script defines
+// them; a fragment that holds anything but functions is a mistake.
+var functions = func() []luaFunction {
+	var out []luaFunction
+	for _, f := range fragments {
+		ms := luaDefinition.FindAllStringSubmatchIndex(f, -1)
+		if len(ms) == 0 || strings.TrimSpace(f[:ms[0][0]]) != "" {
+			panic("quotagate: a Lua fragment holds more than its functions: " + f)
+		}
+		for k, m := range ms {
+			end := len(f)
+			if k+1 < len(ms) {
+				end = ms[k+1][0]
+			}
+			out = append(out, luaFunction{name: f[m[2]:m[3]], src: f[m[0]:end]})
+		}
+	}
+	return out
+}()
+
+// luaName finds the names of a fragment, and what follows each up to
+// its next character that is not a space.
+var luaName = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(\s*=?=?)`)
+
+// mentions are the names src mentions that may be a function of the
+// fragments, called or passed (table.sort's less): a field's or a
+// method's name (after a '.' or a ':') and a table constructor's key
+// (before a single '=') are left out.
+func mentions(src string) []string {
+	var out []string
+	for _, m := range luaName.FindAllStringSubmatchIndex(src, -1) {
+		if m[0] > 0 && (src[m[0]-1] == '.' || src[m[0]-1] == ':') {
+			continue
+		}
+		if tail := strings.TrimSpace(src[m[2]:m[3]]); tail == "=" {
+			continue
+		}
+		out = append(out, src[m[0]:m[2]])
+	}
+	return out
+}
+
+// definedIn maps every function of the fragments to its index in
+// functions.
 var definedIn = func() map[string]int {
 	m := map[string]int{}
-	for i, f := range fragments {
-		for _, d := range luaDefines.FindAllStringSubmatch(f, -1) {
-			m[d[1]] = i
-		}
+	for i, f := range functions {
+		m[f.name] = i
 	}
 	return m
 }()
 
-// uses marks, in need (a fresh one when nil), the fragments src calls a
-// function of, and those their own functions call, transitively.
+// uses marks, in need (a fresh one when nil), the functions src
+// mentions, and those they mention, transitively: a field named as a
+// function is no use of it.
 func uses(src string, need []bool) []bool {
 	if need == nil {
-		need = make([]bool, len(fragments))
+		need = make([]bool, len(functions))
 	} else {
 		need = slices.Clone(need)
 	}
 	var visit func(string)
 	visit = func(src string) {
-		for _, n := range luaNames.FindAllString(src, -1) {
+		for _, n := range mentions(src) {
 			if i, ok := definedIn[n]; ok && !need[i] {
 				need[i] = true
-				visit(fragments[i])
+				visit(functions[i].src)
 			}
 		}
 	}
@@ -164,19 +227,20 @@ func uses(src string, need []bool) []bool {
 	return need
 }
 
-// pick concatenates, in order, the fragments need marks and done does not.
+// pick concatenates, in order, the functions need marks and done does
+// not.
 func pick(need, done []bool) string {
 	var b strings.Builder
-	for i, f := range fragments {
+	for i, f := range functions {
 		if need[i] && (done == nil || !done[i]) {
-			b.WriteString(f)
+			b.WriteString(f.src)
 		}
 	}
 	return b.String()
 }
 
 // AdmitReply names the fields of the admission's reply (see Decision).
-var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
+var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
 	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
@@ -188,14 +252,16 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOperator", "r
 // KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[10+i] the state of
 // the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
-// ARGV[5] dry (1: commit nothing; 2: reserve no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
+// ARGV[5] mode (modeAdmit; modeDry: commit nothing; modeNowOnly: reserve
+// no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (State.Report)
-// ARGV[8] class (1 interactive)  ARGV[9] reserve per mille  ARGV[10] lend µs
-// ARGV[11] the admission's lease id (its concurrency limits' lease)
+// ARGV[8] class (Background, Interactive)  ARGV[9] reserve per mille
+// ARGV[10] lend µs  ARGV[11] the admission's lease id (its concurrency
+// limits' lease)
 // ARGV[12] n, the number of configured limits, then 3 values per limit:
-// fixed (1), sliding (2), concurrent (3) or GCRA (0), period (a sliding
-// log's with its settling time; a lease's life) or interval µs, rate,
-// burst or the requests in flight
+// its kind (schema.LimitKind: GCRA, Fixed, Sliding, Concurrent), period
+// (a sliding log's with its settling time; a lease's life) or interval
+// µs, rate, burst or the requests in flight
 // returns: admitReply
 var AdmitScript = scriptWith(AdmitReply, luaAdmitArgs+luaAdmitOpen, luaAdmitBody)
 
@@ -205,7 +271,7 @@ const luaAdmitArgs = `
 local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4], lwin = KEYS[5], pauseby = KEYS[6], class = KEYS[7],
   fallback = KEYS[8], llog = KEYS[9], start = KEYS[10]}
 local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
-  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = ARGV[8] == '1', reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
+  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = tonumber(ARGV[8]) == C.classInteractive, reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
   lease = ARGV[11], nlim = tonumber(ARGV[12])}
 `
 
@@ -227,7 +293,7 @@ if argv.nlim == 0 and argv.mode == C.modeAdmit and argv.probe == 0 and not argv.
   if limit == 0 then
     local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', keys.learn, 'admits', argv.cost)
     if since == 0 or type(counted) == 'table' then
-      local L = learn_load(keys.learn); learn_count(L, now_us, argv.cost); learn_save(L)
+      local learn = learn_load(keys.learn); learn_count(learn, now_us, argv.cost); learn_save(learn)
     end
     return reply(REPLY, {cache = true, now = now_us, budgetRemaining = -1})
   end
@@ -237,25 +303,17 @@ end
 const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
-C.reserve, C.lend, C.lease = argv.reserve, argv.lend, argv.lease
-local S = {P = pause_load(keys.pause), B = budget_load(keys.budget), L = learn_load(keys.learn), K = class_load(keys.class),
-  FB = fallback_load(keys.fallback), ST = start_load(keys.start), nlim = argv.nlim, dry = dry, nowOnly = argv.mode == C.modeNowOnly,
-  line = keys.line, pauseby = keys.pauseby}
-if argv.nlim == 0 and not dry then learn_report(S.L, argv.counts); learn_save(S.L) end
-S.act = limits_args(10, 12, argv.nlim)
-S.learned = argv.nlim == 0 and S.L.limit > 0 and S.L.window > 0 and (not S.B.known or S.L.secondary > 0)
-if S.learned then
-  S.lw = {key = keys.lwin, fixed = true, learned = true, paced = S.L.paced > 0, per = S.L.window, n = S.L.limit}; limit_load(S.lw)
-  S.act[1] = S.lw
-  if S.L.window > C.hold then
-    S.act[1] = {key = keys.llog, sliding = true, learned = true, per = S.L.window + C.slidingSettle, n = S.L.limit}
-    limit_load(S.act[1])
-  end
+C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
+  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(10, 12, argv.nlim)}
+if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts); learn_save(s.learn) end
+local lim = state_active(s, keys)
+local k = class_keeper(s.class, argv.interactive)
+local d = state_admit_as(s, argv.cost, lim, k, keys.line, argv.lease, dry)
+if argv.interactive and not dry then
+  class_asked(s.class, (d.code or C.admitted) == C.admitted, now_us + d.wait, argv.cost); class_save(s.class)
 end
-S.al, S.k = {at = S.L.alignAt, prec = S.L.alignPrec}, class_keeper(S.K, argv.interactive)
-local r = admit(S, argv.cost)
-if argv.interactive and not dry then class_asked(S.K, (r.code or 0) == 0, now_us + r.wait, argv.cost); class_save(S.K) end
-return reply(REPLY, r)
+return reply(REPLY, d)
 `
 
 // RefuseReply names the fields of the refusal's reply.
@@ -270,8 +328,8 @@ var RefuseReply = []string{"deadline", "now", "moved"}
 // KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
 // KEYS[8] start  KEYS[8+i] the state of the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
-// episode's pause)  ARGV[2] max pause ms  ARGV[3] hinted (1), or
-// operator (2: Gate.Pause)
+// episode's pause)  ARGV[2] max pause ms  ARGV[3] kind: Hintless, Hinted
+// or Operator (Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
 // script counted (State.Report)  ARGV[7] the hint read as
 // milliseconds ms (0: not in question; Refusal.Alt)  ARGV[8] n, then the
@@ -284,35 +342,33 @@ local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4
   start = KEYS[8]}
 local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), channel = ARGV[5],
   counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), nlim = tonumber(ARGV[8])}
-local hinted, operator = argv.kind == C.hinted, argv.kind == C.operator
-C.maxPause = argv.maxPause
-local P = pause_load(keys.pause)
-local ms, probe, prec = argv.pause, false, argv.prec
-local B = budget_load(keys.budget)
-if argv.alt > 0 and B.millis then ms, prec = argv.alt, C.millisPrec end -- Refusal.Alt
-if argv.kind == C.hintless then
-  local FB = fallback_load(keys.fallback)
-  probe = FB.level > 0 and FB.probeAt > 0 -- it refused the episode's probe
-  ms = fallback_refuse(FB, ms, P == nil); fallback_save(FB)
+C.maxPause, C.limits = argv.maxPause, argv.nlim
+local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt}
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(8, 8, argv.nlim)}
+local open = pause_earliest(s.pause) <= now_us
+local before = s.pause.untilMs
+local ms = r.pause
+if r.alt > 0 and s.budget.millis then ms, r.prec = r.alt, C.millisPrec end
+if not r.hinted and not r.operator then -- the hintless episode, read only for its refusals
+  s.fall = fallback_load(keys.fallback)
+  r.probe = s.fall.level > 0 and s.fall.probeAt > 0
+  ms = fallback_refuse(s.fall, r.pause, open); fallback_save(s.fall)
 end
-if hinted and argv.nlim == 0 then ms = budget_counter_pause(B, ms, prec) end
-local deadline = pause_refuse(keys.pause, keys.pauseby, P, ms, operator)
-if not operator then local ST = start_load(keys.start); start_end(ST); start_save(ST) end
+if r.hinted and not r.operator and C.limits == 0 then ms = budget_counter_pause(s.budget, ms, r.prec) end
+local deadline = pause_refuse(s.pause, ms, r.operator)
+if not r.operator then s.start = start_load(keys.start); start_end(s.start); start_save(s.start) end
 redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
-for _, l in ipairs(limits_args(8, 8, argv.nlim)) do limit_refuse(l, hinted); limit_save(l) end
-local L = learn_load(keys.learn)
-local w = L.window
-if argv.nlim == 0 then learn_report(L, argv.counts) end
-local lw = {key = keys.lwin, fixed = true, per = math.max(L.window, 1), n = L.limit}
-limit_load(lw)
-local hintless = argv.kind == C.hintless and argv.nlim == 0
-if hintless then hinted, prec = true, C.hintlessPrec end -- Refusal.teaching
-local over, probed = learn_refuse(L, deadline * 1000, {hinted = hinted, prec = prec, hintless = hintless, probe = probe}, P == nil, argv.nlim > 0, lw)
+for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
+s.learn = learn_load(keys.learn)
+if C.limits == 0 then learn_report(s.learn, argv.counts) end -- State.Report
+s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
+local w = s.learn.window
+local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0, s.lwin)
 if over then redis.call('DEL', keys.lwin) end
-if probed > 0 then sliding_drop(keys.llog, probed) end -- the provider counted nothing for the refused probe
-if L.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
-learn_save(L)
-return reply(REPLY, {deadline = deadline, now = now_us, moved = P == nil or deadline > P})
+if probe > 0 then sliding_drop(keys.llog, probe) end -- the provider counted nothing for the refused probe
+if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
+learn_save(s.learn)
+return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
 
 // ObserveReply names the fields of the observation's reply.
@@ -331,36 +387,35 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 // 0 none: see learnState.answer; a hintless episode's probe's, a slow
 // start's admission's, too)  ARGV[8] the longest configured fixed
 // window µs (0: none, then the learned window's; a reset beyond it aligns nothing: State.alignsWithin)
-// ARGV[9] refused (1: the response is a refusal; with budget left it
+// ARGV[9] refused (flagOn: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
 // ARGV[10] the answered request's round trip µs (0 unknown: Observation.RTT)
 // ARGV[11] the reset read as milliseconds µs (0: not in question)
-// ARGV[12] millis (1: the reset was read as milliseconds from a name of
-// seconds; Observation.Alt, Observation.Millis)
+// ARGV[12] millis (flagOn: the reset was read as milliseconds from a name
+// of seconds; Observation.Alt, Observation.Millis)
 // returns: observeReply
 var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
 local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5]}
-local argv = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
-  channel = ARGV[6], opened = tonumber(ARGV[7]), longest = tonumber(ARGV[8]), refused = ARGV[9] == '1', rtt = tonumber(ARGV[10]),
-  alt = tonumber(ARGV[11]), millis = ARGV[12] == '1'}
-local B = budget_load(keys.budget)
-local u, fresh, prec = budget_observe(B, argv.remaining, argv.reset, argv.limit, argv.prec, argv.seq, argv.refused, argv.alt, argv.millis)
-budget_save(B)
-local L = learn_load(keys.learn)
-local longest = argv.longest
-if longest == 0 and L.limit > 0 and L.window > 0 then longest = L.window end -- State.alignsWithin
-if u > 0 and (longest == 0 or u - now_us <= longest + prec) then learn_align(L, u, math.max(prec, argv.rtt)) end
-if argv.refused and argv.remaining > 0 then learn_contradicted(L) end
-learn_answer(L, argv.opened, u)
-learn_save(L)
-local FB = fallback_load(keys.fallback)
-fallback_answer(FB, argv.opened); fallback_save(FB)
-local ST = start_load(keys.start)
-start_answer(ST, argv.opened); start_save(ST)
-if fresh then redis.call('PUBLISH', argv.channel, keys.pause) end
-return reply(REPLY, {remaining = B.known and B.remaining or -1, reset = u, now = now_us})
+local o = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
+  opened = tonumber(ARGV[7]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]), alt = tonumber(ARGV[11]),
+  millis = tonumber(ARGV[12]) == C.flagOn}
+local argv = {channel = ARGV[6], longest = tonumber(ARGV[8])}
+C.longestWindow = argv.longest
+local s = {budget = budget_load(keys.budget), learn = learn_load(keys.learn)}
+local u, prec, announce = budget_observe(s.budget, o)
+budget_save(s.budget)
+if o.refused and o.remaining > 0 then learn_contradicted(s.learn) end
+if u > 0 and u - now_us <= state_aligns_within(s) + prec then learn_align(s.learn, u, math.max(prec, o.rtt)) end
+learn_answer(s.learn, o.opened, u)
+learn_save(s.learn)
+s.fall = fallback_load(keys.fallback)
+fallback_answer(s.fall, o.opened); fallback_save(s.fall)
+s.start = start_load(keys.start)
+start_answer(s.start, o.opened); start_save(s.start)
+if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
+return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
 `
 
 // NamedReply decodes a script's named reply: the fields of names it
@@ -398,31 +453,32 @@ func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]
 // luaHash is the load and save of a record hash: hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
 // 0 when its expires has passed (a record past it is none); hsave writes
-// the fields of R (a boolean as 1 or 0) over those of R.key, all but skip,
-// which it removes, expiring a margin after R.expires (µs); a record whose
-// expires is 0 is deleted. Every field is written, so none of an earlier
-// save is left but skip (and hload dropped a key of another type).
+// the fields of the record s (a boolean as C.flagOn or C.flagOff) over
+// those of s.key, all but skip, which it removes, expiring a margin after
+// s.expires (µs); a record whose expires is 0 is deleted. Every field is
+// written, so none of an earlier save is left but skip (and hload dropped
+// a key of another type).
 const luaHash = `
 local function hrecord(key, fields)
   local v = hload(key, fields)
-  local R = {key = key}
-  for _, f in ipairs(fields) do R[f] = int(v[f]) or 0 end
-  if R.expires <= now_us then
-    for _, f in ipairs(fields) do R[f] = 0 end
+  local s = {key = key}
+  for _, f in ipairs(fields) do s[f] = int(v[f]) or 0 end
+  if s.expires <= now_us then
+    for _, f in ipairs(fields) do s[f] = 0 end
   end
-  return R
+  return s
 end
-local function hsave(R, fields, skip)
-  if R.expires == 0 then redis.call('DEL', R.key); return end
-  if skip then redis.call('HDEL', R.key, skip) end
+local function hsave(s, fields, skip)
+  if s.expires == 0 then redis.call('DEL', s.key); return end
+  if skip then redis.call('HDEL', s.key, skip) end
   local args = {}
   for _, f in ipairs(fields) do
-    local v = R[f]
-    if type(v) == 'boolean' then v = v and 1 or 0 end
+    local v = s[f]
+    if type(v) == 'boolean' then v = v and C.flagOn or C.flagOff end
     if f ~= skip then args[#args + 1] = f; args[#args + 1] = num(v) end
   end
-  redis.call('HSET', R.key, unpack(args))
-  redis.call('PEXPIREAT', R.key, math.ceil(R.expires / 1000) + C.margin)
+  redis.call('HSET', s.key, unpack(args))
+  redis.call('PEXPIREAT', s.key, math.ceil(s.expires / 1000) + C.margin)
 end
 `
 
@@ -471,26 +527,29 @@ var ReassertReply = []string{"deadline", "now", "moved", "resumed"}
 // KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
 // ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
 // the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
-// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (1) or not (0)
+// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (flagOn) or not
 // ARGV[7] the slack, ms
 // returns: ReassertReply (deadline 0: no pause in force)
 var ReassertScript = script(ReassertReply, luaReassertBody)
 
 const luaReassertBody = `
-C.maxPause = tonumber(ARGV[4])
-local P = pause_load(KEYS[1])
-local r = int(redis.pcall('GET', KEYS[3]))
-if r and r >= tonumber(ARGV[3]) then
-  return reply(REPLY, {deadline = P or 0, now = now_us, resumed = true})
+local keys = {pause = KEYS[1], pauseby = KEYS[2], resumed = KEYS[3]}
+local argv = {untilMs = tonumber(ARGV[1]), leftMs = tonumber(ARGV[2]), seenMs = tonumber(ARGV[3]), maxPause = tonumber(ARGV[4]),
+  channel = ARGV[5], operator = tonumber(ARGV[6]) == C.flagOn, slackMs = tonumber(ARGV[7])}
+C.maxPause = argv.maxPause
+local pause = pause_load(keys.pause, keys.pauseby)
+local r = int(redis.pcall('GET', keys.resumed))
+if r and r >= argv.seenMs then
+  return reply(REPLY, {deadline = pause.untilMs, now = now_us, resumed = true})
 end
-local abs, rel = tonumber(ARGV[1]), math.min(now_ms + tonumber(ARGV[2]), now_ms + C.maxPause)
+local abs, rel = argv.untilMs, math.min(now_ms + argv.leftMs, now_ms + C.maxPause)
 if abs - now_ms > C.maxPause then abs = 0 end
 local want = math.max(abs, rel)
-if P and rel <= P + tonumber(ARGV[7]) then want = abs end
-if want <= now_ms or (P and P >= want) then
-  return reply(REPLY, {deadline = P or 0, now = now_us})
+if pause.untilMs > 0 and rel <= pause.untilMs + argv.slackMs then want = abs end
+if want <= now_ms or pause.untilMs >= want then
+  return reply(REPLY, {deadline = pause.untilMs, now = now_us})
 end
-local d = pause_refuse(KEYS[1], KEYS[2], P, want - now_ms, ARGV[6] == '1')
-redis.call('PUBLISH', ARGV[5], KEYS[1] .. ' ' .. num(d) .. ' ' .. num(now_ms))
+local d = pause_refuse(pause, want - now_ms, argv.operator)
+redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(d) .. ' ' .. num(now_ms))
 return reply(REPLY, {deadline = d, now = now_us, moved = true})
 `

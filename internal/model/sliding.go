@@ -99,9 +99,12 @@ func slidingLive(log []int64, l LimitSpec, now int64) []int64 {
 	return log[i:]
 }
 
-// luaSliding is the sliding log's transaction. A sliding limit's table
-// holds log (the entries, sorted) and adds (what this call added: {t, j0,
-// cost}, its members "<t>:<j0+1>" …).
+// luaSliding is the sliding log's transaction (slidingEarliest, slidingAdd,
+// slidingFill, slidingDrop on the key itself: the refusal does not load
+// the log). A sliding limit's table holds log (the entries, sorted:
+// slidingLive, the entries after now − per, as ZRANGEBYSCORE reads them)
+// and adds (what this call added: {t, j0, cost}, its members
+// "<t>:<j0+1>" …).
 const luaSliding = `
 local function sliding_load(l)
   l.log, l.adds = {}, {}

@@ -115,40 +115,41 @@ func (s *startState) end(now int64) {
 	}
 }
 
-// luaStart is the slow start's transaction, on a hash with the fields of
-// startFields; ST is the loaded state (start_load), saved when a
-// transition changed it.
+// luaStart is the slow start's transaction (startState.on, room,
+// earliest, spend, answer, end), on a hash with the fields of
+// startFields, loaded as a record past its expires is none and saved
+// when a transition changed it.
 const luaStart = `
 local function start_load(key)
-  local ST = hrecord(key, startFields)
-  ST.over = ST.over == 1
-  return ST
+  local s = hrecord(key, startFields)
+  s.over = s.over == C.flagOn
+  return s
 end
-local function start_save(ST)
-  if not ST.dirty then return end
-  hsave(ST, startFields)
-  ST.dirty = false
+local function start_save(s)
+  if not s.dirty then return end
+  hsave(s, startFields)
+  s.dirty = false
 end
-local function start_on(ST, B, learned, nlim)
-  if nlim > 0 or not B.silent or learned or ST.over then return false end
-  return ST.began == 0 or now_us < ST.last + C.answer
+local function start_on(s, b, learned)
+  if C.limits > 0 or not b.silent or learned or s.over then return false end
+  return s.began == 0 or now_us < s.last + C.answer
 end
-local function start_room(ST) return C.startFirst + 2 * ST.answered - ST.sent end
-local function start_earliest(ST, cost)
-  if ST.began == 0 or cost <= start_room(ST) then return 0 end
-  return math.min(ST.last + C.answer, now_us + C.concurrentPoll)
+local function start_room(s) return C.startFirst + 2 * s.answered - s.sent end
+local function start_earliest(s, cost)
+  if s.began == 0 or cost <= start_room(s) then return 0 end
+  return math.min(s.last + C.answer, now_us + C.concurrentPoll)
 end
-local function start_spend(ST, at, cost)
-  if ST.began == 0 then ST.began, ST.last, ST.sent, ST.answered, ST.over, ST.expires = at, at, 0, 0, false, at + C.learnTTL end
-  ST.sent, ST.dirty = ST.sent + cost, true
+local function start_spend(s, at, cost)
+  if s.began == 0 then s.began, s.last, s.sent, s.answered, s.over, s.expires = at, at, 0, 0, false, at + C.learnTTL end
+  s.sent, s.dirty = s.sent + cost, true
 end
-local function start_answer(ST, at)
-  if at > 0 and ST.began > 0 and at >= ST.began and not ST.over then
-    ST.answered, ST.last, ST.dirty = ST.answered + 1, now_us, true
-    ST.over = ST.answered >= C.startAnswers
+local function start_answer(s, at)
+  if at > 0 and s.began > 0 and at >= s.began and not s.over then
+    s.answered, s.last, s.dirty = s.answered + 1, now_us, true
+    s.over = s.answered >= C.startAnswers
   end
 end
-local function start_end(ST)
-  if ST.began > 0 and not ST.over then ST.over, ST.expires, ST.dirty = true, now_us + C.learnTTL, true end
+local function start_end(s)
+  if s.began > 0 and not s.over then s.over, s.expires, s.dirty = true, now_us + C.learnTTL, true end
 end
 `

@@ -81,7 +81,12 @@ var (
 // ScopeKeys returns the keys of the scope of provider and account under
 // prefix.
 func ScopeKeys(prefix, provider, account string) Keys {
-	base := prefix + ":{" + keyEscaper.Replace(provider) + ":" + keyEscaper.Replace(account) + "}:"
+	return BaseKeys(prefix + ":{" + keyEscaper.Replace(provider) + ":" + keyEscaper.Replace(account) + "}:")
+}
+
+// BaseKeys returns the keys of the scope whose keys start with base
+// (Keys.Base): its pause key less "pause".
+func BaseKeys(base string) Keys {
 	return Keys{Base: base, Pause: base + "pause", PauseBy: base + "pauseby", Tat: base + "tat", Line: base + "line",
 		Budget: base + "budget", Learn: base + "learn", LearnWin: base + "lwin", ILine: base + "iline", Class: base + "class",
 		Resumed: base + "resumed", Fallback: base + "fallback", LearnLog: base + "llog", Start: base + "start"}

@@ -87,17 +87,16 @@ func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admis
 		Probe: r.Probe.Microseconds(), Dry: r.Dry, NowOnly: r.NowOnly, Answer: r.Answer.Microseconds(), Counts: r.Counts,
 		Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease}.Call(k)
 	var v map[string]int64
-	var txt map[string]string
 	var err error
 	if r.Dry {
-		v, txt, err = s.run(ctx, "state", model.AdmitScript, model.AdmitReply, ks, args...)
+		v, _, err = s.run(ctx, "state", model.AdmitScript, model.AdmitReply, ks, args...)
 	} else {
-		v, txt, err = s.run(ctx, "admit", model.AdmitScript, model.AdmitReply, ks, args...)
+		v, _, err = s.run(ctx, "admit", model.AdmitScript, model.AdmitReply, ks, args...)
 	}
 	if err != nil {
 		return Admission{}, err
 	}
-	d, now := model.AdmitDecision(v, txt)
+	d, now := model.AdmitDecision(v)
 	a := Admission{Decision: d, Now: now, Learned: Learned{N: v["learnedLimit"], Window: v["learnedWindow"]}, Backlog: v["backlog"]}
 	if v["budgetRemaining"] >= 0 {
 		a.Budget = Budget{Known: true, Remaining: v["budgetRemaining"], Limit: v["budgetLimit"]}
@@ -226,14 +225,10 @@ type Reasserted struct {
 // Reassert runs model.ReassertScript for the remembered pause e of the
 // pause key key.
 func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasserted, error) {
-	base := strings.TrimSuffix(key, "pause")
-	op := 0
-	if e.Operator {
-		op = 1
-	}
 	left := int64(math.Ceil(float64(e.Left) / float64(time.Millisecond)))
-	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, []string{key, base + "pauseby", base + "resumed"},
-		e.UntilMs, max(left, 0), e.SeenMs, s.maxPause.Milliseconds(), s.Channel(), op, s.timeout.Milliseconds())
+	ks, args := model.ReassertRequest{UntilMs: e.UntilMs, LeftMs: max(left, 0), SeenMs: e.SeenMs, MaxPause: s.maxPause.Milliseconds(),
+		Channel: s.Channel(), Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.BaseKeys(strings.TrimSuffix(key, "pause")))
+	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, ks, args...)
 	if err != nil {
 		return Reasserted{}, err
 	}
