@@ -71,6 +71,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	}
 	type flight struct {
 		seq, opens, at int64  // at: the admission's instant (µs)
+		level          int64  // the admission's level (model.Decision.Level)
 		lease          string // the admission's lease on the concurrency limits
 	}
 	inflight := map[int]flight{}
@@ -88,6 +89,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	aq, has := &simAsynq{pending: polls}, make([]bool, workers)
 	w.deferred = func(now, delay int64, worker int) {
 		aq.retry = append(aq.retry, asynqRetry(now, delay, plain))
+		if shapeTrace != nil {
+			shapeTrace("%.3f deferred w%d %.3f", float64(now-t0)/1e6, worker, float64(delay)/1e6)
+		}
 		has[worker] = false
 		heap.Push(ev, simEvent{at: now + asynqDequeue, worker: worker, gen: w.gen[worker]})
 	}
@@ -124,11 +128,11 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 			if accepted[e.worker] { // as Server.answered: an accepted request leaves the flight
 				provider.Release(at)
 			}
+			refused := hint.IsRefusal(resp)
 			if fl.lease != "" { // the Transport: the response arrived
-				m.Release(p, e.at, fl.lease)
+				m.Release(p, e.at, fl.lease, !refused)
 				w.wakeSlot(e.at, 1)
 			}
-			refused := hint.IsRefusal(resp)
 			o := responseObservation(resp, at) // as the Transport reads it
 			if !plain {
 				opened := int64(0)
@@ -152,7 +156,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				r.end = e.at - t0
 			} else {
 				wait, _ := hint.FromAt(resp, body, at)
-				rf := model.Refusal{Pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), Hinted: wait > 0, Prec: 1000}
+				rf := model.Refusal{Pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), Hinted: wait > 0, Prec: 1000, Level: fl.level, Opens: fl.opens}
 				if alt := altHint(wait, o); alt > 0 { // as the Transport records it
 					rf.Alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
 				}
@@ -179,7 +183,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				trace("%.3f refused hint %v deadline %.3f: %v", float64(e.at-t0)/1e6, wait, float64(dl*1000-t0)/1e6, m)
 			}
 			has[e.worker] = false
-			heap.Push(ev, simEvent{at: e.at, worker: e.worker})
+			heap.Push(ev, simEvent{at: e.at, worker: e.worker, gen: w.gen[e.worker]})
 			continue
 		}
 		if !has[e.worker] {
@@ -191,11 +195,14 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		}
 		dec, id, sent := w.admit(&m, p, e)
 		if !sent {
+			trace("%.3f held w%d code %d reason %d wait %.3f", float64(e.at-t0)/1e6, e.worker, dec.Code, dec.Reason, float64(dec.Wait)/1e6)
+		}
+		if !sent {
 			continue
 		}
 		sends++
 		trace("%.3f admit w%d wait %.3f opens=%v: %v", float64(e.at-t0)/1e6, e.worker, float64(dec.Wait)/1e6, dec.Opens > 0, m)
-		inflight[e.worker] = flight{seq: dec.Seq, opens: dec.Opens, at: e.at + dec.Wait, lease: id}
+		inflight[e.worker] = flight{seq: dec.Seq, opens: dec.Opens, at: e.at + dec.Wait, lease: id, level: dec.Level}
 		// sent then: 1–3 ms after the admission, the first request of a run
 		// the slowest (a connection dialled), as measured by the example's
 		// traces (sim.Arrival's Entered and At)

@@ -241,7 +241,11 @@ func (w *simWorkers) admit(m *model.State, p model.Params, e simEvent) (model.De
 		since = e.at
 	}
 	delete(w.slotSince, e.worker)
-	switch v := decide(a, w.pol, 0.5); v.act {
+	v := decide(a, w.pol, 0.5)
+	if shapeTrace != nil {
+		shapeTrace("  verdict w%d act %d wait %v holders %d held %d", e.worker, v.act, v.wait, v.holders, w.held)
+	}
+	switch v.act {
 	case hold, holdPause:
 		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.Hold) {
 			w.setHolding(e.worker, false)

@@ -123,13 +123,19 @@ func concLive(ls []lease, now int64) []lease {
 	return out
 }
 
-// Release ends the lease id on every concurrency limit of the scope.
-func (s *State) Release(p Params, now int64, id string) {
+// Release ends the lease id on every concurrency limit of the scope, the
+// learned one's included; answered tells that its request was answered
+// without a refusal (flightState.answer).
+func (s *State) Release(p Params, now int64, id string, answered bool) {
 	s.Normalize(p, now)
 	for i, l := range p.Limits {
 		if l.concurrent {
 			s.limits[i].leases = concRelease(s.limits[i].leases, id)
 		}
+	}
+	if slices.ContainsFunc(s.lease.leases, func(x lease) bool { return x.id == id }) {
+		s.lease.leases = concRelease(s.lease.leases, id)
+		s.flight.released(now, answered)
 	}
 }
 

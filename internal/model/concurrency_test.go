@@ -44,7 +44,7 @@ func TestConcurrentSteps(t *testing.T) {
 					t.Fatalf("%s: a slot reserved while every lease is taken", st.name)
 				}
 			case 'l':
-				s.Release(p, st.at, st.id)
+				s.Release(p, st.at, st.id, true)
 			case 'r':
 				s.Refuse(p, st.at, Refusal{Pause: 1000, Hinted: true, Prec: 1000})
 			case 'z':
@@ -142,7 +142,7 @@ func TestConcurrentNeverExceeds(t *testing.T) {
 					if h := ledger[ids[j]]; h.until > now {
 						h.until = now
 					}
-					m.Release(p, now, ids[j])
+					m.Release(p, now, ids[j], true)
 					ids = append(ids[:j], ids[j+1:]...)
 					releases++
 				default:

@@ -341,7 +341,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["released"]++
 			}
 			now = diffNow(t, rdb)
-			m.Release(p, now, x.id)
+			m.Release(p, now, x.id, true)
 		case 'z':
 			ks, args := ResumeCall(k, p.MaxPause, channel)
 			if err := ResumeScript.Run(ctx, rdb, ks, args...).Err(); err != nil {

@@ -41,6 +41,8 @@ type State struct {
 	llog   limitState  // the learned limit's log (learnState.logSpec)
 	fall   fallbackState
 	start  startState
+	flight flightState // the learned concurrency limit (flight.go)
+	lease  limitState  // its leases
 }
 
 // Params is what the transitions need from the configuration.
@@ -90,6 +92,13 @@ type Decision struct {
 	ByOp       bool // paused by an operator (Gate.Pause), not a refusal
 	Limited    bool // limits (configured or learned) apply to the scope
 	Cache      bool // nothing but a pause can stop the scope (see local.OpenCache)
+	// Leased: the admission took its lease on the learned concurrency
+	// limit (flight.go): its release tells whether it was refused
+	Leased bool
+	// Level: the requests in flight once admitted, itself included: the
+	// learned concurrency limit's leases, or a slow start's requests
+	// unanswered (0: neither); a refusal of it tells it (Refusal.Level)
+	Level int64
 }
 
 const (
@@ -118,6 +127,7 @@ type active struct {
 	specs   []LimitSpec
 	states  []*limitState
 	learned bool // specs[0] is the learned limit
+	flight  bool // the learned concurrency limit is the last of specs
 }
 
 func (s *State) active(p Params) active {
@@ -128,11 +138,18 @@ func (s *State) active(p Params) active {
 		}
 		return a
 	}
+	if s.flight.phase == flightConfirmed {
+		return active{specs: []LimitSpec{s.flight.spec()}, states: []*limitState{&s.lease}, flight: true}
+	}
 	if l, ok := s.learn.spec(); ok && (!s.budget.known || s.learn.secondary > 0) {
+		a := active{specs: []LimitSpec{l}, states: []*limitState{{fixed: true, learned: true, paced: s.learn.paced > 0, win: &s.lwin}}, learned: true}
 		if ll, ok := s.learn.logSpec(p); ok {
-			return active{specs: []LimitSpec{ll}, states: []*limitState{&s.llog}, learned: true}
+			a.specs, a.states = []LimitSpec{ll}, []*limitState{&s.llog}
 		}
-		return active{specs: []LimitSpec{l}, states: []*limitState{{fixed: true, learned: true, paced: s.learn.paced > 0, win: &s.lwin}}, learned: true}
+		if s.flight.phase == flightProbation { // beside the learned window (flight.go)
+			a.specs, a.states, a.flight = append(a.specs, s.flight.spec()), append(a.states, &s.lease), true
+		}
+		return a
 	}
 	return active{}
 }
@@ -180,6 +197,12 @@ func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *l
 	full := lim.full(p, a.al, k, now, cost)
 	unreserved := a.unreserved(k, full)
 	if !a.within(at, ok, unreserved) {
+		if a.beyond(at) {
+			return a.commitBeyond(d)
+		}
+		if a.probing(at) {
+			return a.awaitProbe(d, at)
+		}
 		return a.limited(d, k, at, full, unreserved)
 	}
 	d.Wait = at - now
@@ -397,6 +420,7 @@ func (a admission) commit(d *Decision, at int64, h held) {
 		s.start.spend(at, a.cost)
 		d.Opens = at // its answer is reported
 	}
+	d.Leased, d.Level = s.flight.leasing(), a.level(at, h.starts)
 	d.Cache = a.opensCache(probes, h.starts)
 }
 
@@ -551,6 +575,11 @@ type Refusal struct {
 	// clamped as pause is; 0: not in question): the pause of a scope whose
 	// resets are milliseconds (budgetState.millis)
 	Alt int64
+	// Level: the requests in flight when the refused request was
+	// admitted, itself included (Decision.Level; 0 unknown): what a
+	// concurrency limit refused it for (flight.go); Opens: its
+	// admission's answer id (Decision.Opens; 0 none)
+	Level, Opens int64
 }
 
 // Refuse records a refusal (or Gate.Pause, which is an unhinted refusal
@@ -560,6 +589,13 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	s.Normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
+	switch v, own := s.refuseFlight(p, now, r, open); v {
+	case flightOwn:
+		return own, false
+	case flightSpent: // the learned window was spent, as known: it teaches nothing
+		deadline = s.pause.refuse(now, r.Pause, false)
+		return deadline, open || deadline > before
+	}
 	ms := r.Pause
 	if r.Alt > 0 && s.budget.millis {
 		ms, r.Prec = r.Alt, millisPrec
@@ -589,6 +625,9 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	if s.learn.window != w { // the learned log's entries are of another window
 		s.llog = limitState{sliding: true}
 	}
+	if l, ok := s.learn.spec(); ok && r.Hinted && !r.Operator && open {
+		s.flight.begin(now, l.n, r.Level, len(p.Limits) > 0 || s.budget.known)
+	}
 	return deadline, open || deadline > before
 }
 
@@ -609,6 +648,7 @@ func (s *State) Observe(p Params, now int64, o Observation) (announce bool) {
 	s.learn.answer(now, o.Opened, u)
 	s.fall.answer(o.Opened)
 	s.start.answer(now, o.Opened)
+	s.flight.answer(now, o.Opened, s.learn.limit)
 	return announce
 }
 
@@ -659,6 +699,7 @@ func (s *State) Resume(p Params) {
 	s.lwin, s.llog = windowState{}, limitState{sliding: true}
 	s.fall = fallbackState{}
 	s.start = startState{} // with the budget gone, the scope's first contact again
+	s.flight, s.lease = flightState{}, limitState{}
 }
 
 // Normalize shapes s for p at now: one limit state per configured limit,
@@ -722,6 +763,9 @@ func (s *State) forgetExpired(now int64) {
 	if s.start.expires <= now {
 		s.start = startState{}
 	}
+	if s.flight.expires <= now {
+		s.flight = flightState{}
+	}
 }
 
 // normalizeLearned keeps the learned limit's window counts and its log
@@ -753,6 +797,7 @@ func (s *State) normalizeLimits(p Params, now int64) {
 	for i, l := range p.Limits {
 		normalizeLimit(&s.limits[i], l, now)
 	}
+	normalizeLimit(&s.lease, s.flight.spec(), now)
 }
 
 // normalizeLimit shapes st for the configured limit l at now. A state of
@@ -1059,6 +1104,7 @@ end
 // compare the two).
 func (s *State) Forget() {
 	s.learn, s.budget, s.lwin, s.fall = learnState{}, budgetState{}, windowState{}, fallbackState{}
+	s.flight, s.lease = flightState{}, limitState{}
 }
 
 // Deadline is the pause deadline recorded, Unix ms (0: none).
@@ -1074,9 +1120,10 @@ func (s *State) Probing() bool { return s.budget.probeAt > 0 }
 // String sums up what the scope learned and observed, for traces: the
 // learned limit, the budget and the hintless episode.
 func (s State) String() string {
-	return fmt.Sprintf("pause %d; learned %d per %d µs (best %d, aligned at %d, probe %d); budget %d of %d (reset %d, window %d, a unit every %d µs); hintless level %d (probe %d)",
+	return fmt.Sprintf("pause %d; learned %d per %d µs (best %d, aligned at %d, probe %d); budget %d of %d (reset %d, window %d, a unit every %d µs); hintless level %d (probe %d); flight %d phase %d (probes %d, acks %d, held %d)",
 		s.pause.untilMs, s.learn.limit, s.learn.window, s.learn.best, s.learn.alignAt, s.learn.probeAt,
-		s.budget.remaining, s.budget.limit, s.budget.reset, s.budget.window, s.budget.per, s.fall.level, s.fall.probeAt)
+		s.budget.remaining, s.budget.limit, s.budget.reset, s.budget.window, s.budget.per, s.fall.level, s.fall.probeAt,
+		s.flight.limit, s.flight.phase, s.flight.sent, s.flight.acks, len(s.lease.leases))
 }
 
 // ReadsCounter reports whether the budget is read as a sliding window

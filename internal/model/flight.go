@@ -1,0 +1,289 @@
+package model
+
+// The learned concurrency limit: how many requests a scope may have in
+// flight, learned when its provider limits requests in flight rather than
+// requests per window.
+//
+// A concurrency limit and a window look the same at first contact: a
+// fleet's first requests go together, the provider accepts some and
+// refuses the rest with a short hint, and the learned limit learns them
+// per the hint's window (learn.go). They differ in what decides a
+// refusal. A concurrency limit of c refuses a request only while c others
+// are in flight, and never one alone; a window refuses every request
+// after its n-th until it resets, however few are in flight. So the model
+// reads, for each refusal, the refused request's level: the requests the
+// scope had in flight when it was admitted, itself included (Refusal.Level:
+// the leases held, or the slow start's requests unanswered), and runs the
+// experiment that tells the two apart.
+//
+//  1. Probation (begin). A hinted refusal that teaches a learned limit to
+//     a scope with nothing configured and no budget advertised puts it on
+//     probation, unless the refused request was alone (level 1: no
+//     concurrency limit refuses it; the scope is rate-limited). The scope
+//     then runs under its learned window and, beside it, a limit of c
+//     requests in flight, c one below the lowest level refused (every
+//     refusal on probation lowers it so), the leases shared through Redis
+//     as a configured Concurrent(c)'s are.
+//  2. The probe beyond the window (beyond). On probation, a request that
+//     only the learned window holds back (its window spent, a slot of c
+//     free, nothing else holding the scope) goes at once as the flight's
+//     probe, one at a time; its answer is awaited as a learned window's
+//     probe's is (Decision.Opens).
+//  3. The verdict. A window refuses the probe: the scope is rate-limited
+//     (rate), its learned window paces it as before, and it sends no more
+//     probes. flightConfirm probes answered without a refusal say the
+//     provider accepts requests its window would not, as long as fewer
+//     than c are in flight: the scope is concurrency-limited (confirmed),
+//     and its learned window no longer applies. A probe costs a rate
+//     limit one refused request, once per what it learns.
+//  4. Confirmed, a refusal at a level above 1 is the limit's: it does not
+//     pause the scope, the refused request waits its own hint, and c
+//     becomes at most the level below the refused one, and c − 1 (lower).
+//     A refusal of a request alone is no concurrency limit's: the scope is
+//     rate-limited (rate), and the refusal pauses it.
+//  5. Raise. Confirmed, every c answers without a refusal, counted while
+//     the limit was full (an admission took its last slot), raise c by one
+//     (raise): additive increase, at most once per round trip of the
+//     limit, so a provider that allows more is found again. A refusal
+//     freezes raises for raiseAfter, as it does the learned window's: the
+//     refused level says where the provider's limit is, and each raise
+//     above it costs a refused request and its task's retry.
+//
+// Leases live flightLease unreleased: a worker that dies leaks none. What
+// was learned is forgotten LearnTTL after it was last taught (a refusal,
+// the confirmation), as the learned window is; Resume forgets it.
+//
+// Invariants: 1 ≤ c while learned; no admission makes the leases in
+// flight sum to more than c; on probation at most one probe beyond the
+// window is out.
+
+// Phases of the learned concurrency limit (flightState.phase).
+const (
+	flightNone      = 0 // nothing learned
+	flightProbation = 1 // a learned window's scope: leases taken, probes beyond the window sent
+	flightConfirmed = 2 // concurrency-limited: the learned concurrency limit paces the scope
+	flightRate      = 3 // rate-limited: the learned window paces the scope, no probes
+)
+
+// flightLease is how long a lease of the learned concurrency limit lives
+// unreleased (µs), as DefaultLease for a configured one: longer than any
+// request a scope waits for, short enough that a dead worker's slot comes
+// back within a minute.
+const flightLease = 60_000_000
+
+// flightConfirm is how many probes beyond a spent window, answered
+// without a refusal, confirm a concurrency limit: one could be a token a
+// bucket refilled, or a slot a sliding log freed, while the window was
+// spent; two in a row, each sent alone beyond the window, are what only a
+// limit on requests in flight grants at once.
+const flightConfirm = 2
+
+// flightState is the scope's learned concurrency limit.
+type flightState struct {
+	limit   int64 // c: requests in flight (0: none learned)
+	phase   int64 // flightNone, flightProbation, flightConfirmed, flightRate
+	// probation: the probes beyond the window: the first went at since
+	// (µs, 0 none), sent of them, acks answered, the last sent or
+	// answered at last (µs); confirmed: acks are the answers toward a raise
+	since, sent, acks, last int64
+	full    bool  // confirmed: an admission took the last slot since the last raise
+	frozen  int64 // µs: no raise before it (a refusal at the level)
+	expires int64 // µs: forgotten at (0: empty)
+}
+
+// spec is the learned concurrency limit as a limit.
+func (f flightState) spec() LimitSpec {
+	return LimitSpec{concurrent: true, per: flightLease, n: f.limit}
+}
+
+// leasing reports whether the scope's admissions take a lease on the
+// learned concurrency limit: on probation and confirmed.
+func (f flightState) leasing() bool {
+	return f.phase == flightProbation || f.phase == flightConfirmed
+}
+
+// begin puts a scope on probation at now when a hinted refusal of a
+// request at level taught it the learned limit n (rule 1), with nothing
+// configured and no budget (configured), and nothing learned of its
+// concurrency yet; a level unknown (0) starts c at n.
+func (f *flightState) begin(now, n, level int64, configured bool) {
+	switch {
+	case configured || f.phase != flightNone || n <= 0:
+	case level == 1:
+		*f = flightState{phase: flightRate, expires: now + LearnTTL}
+	default:
+		*f = flightState{limit: n, phase: flightProbation, expires: now + LearnTTL}
+		f.below(level)
+	}
+}
+
+// below lowers c below a refused level (0: unknown, no change), to at
+// least 1.
+func (f *flightState) below(level int64) {
+	if level > 0 {
+		f.limit = max(1, min(f.limit, level-1))
+	}
+}
+
+// beyond reports whether, on probation, a request of cost goes at now as
+// a probe beyond the window (rule 2): as a slow start's (start.go), each
+// probe answered lets two more go, from one, so the probes in flight
+// double with every round trip while the provider takes them; or the last
+// probe's answer is overdue (Params.Answer).
+func (f flightState) beyond(p Params, now, cost int64) bool {
+	return f.phase == flightProbation && (f.sent+cost <= 1+2*f.acks || now >= f.last+p.Answer)
+}
+
+// probe records a probe of cost admitted at at.
+func (f *flightState) probe(at, cost int64) {
+	if f.since == 0 {
+		f.since = at
+	}
+	f.sent, f.last = f.sent+cost, at
+}
+
+// probed reports whether the request admitted at at (its answer id,
+// Decision.Opens) is a probe beyond the window.
+func (f flightState) probed(at int64) bool {
+	return f.phase == flightProbation && f.since > 0 && at >= f.since
+}
+
+// answer records at now the answer, without a refusal, of the request
+// admitted at at, n the learned window's limit: a probe's counts toward
+// the verdict (rule 3), which n of them confirm.
+func (f *flightState) answer(now, at, n int64) {
+	if !f.probed(at) {
+		return
+	}
+	f.acks, f.last = f.acks+1, now
+	if f.acks >= max(n, flightConfirm) {
+		*f = flightState{limit: f.limit, phase: flightConfirmed, expires: max(f.expires, now+LearnTTL)}
+	}
+}
+
+// released records at now the end of a request of the confirmed limit,
+// answered without a refusal or not (rule 5).
+func (f *flightState) released(now int64, answered bool) {
+	if f.phase != flightConfirmed || !answered || !f.full {
+		return
+	}
+	f.acks++
+	if f.acks < f.limit || now < f.frozen {
+		return
+	}
+	f.limit++
+	f.acks, f.full = 0, false
+}
+
+// What a refusal is to the learned concurrency limit (flightState.refuse).
+const (
+	flightPause = iota // a refusal as any other: it pauses the scope
+	flightOwn          // the limit's: the refused request waits its own hint, the scope is not paused
+	flightSpent        // the probe's, hinted: the learned window was spent, as known; the scope is paused, and nothing is learned
+)
+
+// refuse learns from a provider's refusal r at now, of a request at
+// r.Level (0 unknown), the scope open or not, and tells what it is
+// (flightPause, flightOwn, flightSpent): rules 3 and 4.
+func (f *flightState) refuse(now int64, r Refusal, open bool) int {
+	level := r.Level
+	switch {
+	case f.probed(r.Opens): // rule 3: a window refused the probe
+		*f = flightState{phase: flightRate, expires: f.expires}
+		if r.Hinted {
+			return flightSpent
+		}
+	case f.phase == flightProbation && level == 1:
+		*f = flightState{phase: flightRate, expires: f.expires}
+	case f.phase == flightProbation:
+		f.below(level)
+	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
+		f.phase = flightRate
+	case f.phase == flightConfirmed && open:
+		f.lower(now, level)
+		return flightOwn
+	}
+	return flightPause
+}
+
+// lower sets c below the refused level, and to c − 1, at least 1, and
+// freezes raises (rule 4).
+func (f *flightState) lower(now, level int64) {
+	f.limit = max(1, f.limit-1)
+	f.below(level)
+	f.acks, f.full = 0, false
+	f.frozen = now + raiseAfter
+	f.expires = max(f.expires, now+LearnTTL)
+}
+
+// beyond reports whether the request, which the limits admit only at at
+// (later than now, or not within the hold), goes at once as the learned
+// concurrency limit's probe beyond the learned window (rule 2): the
+// learned window is what holds it (not a paced one's pace: its
+// admissions are spread, not spent), the limit has a slot for it, and the
+// probation lets it go.
+func (a admission) beyond(at int64) bool {
+	s := a.s
+	if !a.probing(at) || !s.flight.beyond(a.p, a.now, a.cost) {
+		return false
+	}
+	return concEarliest(s.lease.leases, s.flight.spec(), a.now, a.cost) == a.now
+}
+
+// probing reports whether, on probation, the request that the limits
+// admit only at at is held by the learned window, unpaced: a probe beyond
+// it may go as soon as a slot or the probes' ramp lets it (beyond).
+func (a admission) probing(at int64) bool {
+	return a.lim.learned && a.lim.flight && !a.lim.states[0].paced && at > a.now && a.s.flight.phase == flightProbation
+}
+
+// awaitProbe is the verdict of a request that waits for a probe's room
+// (probing): limited by what is in flight, as by a concurrency limit
+// with every slot taken, it asks again concurrentPoll from now (or at at,
+// if sooner), or when a release or an answer in its process wakes it,
+// instead of waiting for the learned window's next.
+func (a admission) awaitProbe(d Decision, at int64) Decision {
+	d.Code, d.Reason, d.Unreserved = Limited, ReasonInFlight, true
+	d.Wait, d.Spread = a.deferTo(min(at, a.now+concurrentPoll))
+	return d
+}
+
+// commitBeyond admits the probe beyond the learned window at now: it takes
+// its lease, and its answer is awaited. It does not count in the learned
+// cycle: it is beyond the window, and teaches the window nothing.
+func (a admission) commitBeyond(d Decision) Decision {
+	s := a.s
+	s.flight.probe(a.now, a.cost)
+	d.Opens = a.now
+	s.lease.spend(s.flight.spec(), a.p, a.al, a.now, a.now, a.cost, a.id)
+	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
+	return d
+}
+
+// level is an admission's level after its commit at at: the leases the
+// learned concurrency limit holds, its own included, or, in a slow
+// start, the start's requests unanswered (0: neither).
+func (a admission) level(at int64, starts bool) int64 {
+	s := a.s
+	switch {
+	case s.flight.leasing():
+		if h := concHeld(s.lease.leases, at); s.flight.phase == flightConfirmed && h >= s.flight.limit {
+			s.flight.full = true
+		}
+		return concHeld(s.lease.leases, at)
+	case starts:
+		return s.start.sent - s.start.answered
+	}
+	return 0
+}
+
+// refuseFlight applies a provider's refusal at now to the learned
+// concurrency limit (flightState.refuse), and tells what it is; a
+// refusal of the limit (flightOwn) answers the refused request's own
+// deadline (ms: now and its pause).
+func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict int, own int64) {
+	if r.Operator || len(p.Limits) > 0 {
+		return flightPause, 0
+	}
+	return s.flight.refuse(now, r, open), ceilMs(now) + r.Pause
+}
