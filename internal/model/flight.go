@@ -112,7 +112,7 @@ func (f *flightState) begin(now, n, level int64, configured bool) {
 	case level == 1:
 		*f = flightState{phase: flightRate, expires: now + LearnTTL}
 	default:
-		*f = flightState{limit: n, phase: flightProbation, expires: now + LearnTTL}
+		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, expires: now + LearnTTL}
 		f.below(level)
 	}
 }
@@ -157,7 +157,7 @@ func (f *flightState) answer(now, at, n int64) {
 	}
 	f.acks, f.last = f.acks+1, now
 	if f.acks >= max(n, flightConfirm) {
-		*f = flightState{limit: f.limit, phase: flightConfirmed, expires: max(f.expires, now+LearnTTL)}
+		*f = flightState{limit: f.limit, phase: flightConfirmed, frozen: f.frozen, expires: max(f.expires, now+LearnTTL)}
 	}
 }
 
