@@ -66,6 +66,8 @@ type admission struct {
 	spread     bool          // the line spreads deferred tasks (a GCRA limit): wake at the slot
 	unreserved bool          // limited, the instant not reserved: hold until it, ask again (see decision)
 	byOperator bool          // the pause was set by Gate.Pause
+	leased     bool          // it took a lease on the learned concurrency limit: release it
+	level      int64         // its level (model.Decision.Level): a refusal of it tells it
 
 	// The reply's instants as the model has them (Unix µs, the deadline in
 	// ms), for the differential test.
@@ -79,7 +81,7 @@ func admissionOf(a store.Admission) admission {
 	r := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond,
 		now: time.UnixMicro(a.Now), reopen: d.Reopen, cacheable: d.Cache, limited: d.Limited,
 		probe: d.Probe, opens: d.Opens, seq: d.Seq, byOperator: d.ByOp, spread: d.Spread, unreserved: d.Unreserved,
-		nowMicros: a.Now, untilDeadline: d.Until}
+		leased: d.Leased, level: d.Level, nowMicros: a.Now, untilDeadline: d.Until}
 	if d.Until != 0 {
 		r.until = time.UnixMilli(d.Until)
 	}

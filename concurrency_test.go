@@ -169,7 +169,7 @@ func TestConcurrentState(t *testing.T) {
 	if err != nil || len(ps) != 1 || ps[0].Scope != s || ps[0].Reason != ReasonInFlight {
 		t.Fatalf("Pauses = %+v, %v; want the scope, in flight", ps, err)
 	}
-	g.release(ctx, s, k, grants[0])
+	g.release(ctx, s, k, grants[0], true)
 	gr, err := g.admission(ctx, s, k, 1, false, Background, false)
 	if err != nil || gr.lease == "" {
 		t.Fatalf("after a release: %+v, %v; want admitted", gr, err)

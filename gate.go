@@ -459,10 +459,11 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 // pause is Pause for a valid scope s whose keys are k.
 func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r store.Refusal) (Pause, error) {
 	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
-	until, rem, _, err := g.store.Pause(ctx, k, g.clamp(d), r, specs(g.limitsOf(s))...)
+	rec, err := g.store.Pause(ctx, k, g.clamp(d), r, specs(g.limitsOf(s))...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
 	}
+	until, rem := rec.Until, rec.Remaining
 	g.notePause(k, until, rem, r.Operator)
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, nil
 }

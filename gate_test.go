@@ -256,7 +256,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	// FallbackPause 12h caps a hintless episode's pause, whose first is a
 	// second: a refusal without a hint still pauses the scope.
-	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0, 0); !ok || p.Remaining != time.Second || !p.Until.Equal(t0.Add(time.Second)) {
+	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0, 0, grant{}); !ok || p.Remaining != time.Second || !p.Until.Equal(t0.Add(time.Second)) {
 		t.Errorf("refusal without hint recorded %v until %v (%v), want 1s", p.Remaining, p.Until, ok)
 	}
 	// FallbackBase 15m, FallbackCap 12h.

@@ -22,7 +22,7 @@ func TestUnhintedRefusalKeepsExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := scopeKeys("qgtest", s)
-	if _, ok := g.record(ctx, s, k, 0, 0); !ok {
+	if _, ok := g.record(ctx, s, k, 0, 0, grant{}); !ok {
 		t.Fatal("refusal not recorded")
 	}
 	for _, key := range c.MR.Keys() {

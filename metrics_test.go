@@ -64,7 +64,7 @@ func TestMetricsOutcomes(t *testing.T) {
 	if err := g.admit(ctx, open, 1, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.record(ctx, secret, scopeKeys("qgtest", secret), 30*time.Second, 0); !ok {
+	if _, ok := g.record(ctx, secret, scopeKeys("qgtest", secret), 30*time.Second, 0, grant{}); !ok {
 		t.Fatal("refusal not recorded")
 	}
 	var d *Deferral

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -102,26 +103,27 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 // first request's Transport released it already.
 func (g *Gate) releaseTask(ctx context.Context, s Scope, ta *taskAdmission) {
 	if ta.grant.lease != "" && ta.released.CompareAndSwap(false, true) {
-		g.release(ctx, s, ta.keys, ta.grant)
+		g.release(ctx, s, ta.keys, ta.grant, ta.refused.Load() == nil && !ta.refusal.Load())
 	}
 }
 
 // release ends the lease of the admission gr on the concurrency limits of
-// s (a request's response arrived, or its handler returned), and wakes as
+// s (a request's response arrived, or its handler returned; answered: it
+// was not refused, which a learned concurrency limit counts), and wakes as
 // many of this process's workers waiting for a slot of s. A release the
 // store fails is tried once more, in the background, StoreTimeout later
 // (a store that stalled a moment, as a loaded machine's does, answers
 // again), and then logged: the lease expires by itself (Limit.Period), its
 // slot lost until then.
-func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant) {
+func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant, answered bool) {
 	if gr.lease == "" {
 		return
 	}
 	ctx, ls := context.WithoutCancel(ctx), specs(g.limitsOf(s))
-	if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+	if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls, answered); err != nil {
 		go func() {
 			time.Sleep(g.cfg.StoreTimeout)
-			if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls); err != nil {
+			if _, err := g.store.Release(ctx, k, gr.lease, gr.cost, ls, answered); err != nil {
 				g.cfg.Logger.Warn("quotagate: could not release a lease of a concurrency limit (it expires by itself)", "scope", s.String(), "err", err)
 			}
 		}()
@@ -136,7 +138,8 @@ func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Durati
 	if p := ta.refused.Load(); p != nil {
 		return &recorded{err: err, pause: *p}
 	}
-	if p, ok := g.record(ctx, s, ta.keys, hint, 0); ok {
+	ta.refusal.Store(true)
+	if p, ok := g.record(ctx, s, ta.keys, hint, 0, ta.grant); ok {
 		return &recorded{err: err, pause: p}
 	}
 	return err
@@ -169,6 +172,7 @@ type grant struct {
 	// release ("" none), of cost units
 	lease string
 	cost  int
+	level int64 // its level (model.Decision.Level), which its refusal tells
 }
 
 // admission is admit for work of class c, also returning the grant. It is
@@ -193,7 +197,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
 		interactive: c == Interactive}
 	rechecked := false
-	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), p: p}
+	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), configuredLease: concurrent(ls), p: p}
 	var inFlight time.Duration // held so far for a slot in flight
 	for {
 		gen := g.open.Begin()
@@ -237,14 +241,17 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 }
 
 // asking is what every round of one admission asks with: the scope, its
-// keys, the class, the cost, the lease id ("" none) and the policy.
+// keys, the class, the cost, the lease id ("" none) and whether a
+// configured concurrency limit takes it (configuredLease; otherwise only
+// an admission the learned one leases holds it), and the policy.
 type asking struct {
-	s     Scope
-	k     schema.Keys
-	c     Class
-	cost  int
-	lease string
-	p     policy
+	s               Scope
+	k               schema.Keys
+	c               Class
+	cost            int
+	lease           string
+	configuredLease bool
+	p               policy
 }
 
 // waiting is a worker's place among the waiters of one scope during one
@@ -296,7 +303,7 @@ func (g *Gate) admitFailed(ctx context.Context, q asking, counts int64, err erro
 		// The script may have taken the lease before the call failed:
 		// give it back (a lease never taken is released as nothing),
 		// without holding up the fail-open or fail-closed answer.
-		go g.release(ctx, q.s, q.k, grant{lease: q.lease, cost: q.cost})
+		go g.release(ctx, q.s, q.k, grant{lease: q.lease, cost: q.cost}, false)
 	}
 	if ctx.Err() != nil {
 		return a, false, ctx.Err()
@@ -338,11 +345,14 @@ func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time
 	}
 	g.metrics.admission(q.s.Provider, q.c, outcomeAdmitted)
 	g.metrics.wait(q.s.Provider, q.c, wait)
-	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, lease: q.lease}
+	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, level: a.level}
+	if a.leased || q.configuredLease {
+		gr.lease = q.lease
+	}
 	err := sleep(ctx, wait) // a slot reserved ahead: only with a place (nowOnly otherwise)
 	w.leave()
 	if err != nil {
-		g.release(ctx, q.s, q.k, gr)
+		g.release(ctx, q.s, q.k, gr, false)
 		return grant{}, err
 	}
 	return gr, nil
@@ -373,15 +383,20 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 	return err
 }
 
-// leaseID returns a new lease id when a concurrency limit is among ls, ""
-// otherwise: 64 random bits, unique among the leases of a scope.
+// leaseID returns a new lease id when a concurrency limit is among ls, or
+// none is configured (the scope may have learned one: internal/model's
+// flight.go), "" otherwise: 64 random bits, unique among the leases of a
+// scope.
 func (g *Gate) leaseID(ls []Limit) string {
-	for _, l := range ls {
-		if l.Concurrent {
-			return strconv.FormatUint(rand.Uint64(), 36)
-		}
+	if len(ls) > 0 && !concurrent(ls) {
+		return ""
 	}
-	return ""
+	return strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// concurrent reports whether a concurrency limit is among ls.
+func concurrent(ls []Limit) bool {
+	return slices.ContainsFunc(ls, func(l Limit) bool { return l.Concurrent })
 }
 
 // deferred returns the deferral d of scope s and class c, counted.

@@ -292,7 +292,7 @@ func TestResumeLiftsEverything(t *testing.T) {
 	defer g.Close()
 	ctx := context.Background()
 	k := scopeKeys("qgtest", s)
-	if _, ok := g.record(ctx, s, k, 30*time.Second, 0); !ok {
+	if _, ok := g.record(ctx, s, k, 30*time.Second, 0, grant{}); !ok {
 		t.Fatal("refusal not recorded")
 	}
 	for range 3 {

@@ -107,6 +107,7 @@ type taskAdmission struct {
 	refused  atomic.Pointer[Pause]
 	answered atomic.Bool // the learned window its grant opened was answered
 	released atomic.Bool // its grant's lease was released (see Gate.release)
+	refusal  atomic.Bool // its handler returned a Refusal: its release is not an answer
 }
 
 type scopeCtxKey struct{}

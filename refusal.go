@@ -69,9 +69,9 @@ func (r *recorded) Unwrap() error { return r.err }
 // refusal.alt) and returns the pause in force, or false when the store
 // could not record it. It runs even when the task's context has ended: the
 // refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration) (Pause, bool) {
+func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration, gr grant) (Pause, bool) {
 	d := hint
-	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond}
+	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond, Level: gr.level, Opens: gr.opens}
 	if hint > 0 && alt > 0 {
 		facts.Alt = g.clamp(alt)
 	}
@@ -83,7 +83,8 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	}
 	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
 	facts.Counts = g.uncounted.Take(k.Pause)
-	until, rem, moved, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
+	rec, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
+	until, rem := rec.Until, rec.Remaining
 	if err != nil {
 		g.uncounted.Add(k.Pause, facts.Counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
@@ -91,14 +92,20 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		return Pause{}, false
 	}
 	g.metrics.refusal(s.Provider)
-	g.notePause(k, until, rem, false)
-	if moved {
+	switch {
+	case rec.Own: // the scope is not paused: the refused task waits its own hint
+		g.cfg.Logger.Debug("quotagate: provider refused a request too many in flight; its learned concurrency limit is lowered",
+			"scope", s.String(), "hint", hint, "until", until)
+		return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
+	case rec.Moved:
+		g.notePause(k, until, rem, false)
 		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until}
 		if facts.Alt > 0 { // the hint may be milliseconds: until says which was read
 			attrs = append(attrs, "hint_as_ms", facts.Alt)
 		}
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
-	} else { // a request already on its way when the scope paused
+	default: // a request already on its way when the scope paused
+		g.notePause(k, until, rem, false)
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
 			"until", until, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))
 	}

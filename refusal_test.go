@@ -18,7 +18,7 @@ func TestOneLogLinePerPause(t *testing.T) {
 	s := Scope{Provider: "acme", Account: "a"}
 	k := scopeKeys("qgtest", s)
 	for range 4 {
-		if _, ok := g.record(context.Background(), s, k, 10*time.Second, 0); !ok {
+		if _, ok := g.record(context.Background(), s, k, 10*time.Second, 0, grant{}); !ok {
 			t.Fatal("refusal not recorded")
 		}
 	}

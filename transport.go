@@ -76,20 +76,20 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	sent := t.g.now() // the round trip (model.Observation.RTT), on the monotonic clock by default
 	resp, err := t.base.RoundTrip(req)
+	refused := err == nil && isRefusal(resp)
 	if !taskGrant || sc.task.released.CompareAndSwap(false, true) {
-		t.g.release(ctx, sc.scope, k, gr) // the request is over: its slot in flight is free
+		t.g.release(ctx, sc.scope, k, gr, err == nil && !refused) // the request is over: its slot in flight is free
 	}
 	if err != nil {
 		return resp, err
 	}
 	rtt := t.g.now().Sub(sent)
-	refused := isRefusal(resp)
 	opened := openedBy(sc, gr, taskGrant, refused)
 	o := responseObservation(resp, t.g.now())
 	o.Seq, o.Opened, o.RTT = gr.seq, opened, rtt.Microseconds()
 	t.g.observe(ctx, sc.scope, k, o, gr.probe || opened > 0)
 	if refused {
-		t.recordRefusal(ctx, sc, k, resp, o)
+		t.recordRefusal(ctx, sc, k, resp, o, gr)
 	}
 	return resp, nil
 }
@@ -133,9 +133,9 @@ func openedBy(sc scopeCtx, gr grant, taskGrant, refused bool) int64 {
 // recordRefusal records the pause the refusal resp asks for, with the hint
 // read from its headers and body, and tells the task (the Middleware will
 // not record it again).
-func (t *transport) recordRefusal(ctx context.Context, sc scopeCtx, k schema.Keys, resp *http.Response, o model.Observation) {
+func (t *transport) recordRefusal(ctx context.Context, sc scopeCtx, k schema.Keys, resp *http.Response, o model.Observation, gr grant) {
 	wait, _ := hint.From(resp, peekBody(resp))
-	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o)); ok && sc.task != nil {
+	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o), gr); ok && sc.task != nil {
 		sc.task.refused.Store(&p)
 	}
 }

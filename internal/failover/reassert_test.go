@@ -37,7 +37,8 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) pause(account string) (schema.Keys, int64) {
 	f.t.Helper()
 	k := schema.ScopeKeys("qg", "ups", account)
-	until, rem, _, err := f.st.Pause(f.t.Context(), k, 30*time.Second, store.Refusal{Operator: true})
+	rec, err := f.st.Pause(f.t.Context(), k, 30*time.Second, store.Refusal{Operator: true})
+	until, rem := rec.Until, rec.Remaining
 	if err != nil {
 		f.t.Fatal(err)
 	}

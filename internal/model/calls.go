@@ -36,7 +36,7 @@ func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
 	if r.Class == Interactive {
 		line = k.ILine
 	}
-	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start},
+	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start, k.Flight, k.FlightConc},
 		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, int(r.Class), r.Reserve, r.Lend, r.Lease})
 }
 
@@ -67,19 +67,21 @@ type RefuseRequest struct {
 	Channel  string
 	Counts   int64 // admissions no script counted, reported first
 	Alt      int64 // ms: the hint read as milliseconds (0: not in question)
+	Level    int64 // the refused request's level (Refusal.Level; 0 unknown)
+	Opens    int64 // µs: the refused request's answer id (Refusal.Opens; 0 none)
 }
 
 // Call returns the keys and arguments of RefuseScript for the scope of k.
 func (r RefuseRequest) Call(k schema.Keys) ([]string, []any) {
-	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start},
-		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Channel, r.Counts, r.Alt})
+	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start, k.Flight, k.FlightConc},
+		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Channel, r.Counts, r.Alt, r.Level, r.Opens})
 }
 
 // ObserveCall returns the keys and arguments of ObserveScript recording o
 // for the scope of k, announced on channel, whose configured limits are
 // ls.
 func ObserveCall(k schema.Keys, o Observation, channel string, ls []LimitSpec) ([]string, []any) {
-	return []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start},
+	return []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start, k.Flight},
 		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, channel, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
 }
 
@@ -100,19 +102,21 @@ func (r ReassertRequest) Call(k schema.Keys) ([]string, []any) {
 }
 
 // ReleaseCall returns the keys and arguments of ReleaseScript ending the
-// lease id of cost on the concurrency limits among ls; no keys when there
-// is nothing to release.
-func ReleaseCall(k schema.Keys, ls []LimitSpec, id string, cost int64) ([]string, []any) {
-	var ks []string
+// lease id of cost: on the concurrency limits among ls, or, with none
+// configured, on the learned one (whose admission answered Leased);
+// answered tells that its request was not refused. No keys when there is
+// nothing to release.
+func ReleaseCall(k schema.Keys, ls []LimitSpec, id string, cost int64, answered bool) ([]string, []any) {
+	ks := []string{k.Flight, k.FlightConc}
 	for i, l := range ls {
 		if l.concurrent {
 			ks = append(ks, k.Limit(i, l.kind()))
 		}
 	}
-	if len(ks) == 0 || id == "" {
+	if len(ls) > 0 && len(ks) == 2 || id == "" {
 		return nil, nil
 	}
-	return ks, []any{lease{id: id, cost: max(cost, 1)}.member()}
+	return ks, []any{lease{id: id, cost: max(cost, 1)}.member(), boolArg(answered), len(ls)}
 }
 
 // ResumeCall returns the keys and arguments of ResumeScript for the scope
@@ -120,7 +124,7 @@ func ReleaseCall(k schema.Keys, ls []LimitSpec, id string, cost int64) ([]string
 // state of every limit it may have, of every kind at every index below
 // schema.MaxLimits, whichever gate configured it.
 func ResumeCall(k schema.Keys, maxPause int64, channel string) ([]string, []any) {
-	del := []string{k.Resumed, k.Pause, k.PauseBy, k.Line, k.ILine, k.Class, k.Budget, k.LearnWin, k.LearnLog, k.Fallback, k.Start}
+	del := []string{k.Resumed, k.Pause, k.PauseBy, k.Line, k.ILine, k.Class, k.Budget, k.LearnWin, k.LearnLog, k.Fallback, k.Start, k.Flight, k.FlightConc}
 	for i := range schema.MaxLimits {
 		for _, kind := range schema.LimitKinds {
 			del = append(del, k.Limit(i, kind))
@@ -172,5 +176,6 @@ func boolArg(b bool) int {
 func AdmitDecision(v map[string]int64) (d Decision, now int64) {
 	return Decision{Code: v["code"], Reason: Reason(v["reason"]), Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
 		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
-		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn}, v["now"]
+		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn,
+		Leased: v["leased"] == flagOn, Level: v["level"]}, v["now"]
 }

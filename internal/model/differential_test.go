@@ -331,7 +331,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				x = held[e.lease]
 			}
 			n := int64(0)
-			if ks, args := ReleaseCall(k, specsOf(ls), x.id, x.cost); len(ks) > 0 {
+			if ks, args := ReleaseCall(k, specsOf(ls), x.id, x.cost, true); len(ks) > 0 {
 				var err error
 				if n, err = ReleaseScript.Run(ctx, rdb, ks, args...).Int64(); err != nil {
 					t.Fatalf("event %d %v: %v", i, e, err)

@@ -80,15 +80,15 @@ const flightConfirm = 2
 
 // flightState is the scope's learned concurrency limit.
 type flightState struct {
-	limit   int64 // c: requests in flight (0: none learned)
-	phase   int64 // flightNone, flightProbation, flightConfirmed, flightRate
+	limit int64 // c: requests in flight (0: none learned)
+	phase int64 // flightNone, flightProbation, flightConfirmed, flightRate
 	// probation: the probes beyond the window: the first went at since
 	// (µs, 0 none), sent of them, acks answered, the last sent or
 	// answered at last (µs); confirmed: acks are the answers toward a raise
 	since, sent, acks, last int64
-	full    bool  // confirmed: an admission took the last slot since the last raise
-	frozen  int64 // µs: no raise before it (a refusal at the level)
-	expires int64 // µs: forgotten at (0: empty)
+	full                    bool  // confirmed: an admission took the last slot since the last raise
+	frozen                  int64 // µs: no raise before it (a refusal at the level)
+	expires                 int64 // µs: forgotten at (0: empty)
 }
 
 // spec is the learned concurrency limit as a limit.

@@ -21,6 +21,8 @@
 //	<prefix>:{<provider>:<account>}:llog     the learned limit's log, when it is one (sorted set, as slog)
 //	<prefix>:{<provider>:<account>}:fallback the hintless pause's episode (hash, FallbackFields)
 //	<prefix>:{<provider>:<account>}:start    the slow start of a silent provider (hash, StartFields)
+//	<prefix>:{<provider>:<account>}:flight   the learned concurrency limit (hash, FlightFields)
+//	<prefix>:{<provider>:<account>}:fconc    its leases (sorted set, as conc)
 //	<prefix>:{<provider>:<account>}:resumed  the Redis TIME (Unix ms) of the last Resume (expires MaxPause after it)
 //
 // A window count hash has one field per window, named by its start (Unix
@@ -62,6 +64,10 @@ var FallbackFields = []string{"level", "probeAt", "expires"}
 // StartFields are the fields of the start hash, as startState names them.
 var StartFields = []string{"began", "last", "sent", "answered", "over", "expires"}
 
+// FlightFields are the fields of the flight hash, as flightState names
+// them.
+var FlightFields = []string{"limit", "phase", "since", "sent", "acks", "last", "full", "frozen", "expires"}
+
 // FieldOrigin names the origin of unaligned windows in a count hash.
 const FieldOrigin = "origin"
 
@@ -70,6 +76,7 @@ type Keys struct {
 	Base                                               string // "<prefix>:{<provider>:<account>}:", which every key starts with
 	Pause, PauseBy, Tat, Line, Budget, Learn, LearnWin string
 	ILine, Class, Resumed, Fallback, LearnLog, Start   string
+	Flight, FlightConc                                 string // the learned concurrency limit and its leases
 }
 
 var (
@@ -89,7 +96,8 @@ func ScopeKeys(prefix, provider, account string) Keys {
 func BaseKeys(base string) Keys {
 	return Keys{Base: base, Pause: base + "pause", PauseBy: base + "pauseby", Tat: base + "tat", Line: base + "line",
 		Budget: base + "budget", Learn: base + "learn", LearnWin: base + "lwin", ILine: base + "iline", Class: base + "class",
-		Resumed: base + "resumed", Fallback: base + "fallback", LearnLog: base + "llog", Start: base + "start"}
+		Resumed: base + "resumed", Fallback: base + "fallback", LearnLog: base + "llog", Start: base + "start",
+		Flight: base + "flight", FlightConc: base + "fconc"}
 }
 
 // LimitKind is the kind of a configured limit, which names its key.
@@ -141,7 +149,7 @@ func (k Keys) Limit(i int, kind LimitKind) string {
 // aside (the note of the last Resume records nothing of the scope); the
 // second and further limits add numbered ones (tat2, win3, slog2, conc2,
 // ...).
-var Kinds = []string{"pause", "pauseby", "tat", "win", "slog", "conc", "line", "iline", "class", "budget", "learn", "lwin", "llog", "fallback", "start"}
+var Kinds = []string{"pause", "pauseby", "tat", "win", "slog", "conc", "line", "iline", "class", "budget", "learn", "lwin", "llog", "fallback", "start", "flight", "fconc"}
 
 // ParsePauseKey returns the provider and account whose pause key under
 // prefix is key, as ScopeKeys builds it, and false for any key ScopeKeys

@@ -80,7 +80,7 @@ func TestAdmitFixedWindow(t *testing.T) {
 		k := scopeKeys("qgtest", "ups")
 		// A refusal "try again in 1 second": the provider's window resets at
 		// t0+1s, read to the second.
-		if _, _, _, err := st.Pause(context.Background(), k, time.Second, Refusal{Hinted: true, Precision: time.Second}); err != nil {
+		if _, err := st.Pause(context.Background(), k, time.Second, Refusal{Hinted: true, Precision: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		r := fw(fixedWindow(2, 5*time.Second))

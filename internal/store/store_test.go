@@ -29,7 +29,8 @@ func TestStorePauseRecord(t *testing.T) {
 			st := testStore(e.Rdb, e.Prefix)
 			k := scopeKeys(e.Prefix, "ups", "acct-1")
 
-			until, rem, _, err := st.Pause(ctx, k, 30*time.Second, exactPause)
+			r, err := st.Pause(ctx, k, 30*time.Second, exactPause)
+			until, rem := r.Until, r.Remaining
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +75,8 @@ func TestStorePauseRealExpiry(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, prefix)
 	k := scopeKeys(prefix, "ups")
-	_, rem, _, err := st.Pause(ctx, k, model.MinPause, exactPause)
+	r, err := st.Pause(ctx, k, model.MinPause, exactPause)
+	rem := r.Remaining
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,8 @@ func TestPauseExpiresAtDeadline(t *testing.T) {
 	var off []string
 	for i := range 3000 {
 		k := scopeKeys(prefix, "expiry", strconv.Itoa(i))
-		until, _, _, err := st.Pause(ctx, k, model.MinPause, exactPause)
+		r, err := st.Pause(ctx, k, model.MinPause, exactPause)
+		until := r.Until
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +154,7 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(rdb, "qgtest")
 	k := scopeKeys("qgtest", "ups")
-	if _, _, _, err := st.Pause(ctx, k, 5*time.Second, exactPause); err != nil {
+	if _, err := st.Pause(ctx, k, 5*time.Second, exactPause); err != nil {
 		t.Fatal(err)
 	}
 	c.MR.SetTime(t0.Add(6 * time.Second)) // TIME moves, the TTL does not
@@ -166,7 +169,8 @@ func TestStoreExpiredRecordIsOpen(t *testing.T) {
 	if err != nil || a.Code != model.Admitted {
 		t.Errorf("admit = %+v, %v; want admitted", a, err)
 	}
-	until, rem, _, err := st.Pause(ctx, k, 2*time.Second, exactPause)
+	r, err := st.Pause(ctx, k, 2*time.Second, exactPause)
+	until, rem := r.Until, r.Remaining
 	if err != nil || rem != 2*time.Second || !until.Equal(t0.Add(8*time.Second)) {
 		t.Errorf("pause over an expired record = %v, %v, %v; want %v, 2s", until, rem, err, t0.Add(8*time.Second))
 	}
@@ -200,7 +204,8 @@ func TestStoreMalformedRecord(t *testing.T) {
 				if err != nil || a.Code != model.Admitted {
 					t.Errorf("record %q: admit = %+v, %v; want admitted", v, a, err)
 				}
-				until, rem, _, err := st.Pause(ctx, k, 10*time.Second, exactPause)
+				r, err := st.Pause(ctx, k, 10*time.Second, exactPause)
+				until, rem := r.Until, r.Remaining
 				if err != nil {
 					t.Errorf("record %q: pause: %v", v, err)
 					continue
@@ -244,8 +249,8 @@ func TestStoreWrongType(t *testing.T) {
 				if a, err := st.Admit(ctx, k, admitRequest(1, 0)); err != nil || a.Code != model.Admitted {
 					t.Errorf("%s: admit %+v, %v; want admitted", k.Pause, a, err)
 				}
-				if _, rem, _, err := st.Pause(ctx, k, 10*time.Second, exactPause); err != nil || rem != 10*time.Second {
-					t.Errorf("%s: pause %v, %v; want 10s", k.Pause, rem, err)
+				if r, err := st.Pause(ctx, k, 10*time.Second, exactPause); err != nil || r.Remaining != 10*time.Second {
+					t.Errorf("%s: pause %v, %v; want 10s", k.Pause, r.Remaining, err)
 				}
 				if typ := e.Rdb.Type(ctx, k.Pause).Val(); typ != "string" {
 					t.Errorf("%s: type %q after Pause, want a string deadline", k.Pause, typ)
@@ -363,7 +368,7 @@ func TestAdmitPaused(t *testing.T) {
 		c, rdb := newMini(t)
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", "ups")
-		if _, _, _, err := st.Pause(context.Background(), k, 5*time.Second, exactPause); err != nil {
+		if _, err := st.Pause(context.Background(), k, 5*time.Second, exactPause); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, nil, time.Second, []admitStep{
@@ -396,7 +401,7 @@ func TestAdmitPaused(t *testing.T) {
 		st := testStore(rdb, "qgtest")
 		k := scopeKeys("qgtest", "ups")
 		l := []model.LimitSpec{perSecond(10, 3)}
-		if _, _, _, err := st.Pause(context.Background(), k, 5*time.Second, exactPause, l...); err != nil {
+		if _, err := st.Pause(context.Background(), k, 5*time.Second, exactPause, l...); err != nil {
 			t.Fatal(err)
 		}
 		runAdmitSteps(t, c, st, k, l, 250*ms, []admitStep{
@@ -498,7 +503,7 @@ func TestAdmitBothBackends(t *testing.T) {
 				}
 			}
 			// A pause on top: paused, nothing admitted, wait to a slot after it.
-			if _, _, _, err := st.Pause(ctx, k, 30*time.Second, exactPause); err != nil {
+			if _, err := st.Pause(ctx, k, 30*time.Second, exactPause); err != nil {
 				t.Fatal(err)
 			}
 			a, err := st.Admit(ctx, k, admitRequest(1, 0))
@@ -526,7 +531,7 @@ func TestStoreTimeout(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 30*time.Second {
 		t.Errorf("run took %v with a 100ms store timeout", elapsed) // the client alone would block forever
 	}
-	if _, _, _, err := st.Pause(ctx, k, time.Minute, exactPause); !errors.Is(err, ErrTimeout) {
+	if _, err := st.Pause(ctx, k, time.Minute, exactPause); !errors.Is(err, ErrTimeout) {
 		t.Errorf("pause on a silent store: %v, want ErrTimeout", err)
 	}
 	if err := st.Resume(ctx, k); !errors.Is(err, ErrTimeout) {

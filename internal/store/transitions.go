@@ -116,6 +116,21 @@ type Refusal struct {
 	// Alt: the hint read as milliseconds, clamped as the pause is, when
 	// it may be (quotagate's refusal.alt; 0: not in question)
 	Alt time.Duration
+	// Level and Opens: the refused request's admission's level and answer
+	// id (model.Refusal: what the learned concurrency limit reads; 0
+	// unknown)
+	Level, Opens int64
+}
+
+// Recorded is what a refusal left in force.
+type Recorded struct {
+	Until     time.Time     // the deadline in force (or, Own, the refused request's own)
+	Remaining time.Duration // until it, by Redis TIME
+	Moved     bool          // the refusal moved the scope's deadline
+	// Own: the refusal was one request too many in flight under the
+	// scope's learned concurrency limit: the scope is not paused, and
+	// Until is the refused request's own hint (model's flight.go)
+	Own bool
 }
 
 // kind is the refusal kind of r (model.RefuseRequest.Kind).
@@ -133,20 +148,22 @@ func (r Refusal) kind() int {
 // and returns the deadline in force, the time remaining until it (both per
 // Redis TIME), and whether it moved the deadline (a refusal of a request
 // sent before the pause moves nothing).
-func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (until time.Time, remaining time.Duration, moved bool, err error) {
+func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (Recorded, error) {
 	ks, args := model.RefuseRequest{Limits: ls, Pause: d.Milliseconds(), MaxPause: s.maxPause.Milliseconds(), Kind: r.kind(),
-		Prec: r.Precision.Microseconds(), Channel: s.Channel(), Counts: r.Counts, Alt: r.Alt.Milliseconds()}.Call(k)
+		Prec: r.Precision.Microseconds(), Channel: s.Channel(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Opens: r.Opens}.Call(k)
 	var v map[string]int64
+	var err error
 	if s.durable > 0 {
 		v, err = s.runDurable(ctx, k.Pause, ks, args)
 	} else {
 		v, _, err = s.run(ctx, "pause", model.RefuseScript, model.RefuseReply, ks, args...)
 	}
 	if err != nil {
-		return time.Time{}, 0, false, err
+		return Recorded{}, err
 	}
-	until = time.UnixMilli(v["deadline"])
-	return until, until.Sub(time.UnixMicro(v["now"]).Truncate(time.Millisecond)), v["moved"] == 1, nil
+	until := time.UnixMilli(v["deadline"])
+	return Recorded{Until: until, Remaining: until.Sub(time.UnixMicro(v["now"]).Truncate(time.Millisecond)), Moved: v["moved"] == 1,
+		Own: v["own"] == 1}, nil
 }
 
 // runDurable runs the refusal script and WAITs for s.durable replicas (see
@@ -179,10 +196,11 @@ func (s *Store) Observe(ctx context.Context, k schema.Keys, o model.Observation,
 }
 
 // Release ends the lease of an admission (its id and cost) on the
-// concurrency limits among ls (model.State.Release); it reports whether a
+// concurrency limits among ls, or the learned one (model.State.Release),
+// answered telling that its request was not refused; it reports whether a
 // lease was held (a second release of one id finds none).
-func (s *Store) Release(ctx context.Context, k schema.Keys, id string, cost int, ls []model.LimitSpec) (bool, error) {
-	ks, args := model.ReleaseCall(k, ls, id, int64(cost))
+func (s *Store) Release(ctx context.Context, k schema.Keys, id string, cost int, ls []model.LimitSpec, answered bool) (bool, error) {
+	ks, args := model.ReleaseCall(k, ls, id, int64(cost), answered)
 	if len(ks) == 0 {
 		return false, nil
 	}

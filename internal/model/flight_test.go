@@ -1,0 +1,111 @@
+package model
+
+import "testing"
+
+// TestFlightSteps walks the learned concurrency limit through its rules
+// (flight.go), one transition a step: the probation a refusal begins, the
+// probes beyond the window and their verdicts, the confirmed limit's
+// refusals and raises.
+func TestFlightSteps(t *testing.T) {
+	const sec = 1_000_000
+	p := Params{Answer: 2500 * ms}
+	type step struct {
+		name string
+		do   func(f *flightState) any // the transition; its answer, if any
+		want any                      // what it answers (nil: nothing)
+		then flightState              // the state after it (expires and frozen not compared unless set)
+	}
+	begun := flightState{limit: 4, phase: flightProbation}
+	for _, tc := range []struct {
+		name  string
+		start flightState
+		steps []step
+	}{
+		{"a window: the probe is refused", flightState{}, []step{
+			{"a refusal at level 5 that taught n = 17 begins the probation, c one below the level",
+				func(f *flightState) any { f.begin(T0, 17, 5, false); return nil }, nil, begun},
+			{"a refusal on its way, at level 7, lowers nothing below 4",
+				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false) }, flightPause, begun},
+			{"the window spent, a probe goes", func(f *flightState) any { return f.beyond(p, T0+sec, 1) }, true, begun},
+			{"it is sent", func(f *flightState) any { f.probe(T0+sec, 1); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
+			{"a second waits for its answer", func(f *flightState) any { return f.beyond(p, T0+sec+ms, 1) }, false,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
+			{"a hinted refusal of the probe: rate-limited, the window was spent",
+				func(f *flightState) any {
+					return f.refuse(T0+sec+25*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + sec}, true)
+				},
+				flightSpent, flightState{phase: flightRate}},
+			{"no more probes", func(f *flightState) any { return f.beyond(p, T0+2*sec, 1) }, false, flightState{phase: flightRate}},
+		}},
+		{"a concurrency limit: the probes are answered", begun, []step{
+			{"a probe", func(f *flightState) any { f.probe(T0, 1); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, last: T0}},
+			{"answered: two more may go", func(f *flightState) any { f.answer(T0+25*ms, T0, 3); return f.beyond(p, T0+25*ms, 2) }, true,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
+			{"the answer of a request admitted before the probes counts nothing",
+				func(f *flightState) any { f.answer(T0+26*ms, T0-ms, 3); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
+			{"two more", func(f *flightState) any { f.probe(T0+25*ms, 2); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 1, last: T0 + 25*ms}},
+			{"one answered", func(f *flightState) any { f.answer(T0+50*ms, T0+25*ms, 3); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 2, last: T0 + 50*ms}},
+			{"n = 3 answered confirm the limit, c as it was",
+				func(f *flightState) any { f.answer(T0+51*ms, T0+25*ms, 3); return nil }, nil,
+				flightState{limit: 4, phase: flightConfirmed}},
+			{"a refusal at level 5 is the limit's: c ≤ 4 and c − 1",
+				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Level: 5, Pause: 1000}, true) }, flightOwn,
+				flightState{limit: 3, phase: flightConfirmed, frozen: T0 + sec + raiseAfter}},
+			{"a refusal at level 2 lowers c to 1",
+				func(f *flightState) any { return f.refuse(T0+2*sec, Refusal{Level: 2}, true) }, flightOwn,
+				flightState{limit: 1, phase: flightConfirmed, frozen: T0 + 2*sec + raiseAfter}},
+			{"a refusal of a request alone is no concurrency limit's: rate-limited, paused",
+				func(f *flightState) any { return f.refuse(T0+3*sec, Refusal{Level: 1}, true) }, flightPause,
+				flightState{limit: 1, phase: flightRate, frozen: T0 + 2*sec + raiseAfter}},
+		}},
+		{"raises", flightState{limit: 2, phase: flightConfirmed}, []step{
+			{"an answer while the limit was never full counts nothing",
+				func(f *flightState) any { f.released(T0, true); return nil }, nil, flightState{limit: 2, phase: flightConfirmed}},
+			{"full: the first answer counts",
+				func(f *flightState) any { f.full = true; f.released(T0, true); return nil }, nil,
+				flightState{limit: 2, phase: flightConfirmed, full: true, acks: 1}},
+			{"a refused one does not",
+				func(f *flightState) any { f.released(T0, false); return nil }, nil,
+				flightState{limit: 2, phase: flightConfirmed, full: true, acks: 1}},
+			{"c answers raise c by one",
+				func(f *flightState) any { f.released(T0, true); return nil }, nil, flightState{limit: 3, phase: flightConfirmed}},
+			{"frozen, c answers raise nothing",
+				func(f *flightState) any {
+					f.frozen, f.full = T0+sec, true
+					for range 3 {
+						f.released(T0+ms, true)
+					}
+					return nil
+				}, nil, flightState{limit: 3, phase: flightConfirmed, full: true, acks: 3, frozen: T0 + sec}},
+			{"the next one after the freeze raises",
+				func(f *flightState) any { f.released(T0+sec, true); return nil }, nil, flightState{limit: 4, phase: flightConfirmed, frozen: T0 + sec}},
+		}},
+		{"a lone request refused at first contact: rate-limited at once", flightState{}, []step{
+			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, false); return nil }, nil, flightState{phase: flightRate}},
+		}},
+		{"configured limits or a budget: nothing begins", flightState{}, []step{
+			{"begin", func(f *flightState) any { f.begin(T0, 10, 5, true); return nil }, nil, flightState{}},
+		}},
+	} {
+		f := tc.start
+		for _, st := range tc.steps {
+			got := st.do(&f)
+			if got != st.want {
+				t.Fatalf("%s: %s: answered %v, want %v", tc.name, st.name, got, st.want)
+			}
+			cmp := f
+			cmp.expires = 0
+			if st.then.frozen == 0 {
+				cmp.frozen = 0
+			}
+			if cmp != st.then {
+				t.Fatalf("%s: %s: state %+v, want %+v", tc.name, st.name, cmp, st.then)
+			}
+		}
+	}
+}
