@@ -280,10 +280,89 @@ func (a admission) level(at int64, starts bool) int64 {
 // refuseFlight applies a provider's refusal at now to the learned
 // concurrency limit (flightState.refuse), and tells what it is; a
 // refusal of the limit (flightOwn) answers the refused request's own
-// deadline (ms: now and its pause).
+// deadline (ms): its hint, or, without one, MinPause (Refusal.Pause is
+// then the cap of a hintless episode, which is no request's own wait).
 func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict int, own int64) {
 	if r.Operator || len(p.Limits) > 0 {
 		return flightPause, 0
 	}
-	return s.flight.refuse(now, r, open), ceilMs(now) + r.Pause
+	ms := r.Pause
+	if !r.Hinted {
+		ms = MinPause.Milliseconds()
+	}
+	return s.flight.refuse(now, r, open), ceilMs(now) + ms
 }
+
+// luaFlight is the learned concurrency limit's transaction, flightState's
+// methods as flight_* functions of the record s (its fields as
+// FlightFields name them, full a boolean, and conc, the key of its
+// leases), each named as its Go twin.
+const luaFlight = `
+local function flight_load(key, conc)
+  local s = hrecord(key, flightFields)
+  s.full, s.conc = s.full == C.flagOn, conc
+  return s
+end
+local function flight_save(s)
+  if not s.dirty then return end
+  hsave(s, flightFields)
+  s.dirty = false
+end
+local function flight_reset(s, phase, limit, frozen, expires)
+  for _, f in ipairs(flightFields) do s[f] = 0 end
+  s.full, s.phase, s.limit, s.frozen, s.expires, s.dirty = false, phase, limit, frozen, expires, true
+end
+local function flight_spec(s)
+  local l = {key = s.conc, concurrent = true, per = C.flightLease, n = s.limit}
+  limit_load(l)
+  return l
+end
+local function flight_leasing(s) return s.phase == C.flightProbation or s.phase == C.flightConfirmed end
+local function flight_below(s, level)
+  if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
+end
+local function flight_begin(s, n, level, configured)
+  if configured or s.phase ~= C.flightNone or n <= 0 then return end
+  if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
+  flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
+  flight_below(s, level)
+end
+local function flight_beyond(s, cost)
+  return s.phase == C.flightProbation and (s.sent + cost <= 1 + 2 * s.acks or now_us >= s.last + C.answer)
+end
+local function flight_probe(s, at, cost)
+  if s.since == 0 then s.since = at end
+  s.sent, s.last, s.dirty = s.sent + cost, at, true
+end
+local function flight_probed(s, at) return s.phase == C.flightProbation and s.since > 0 and at >= s.since end
+local function flight_answer(s, at, n)
+  if not flight_probed(s, at) then return end
+  s.acks, s.last, s.dirty = s.acks + 1, now_us, true
+  if s.acks >= math.max(n, C.flightConfirm) then
+    flight_reset(s, C.flightConfirmed, s.limit, s.frozen, math.max(s.expires, now_us + C.learnTTL))
+  end
+end
+local function flight_released(s, answered)
+  if s.phase ~= C.flightConfirmed or not answered or not s.full then return end
+  s.acks, s.dirty = s.acks + 1, true
+  if s.acks < s.limit or now_us < s.frozen then return end
+  s.limit, s.acks, s.full = s.limit + 1, 0, false
+end
+local function flight_lower(s, level)
+  s.limit = math.max(1, s.limit - 1)
+  flight_below(s, level)
+  s.acks, s.full, s.frozen, s.expires, s.dirty = 0, false, now_us + C.raiseAfter, math.max(s.expires, now_us + C.learnTTL), true
+end
+local function flight_refuse(s, r, open)
+  local probation, confirmed = s.phase == C.flightProbation, s.phase == C.flightConfirmed
+  if flight_probed(s, r.opens) then
+    flight_reset(s, C.flightRate, 0, 0, s.expires)
+    if r.hinted then return C.flightSpent end
+  elseif probation and r.level == 1 then flight_reset(s, C.flightRate, 0, 0, s.expires)
+  elseif probation then flight_below(s, r.level)
+  elseif confirmed and r.level == 1 then s.phase, s.dirty = C.flightRate, true
+  elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
+  end
+  return C.flightPause
+end
+`
