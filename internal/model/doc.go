@@ -98,12 +98,35 @@
 //  14. probes, answer: after the pause one request goes alone; an answer
 //     without a refusal ends the episode.
 //
+// The learned concurrency limit (flight.go), of a provider that advertises
+// nothing and may limit requests in flight rather than per window; each
+// admission's level (the requests in flight once it is admitted, itself
+// included) is what its refusal tells:
+//
+//  15. begin, below: a hinted refusal that teaches the learned limit puts
+//     the scope on probation under it and a limit of c in flight, c below
+//     every refused level; a refused request alone says rate-limited.
+//  16. beyond, probe: on probation, a request that only the spent learned
+//     window holds goes as a probe beyond it, the probes in flight doubling
+//     with every answer (as the slow start's).
+//  17. answer, refuse: a refused probe says the window is the provider's
+//     (rate-limited: it paces the scope as before, and the refusal teaches
+//     it nothing); n probes answered say the provider limits requests in
+//     flight: the concurrency limit is confirmed and the window no longer
+//     applies.
+//  18. lower: confirmed, a refusal above level 1 does not pause the scope:
+//     the refused request waits its own hint, and c goes below its level,
+//     and to c − 1; a refusal of a request alone says rate-limited.
+//  19. released: confirmed, every c answers while the limit was full raise
+//     c by one, unless a refusal froze raises (raiseAfter).
+//
 // # Files
 //
 //	pause.go        the pause: a deadline that only moves later
 //	limit.go        the configured limits: GCRA buckets and fixed windows
 //	sliding.go      ... sliding logs
 //	concurrency.go  ... concurrency limits: leases in flight
+//	flight.go       the concurrency limit learned from refusals, and its probation
 //	budget.go       the budget the provider advertises, and its probe
 //	learn.go        the quota learned from refusals (a fixed window, or a log)
 //	line.go         the reopening line: where deferred tasks come back
