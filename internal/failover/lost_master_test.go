@@ -45,7 +45,8 @@ func TestReassertOnlyWhatANewMasterLost(t *testing.T) {
 	recorded := map[string]int64{}
 	for i := range remembered {
 		k := schema.ScopeKeys("qg", "ups", strconv.Itoa(i))
-		until, rem, _, err := st.Pause(ctx, k, time.Minute, store.Refusal{Operator: true})
+		rec, err := st.Pause(ctx, k, time.Minute, store.Refusal{Operator: true})
+		until, rem := rec.Until, rec.Remaining
 		if err != nil {
 			t.Fatal(err)
 		}

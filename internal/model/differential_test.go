@@ -43,7 +43,8 @@ func diffLeased(l Limit) Limit { l.Period = 2 * time.Second; return l }
 // diffEvent is one event of a sequence.
 type diffEvent struct {
 	kind     byte // 'a' admit, 'r' refuse, 'o' observe, 'z' resume, 't' time, 'l' release
-	lease    int  // release: which lease held (by its order), or one never held when beyond them
+	lease    int  // release: which lease held (by its order), or one never held when beyond them; refuse: which admission it refuses, from the last (its level and answer id), none when beyond them
+	answered bool // release: its request was not refused
 	cost     int64
 	nowOnly  bool // admit: reserve no slot ahead (Params.NowOnly)
 	class    Class
@@ -62,13 +63,13 @@ func (e diffEvent) String() string {
 	case 'a':
 		return fmt.Sprintf("admit(cost %d %s now-only %v)", e.cost, e.class, e.nowOnly)
 	case 'r':
-		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs alt %dms)", e.pause, e.hinted, e.prec, e.alt)
+		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs alt %dms of %d)", e.pause, e.hinted, e.prec, e.alt, e.lease)
 	case 'o':
 		return fmt.Sprintf("observe(%+v)", e.obs)
 	case 'z':
 		return "resume"
 	case 'l':
-		return fmt.Sprintf("release(%d)", e.lease)
+		return fmt.Sprintf("release(%d answered %v)", e.lease, e.answered)
 	}
 	return "advance " + e.advance.String()
 }
@@ -104,6 +105,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			if e.hinted && u.IntN(3) == 0 { // a reset that may be milliseconds
 				e.alt = MinPause.Milliseconds() + int64(u.IntN(3000))
 			}
+			e.lease = u.IntN(4) // the admission it refuses, from the last
 		case x < 70:
 			o := Observation{Remaining: int64(r.IntN(7)) - 1, Limit: []int64{0, 5}[r.IntN(2)], Prec: []int64{1000, 1_000_000}[r.IntN(2)], Seq: int64(r.IntN(8))}
 			if silent {
@@ -133,7 +135,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 		case x < 72:
 			e = diffEvent{kind: 'z'}
 		case x < 80:
-			e = diffEvent{kind: 'l', lease: r.IntN(3)}
+			e = diffEvent{kind: 'l', lease: r.IntN(3), answered: u.IntN(3) > 0}
 		default:
 			d := time.Duration(r.IntN(1500)) * time.Millisecond
 			if !real && r.IntN(40) == 0 {
@@ -163,13 +165,14 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	}
 	var m State
 	m.Normalize(p, 0)
-	opens := int64(0) // the last admission's answer id
+	opens := int64(0)       // the last admission's answer id
+	var admitted []Decision // the admissions, for their refusals' levels and answer ids
 	for i, e := range evs {
 		var now int64
 		switch e.kind {
 		case 'a':
 			id := ""
-			if concurrentIn(ls) {
+			if concurrentIn(ls) || len(ls) == 0 { // a learned concurrency limit may lease
 				id = "L" + strconv.Itoa(i)
 			}
 			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
@@ -216,6 +219,10 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["opens"]++
 				opens = d.Opens
 			}
+			if d.Code == Admitted {
+				admitted = append(admitted, d)
+			}
+			flightPaths(seen, m, d)
 			if d.Reason == ReasonInFlight && !concurrentIn(ls) {
 				seen["slow start holds"]++
 			}
@@ -235,7 +242,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["learned beside a budget"]++
 			}
 		case 'r':
-			ks, args := refuseCall(k, channel, ls, e)
+			var of Decision // the refused admission
+			if e.lease < len(admitted) {
+				of = admitted[len(admitted)-1-e.lease]
+			}
+			ks, args := refuseCall(k, channel, ls, e, of)
 			v, _ := diffCall(t, rdb, RefuseScript, RefuseReply, ks, args, i, e)
 			now = v["now"]
 			m.Report(p, now, e.counts)
@@ -244,7 +255,19 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			probeIn := probed && slices.Contains(m.llog.log, at)
 			millis := e.alt > 0 && m.budget.millis
 			pre, preWin := m.learn, windowState{origin: m.lwin.origin, counts: maps.Clone(m.lwin.counts)}
-			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt})
+			phase := m.flight.phase
+			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt,
+				Level: of.Level, Opens: of.Opens})
+			own := deadline != m.Deadline()
+			if (v["own"] == flagOn) != own {
+				t.Fatalf("event %d %v: script own %d, model %v; history %v", i, e, v["own"], own, evs[:i+1])
+			}
+			if own {
+				seen["flight: a refusal of the limit"]++
+			}
+			if phase != m.flight.phase {
+				seen[fmt.Sprintf("flight: refused %d to %d", phase, m.flight.phase)]++
+			}
 			if millis && e.hinted {
 				seen["refusal read in milliseconds"]++
 			}
@@ -331,7 +354,8 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				x = held[e.lease]
 			}
 			n := int64(0)
-			if ks, args := ReleaseCall(k, specsOf(ls), x.id, x.cost, true); len(ks) > 0 {
+			limit := m.flight.limit
+			if ks, args := ReleaseCall(k, specsOf(ls), x.id, x.cost, e.answered); len(ks) > 0 {
 				var err error
 				if n, err = ReleaseScript.Run(ctx, rdb, ks, args...).Int64(); err != nil {
 					t.Fatalf("event %d %v: %v", i, e, err)
@@ -341,7 +365,10 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["released"]++
 			}
 			now = diffNow(t, rdb)
-			m.Release(p, now, x.id, true)
+			m.Release(p, now, x.id, e.answered)
+			if m.flight.limit > limit {
+				seen["flight: raised"]++
+			}
 		case 'z':
 			ks, args := ResumeCall(k, p.MaxPause, channel)
 			if err := ResumeScript.Run(ctx, rdb, ks, args...).Err(); err != nil {
@@ -428,8 +455,9 @@ func diffCall(t testing.TB, rdb redis.UniversalClient, script *redis.Script, nam
 	return v, txt
 }
 
-// refuseCall is the refusal of event e, as the gate records it.
-func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent) ([]string, []any) {
+// refuseCall is the refusal of event e of the admission of, as the gate
+// records it.
+func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent, of Decision) ([]string, []any) {
 	kind := Hintless
 	if e.hinted {
 		kind = Hinted
@@ -438,7 +466,7 @@ func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent) ([]strin
 		kind = Operator
 	}
 	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
-		Channel: channel, Counts: e.counts, Alt: e.alt}.Call(k)
+		Channel: channel, Counts: e.counts, Alt: e.alt, Level: of.Level, Opens: of.Opens}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
@@ -479,6 +507,19 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		slices.Sort(log)
 		return log
 	}
+	zleases := func(key string) []lease { // a concurrency limit's leases, in order
+		zs, err := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatalf("ZRANGE %s: %v", key, err)
+		}
+		var ls []lease
+		for _, z := range zs {
+			c, id, _ := strings.Cut(z.Member.(string), ":")
+			ls = append(ls, lease{exp: int64(z.Score), id: id, cost: num(c)})
+		}
+		slices.SortFunc(ls, compareLeases)
+		return ls
+	}
 	var s State
 	s.pause.untilMs = get(k.Pause)
 	by, _ := rdb.Get(ctx, k.PauseBy).Result()
@@ -493,17 +534,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		} else if l.Sliding {
 			s.limits = append(s.limits, limitState{sliding: true, log: zlog(limitKey(k, i, l)), win: &windowState{}})
 		} else if l.Concurrent {
-			zs, err := rdb.ZRangeWithScores(ctx, limitKey(k, i, l), 0, -1).Result()
-			if err != nil {
-				t.Fatalf("ZRANGE %s: %v", limitKey(k, i, l), err)
-			}
-			var ls []lease
-			for _, z := range zs {
-				c, id, _ := strings.Cut(z.Member.(string), ":")
-				ls = append(ls, lease{exp: int64(z.Score), id: id, cost: num(c)})
-			}
-			slices.SortFunc(ls, compareLeases)
-			s.limits = append(s.limits, limitState{concurrent: true, leases: ls, win: &windowState{}})
+			s.limits = append(s.limits, limitState{concurrent: true, leases: zleases(limitKey(k, i, l)), win: &windowState{}})
 		} else {
 			s.limits = append(s.limits, limitState{tat: get(limitKey(k, i, l)), win: &windowState{}})
 		}
@@ -526,6 +557,10 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 	g := hash(k.Start)
 	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
 		over: g["over"] == "1", expires: num(g["expires"])}
+	h := hash(k.Flight)
+	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]),
+		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), expires: num(h["expires"])}
+	s.lease = limitState{concurrent: true, leases: zleases(k.FlightConc), win: &windowState{}}
 	s.Normalize(p, now)
 	return s
 }
@@ -543,6 +578,8 @@ type canonState struct {
 	Llog               []int64
 	Fallback           fallbackState
 	Start              startState
+	Flight             flightState
+	Lease              []lease
 }
 
 type canonLimit struct {
@@ -570,7 +607,8 @@ func canonical(s State) canonState {
 		return c
 	}
 	c := canonState{Pause: s.pause.untilMs, Operator: s.pause.operator, Line: s.line.next, Iline: s.iline.next, Class: s.class,
-		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Llog: canonLog(s.llog.log), Fallback: s.fall, Start: s.start}
+		Budget: s.budget, Learn: s.learn, Lwin: win(&s.lwin), Llog: canonLog(s.llog.log), Fallback: s.fall, Start: s.start,
+		Flight: s.flight, Lease: canonLeases(s.lease.leases)}
 	for _, l := range s.limits {
 		c.Limits = append(c.Limits, canonLimit{Fixed: l.fixed, Sliding: l.sliding, Concurrent: l.concurrent, Tat: l.tat, Win: win(l.win),
 			Log: canonLog(l.log), Leases: canonLeases(l.leases)})
@@ -829,7 +867,7 @@ func concurrentIn(ls []Limit) bool {
 func diffLeases(s State) []lease {
 	var out []lease
 	seen := map[string]bool{}
-	for _, l := range s.limits {
+	for _, l := range append(slices.Clone(s.limits), s.lease) {
 		for _, x := range l.leases {
 			if !seen[x.id] {
 				seen[x.id] = true
@@ -917,5 +955,64 @@ func TestDifferentialEndMoved(t *testing.T) {
 	diffRun(t, rdb, c, "qgendmoved", nil, 0, evs, seen)
 	if seen["learned window's end moved"] == 0 {
 		t.Errorf("the sequence did not move the learned window's end: paths %v", seen)
+	}
+}
+
+// flightPaths counts the learned concurrency limit's paths an admission
+// d took, with m after it.
+func flightPaths(seen map[string]int, m State, d Decision) {
+	if m.flight.phase != flightNone {
+		seen[fmt.Sprintf("flight: phase %d, code %d reason %d", m.flight.phase, d.Code, d.Reason)]++
+	}
+	if d.Leased {
+		seen["flight: leased"]++
+	}
+	if d.Opens > 0 && m.flight.probed(d.Opens) {
+		seen["flight: probe"]++
+	}
+}
+
+// TestDifferentialFlight runs through model and scripts the learned
+// concurrency limit's paths, which the random sequences do not reach: a
+// slow start refused at its third request in flight begins the probation
+// (c = 2); after the pause the learned window's requests go two at a
+// time, their leases released as they are answered; past the spent window
+// probes go, and their answers confirm the limit; confirmed, a refusal at
+// level 2 lowers c without a pause, and, once raises are no longer
+// frozen, answers while the limit is full raise it. A second sequence has
+// the probe refused: the window is the provider's.
+func TestDifferentialFlight(t *testing.T) {
+	a := diffEvent{kind: 'a', cost: 1, class: Background}
+	silent := diffEvent{kind: 'o', obs: Observation{Remaining: -1}}
+	answer := diffEvent{kind: 'o', obs: Observation{Remaining: -1, Opened: -1}}
+	refuse := diffEvent{kind: 'r', pause: 1000, hinted: true, prec: 1_000_000} // of the last admission
+	release := diffEvent{kind: 'l', answered: true}                            // the first lease held
+	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
+	begin := []diffEvent{a, silent, tick(30), a, a, tick(20), answer, a, a, refuse, tick(1000)}
+	var window []diffEvent
+	for range 6 { // the learned window, two in flight at a time, then the probes beyond it
+		window = append(window, a, answer, a, a, tick(5), release, answer, release, answer, a)
+	}
+	confirmed := []diffEvent{release, release, a, a, refuse, a, release, tick(61_000)}
+	for range 4 {
+		confirmed = append(confirmed, a, release, a, release)
+	}
+	for _, tc := range []struct {
+		name  string
+		evs   []diffEvent
+		paths []string
+	}{
+		{"confirmed", slices.Concat(begin, window, confirmed), []string{"flight: refused 0 to 1", "flight: probe", "flight: leased",
+			"flight: phase 1, code 2 reason 6", "flight: phase 2, code 0 reason 0", "flight: a refusal of the limit", "flight: raised"}},
+		{"refused probe", slices.Concat(begin, window[:20], []diffEvent{a, a, refuse, tick(1000), a}), []string{"flight: refused 1 to 3"}},
+	} {
+		c, rdb := newMini(t)
+		seen := map[string]int{}
+		diffRun(t, rdb, c, "qgflight", nil, 2500*time.Millisecond, tc.evs, seen)
+		for _, path := range tc.paths {
+			if seen[path] == 0 {
+				t.Errorf("%s: the sequence did not reach %q: paths %v", tc.name, path, seen)
+			}
+		}
 	}
 }

@@ -105,10 +105,11 @@ func (f flightState) leasing() bool {
 // begin puts a scope on probation at now when a hinted refusal of a
 // request at level taught it the learned limit n (rule 1), with nothing
 // configured and no budget (configured), and nothing learned of its
-// concurrency yet; a level unknown (0) starts c at n.
+// concurrency yet. A refusal whose level is unknown (0) begins nothing:
+// without it no c can be set, nor the probation's experiment told.
 func (f *flightState) begin(now, n, level int64, configured bool) {
 	switch {
-	case configured || f.phase != flightNone || n <= 0:
+	case configured || f.phase != flightNone || n <= 0 || level <= 0:
 	case level == 1:
 		*f = flightState{phase: flightRate, expires: now + LearnTTL}
 	default:
@@ -322,7 +323,7 @@ local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
 end
 local function flight_begin(s, n, level, configured)
-  if configured or s.phase ~= C.flightNone or n <= 0 then return end
+  if configured or s.phase ~= C.flightNone or n <= 0 or level <= 0 then return end
   if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
   flight_below(s, level)
@@ -364,5 +365,56 @@ local function flight_refuse(s, r, open)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
   end
   return C.flightPause
+end
+`
+
+// luaAdmitFlight is the learned concurrency limit's part of an admission
+// and a refusal, as admission's and State's methods: the probe beyond the
+// window (admission_probing, admission_beyond, admission_await_probe,
+// admission_commit_beyond), an admission's level (admission_level) and
+// the refusal's verdict (state_refuse_flight). s.lease is the limit's
+// table (its leases, the flight spec's n and per).
+const luaAdmitFlight = `
+local function admission_probing(a, at)
+  local lim = a.lim
+  return lim.learned and lim.flight and not lim[1].paced and at > now_us and a.s.flight.phase == C.flightProbation
+end
+local function admission_beyond(a, at)
+  local s = a.s
+  if not admission_probing(a, at) or not flight_beyond(s.flight, a.cost) then return false end
+  return conc_earliest(s.lease, now_us, a.cost, s.lease.n) == now_us
+end
+local function admission_await_probe(a, d, at)
+  d.code, d.reason, d.unreserved = C.limited, C.reasonInFlight, true
+  d.wait, d.spread = admission_defer_to(a, math.min(at, now_us + C.concurrentPoll))
+  return d
+end
+local function admission_commit_beyond(a, d)
+  if a.dry then return d end
+  local s = a.s
+  flight_probe(s.flight, now_us, a.cost)
+  d.opens = now_us
+  limit_spend(s.lease, a.al, now_us, a.cost, a.id); limit_save(s.lease)
+  d.leased, d.level = true, conc_held(s.lease, now_us)
+  flight_save(s.flight)
+  return d
+end
+local function admission_level(a, at, starts)
+  local s = a.s
+  if flight_leasing(s.flight) then
+    local h = conc_held(s.lease, at)
+    if s.flight.phase == C.flightConfirmed and h >= s.flight.limit and not s.flight.full then s.flight.full, s.flight.dirty = true, true end
+    return h
+  end
+  if starts then return s.start.sent - s.start.answered end
+  return 0
+end
+local function state_refuse_flight(s, r, open)
+  if r.operator or C.limits > 0 then return C.flightPause, 0 end
+  local ms = r.pause
+  if not r.hinted then ms = C.minPause end
+  local v = flight_refuse(s.flight, r, open)
+  flight_save(s.flight)
+  return v, math.ceil(now_us / 1000) + ms
 end
 `

@@ -88,7 +88,8 @@ func TestFlightSteps(t *testing.T) {
 		{"a lone request refused at first contact: rate-limited at once", flightState{}, []step{
 			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, false); return nil }, nil, flightState{phase: flightRate}},
 		}},
-		{"configured limits or a budget: nothing begins", flightState{}, []step{
+		{"configured limits or a budget, or an unknown level: nothing begins", flightState{}, []step{
+			{"begin at level 0", func(f *flightState) any { f.begin(T0, 10, 0, false); return nil }, nil, flightState{}},
 			{"begin", func(f *flightState) any { f.begin(T0, 10, 5, true); return nil }, nil, flightState{}},
 		}},
 	} {

@@ -859,16 +859,19 @@ local function limits_args(k0, a0, n)
 end
 local function state_active(s, keys)
   if C.limits > 0 then return s.limits end
+  if s.flight.phase == C.flightConfirmed then return {s.lease, flight = true} end
   local l, ok = learn_spec(s.learn)
   if ok and (not s.budget.known or s.learn.secondary > 0) then
     l.learned, l.paced = true, s.learn.paced > 0
     s.lwin = limit_with(keys.lwin, l) -- the learned windows' counts, which a learned log's admissions count too
+    local a = {s.lwin, learned = true}
     local ll, logs = learn_log_spec(s.learn)
     if logs then
       s.llog = limit_with(keys.llog, ll)
-      return {s.llog, learned = true}
+      a[1] = s.llog
     end
-    return {s.lwin, learned = true}
+    if s.flight.phase == C.flightProbation then a[2], a.flight = s.lease, true end -- beside the learned window (flight.go)
+    return a
   end
   return {}
 end
@@ -964,22 +967,24 @@ local function admission_commit(a, d, at, h)
     start_spend(s.start, at, a.cost); start_save(s.start)
     d.opens = at -- its answer is reported
   end
+  d.leased, d.level = flight_leasing(s.flight), admission_level(a, at, h.starts)
+  flight_save(s.flight)
   d.cache = admission_opens_cache(a, probes, h.starts)
 end
 `
 
-// luaAdmit is admitAs in the scripts (state_admit_as), one local function
-// per step of admission, each named as its Go twin (admission.deadline
-// is admission_deadline, held.later held_later): the deadlines
-// (luaAdmitDeadline), then the limits' earliest instant of what the class
-// leaves and the verdict (luaAdmitLimits), then the commit
+// The admission in the scripts is admitAs (state_admit_as), one local
+// function per step of admission, each named as its Go twin
+// (admission.deadline is admission_deadline, held.later held_later): the
+// deadlines (luaAdmitDeadline), then the limits' earliest instant of what
+// the class leaves and the verdict (luaAdmitLimits, and the learned
+// concurrency limit's probes: luaAdmitFlight), then the commit
 // (luaAdmitCommit); the reply starts with what it shows of the scope
 // (luaAdmitShown). An admission a holds admission's fields (s the loaded
 // state, as State names its records; lim the active limits; al, k, the
 // line's key, the lease id) and dry (Gate.State: commit nothing, take no
 // slot of the line); the decision d is Decision's fields, lower-cased
 // (Until is deadline: until is Lua's), and the admission's named reply.
-const luaAdmit = luaAdmitShown + luaAdmitDeadline + luaAdmitLimits
 
 // luaAdmitShown is what the admission's reply shows of the scope, whatever
 // the verdict (admission_shown): the fields Gate.State reads, the backlog
@@ -996,6 +1001,7 @@ local function admission_shown(a)
   local s, lim = a.s, a.lim
   local d = {now = now_us, limited = #lim > 0, reopen = state_reopen(s, lim), budgetRemaining = s.budget.known and s.budget.remaining or -1,
     budgetReset = s.budget.reset, budgetLimit = s.budget.limit, learnedLimit = s.learn.limit, learnedWindow = s.learn.window}
+  if s.flight.phase == C.flightConfirmed then d.learnedInFlight = s.flight.limit end
   local l = lim[1]
   if l and l.sliding and #l.log > 0 then d.backlog = l.log[#l.log] + l.per - now_us
   elseif l and limit_spec_gcra(l) and l.tat > now_us then d.backlog = l.tat - now_us end
@@ -1091,7 +1097,11 @@ local function state_admit_as(s, cost, lim, k, line, id, dry)
   at, ok, k = admission_search(a)
   local full = active_full(lim, a.al, k, cost)
   local unreserved = admission_unreserved(a, k, full)
-  if not admission_within(a, at, ok, unreserved) then return admission_limited(a, d, k, at, full, unreserved) end
+  if not admission_within(a, at, ok, unreserved) then
+    if admission_beyond(a, at) then return admission_commit_beyond(a, d) end
+    if admission_probing(a, at) then return admission_await_probe(a, d, at) end
+    return admission_limited(a, d, k, at, full, unreserved)
+  end
   d.wait = at - now_us
   if not dry then admission_commit(a, d, at, h) end
   return d

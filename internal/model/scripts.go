@@ -86,6 +86,8 @@ var luaConstants = func() string {
 		"admitted": Admitted, "paused": Paused, "limited": Limited,
 		"reasonPause": int64(ReasonPause), "reasonBudget": int64(ReasonBudget), "reasonProbe": int64(ReasonProbe),
 		"reasonLimit": int64(ReasonLimit), "reasonLearned": int64(ReasonLearned), "reasonInFlight": int64(ReasonInFlight),
+		"flightNone": flightNone, "flightProbation": flightProbation, "flightConfirmed": flightConfirmed, "flightRate": flightRate,
+		"flightPause": flightPause, "flightOwn": flightOwn, "flightSpent": flightSpent, "flightLease": flightLease, "flightConfirm": flightConfirm,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
@@ -98,6 +100,7 @@ var luaConstants = func() string {
 	b.WriteString("local classFields = " + luaList(schema.ClassFields) + "\n")
 	b.WriteString("local fallbackFields = " + luaList(schema.FallbackFields) + "\n")
 	b.WriteString("local startFields = " + luaList(schema.StartFields) + "\n")
+	b.WriteString("local flightFields = " + luaList(schema.FlightFields) + "\n")
 	return b.String()
 }()
 
@@ -117,8 +120,8 @@ const ExpiryMargin = time.Second
 // fragments are the concerns' Lua in the order a script defines them: a
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
-	luaWindow, luaWindowAdmit, luaLimitRecord, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
-	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitCommit, luaAdmit}
+	luaWindow, luaWindowAdmit, luaLimitRecord, luaFlight, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
 
 // script composes a script from the prelude, the functions of the
 // fragments body uses and body, whose reply has the fields names (REPLY
@@ -241,7 +244,7 @@ func pick(need, done []bool) string {
 
 // AdmitReply names the fields of the admission's reply (see Decision).
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
-	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog"}
+	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
@@ -269,7 +272,7 @@ var AdmitScript = scriptWith(AdmitReply, luaAdmitArgs+luaAdmitOpen, luaAdmitBody
 // AdmitScript), for luaAdmitOpen and luaAdmitBody.
 const luaAdmitArgs = `
 local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4], lwin = KEYS[5], pauseby = KEYS[6], class = KEYS[7],
-  fallback = KEYS[8], llog = KEYS[9], start = KEYS[10]}
+  fallback = KEYS[8], llog = KEYS[9], start = KEYS[10], flight = KEYS[11], fconc = KEYS[12]}
 local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
   answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = tonumber(ARGV[8]) == C.classInteractive, reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
   lease = ARGV[11], nlim = tonumber(ARGV[12])}
@@ -286,7 +289,8 @@ local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = ton
 // counted and saved whole.
 const luaAdmitOpen = `
 if argv.nlim == 0 and argv.mode == C.modeAdmit and argv.probe == 0 and not argv.interactive and argv.counts == 0
-  and redis.call('EXISTS', keys.pause, keys.line, keys.budget, keys.lwin, keys.pauseby, keys.class, keys.fallback, keys.llog, keys.start) == 0 then
+  and redis.call('EXISTS', keys.pause, keys.line, keys.budget, keys.lwin, keys.pauseby, keys.class, keys.fallback, keys.llog, keys.start,
+    keys.flight, keys.fconc) == 0 then
   local v = hload(keys.learn, {'limit', 'since', 'expires'})
   local limit, since = int(v.limit) or 0, int(v.since) or 0
   if (int(v.expires) or 0) <= now_us then limit, since = 0, 0 end
@@ -305,7 +309,9 @@ local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
 C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
-  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(10, 12, argv.nlim)}
+  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 12, argv.nlim),
+  flight = flight_load(keys.flight, keys.fconc)}
+s.lease = flight_spec(s.flight)
 if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts); learn_save(s.learn) end
 local lim = state_active(s, keys)
 local k = class_keeper(s.class, argv.interactive)
@@ -317,7 +323,7 @@ return reply(REPLY, d)
 `
 
 // RefuseReply names the fields of the refusal's reply.
-var RefuseReply = []string{"deadline", "now", "moved"}
+var RefuseReply = []string{"deadline", "now", "moved", "own"}
 
 // RefuseScript records a refusal, or a pause by hand (State.Refuse),
 // and announces the scope's pause key on the gate's channel, with the
@@ -339,14 +345,23 @@ var RefuseScript = script(RefuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
 local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4], fallback = KEYS[5], llog = KEYS[6], budget = KEYS[7],
-  start = KEYS[8]}
+  start = KEYS[8], flight = KEYS[9], fconc = KEYS[10]}
 local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), channel = ARGV[5],
-  counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), nlim = tonumber(ARGV[8])}
+  counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), level = tonumber(ARGV[8]), opens = tonumber(ARGV[9]), nlim = tonumber(ARGV[10])}
 C.maxPause, C.limits = argv.maxPause, argv.nlim
-local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt}
-local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(8, 8, argv.nlim)}
+local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
+  level = argv.level, opens = argv.opens}
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 10, argv.nlim),
+  flight = flight_load(keys.flight, keys.fconc)}
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
+local verdict, own = state_refuse_flight(s, r, open)
+if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
+if verdict == C.flightSpent then -- the learned window was spent, as known: it teaches nothing
+  local deadline = pause_refuse(s.pause, r.pause, false)
+  redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
+  return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
+end
 local ms = r.pause
 if r.alt > 0 and s.budget.millis then ms, r.prec = r.alt, C.millisPrec end
 if not r.hinted and not r.operator then -- the hintless episode, read only for its refusals
@@ -368,6 +383,10 @@ if over then redis.call('DEL', keys.lwin) end
 if probe > 0 then sliding_drop(keys.llog, probe) end -- the provider counted nothing for the refused probe
 if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
 learn_save(s.learn)
+local l, learned = learn_spec(s.learn)
+if learned and r.hinted and not r.operator and open then
+  flight_begin(s.flight, l.n, r.level, C.limits > 0 or s.budget.known); flight_save(s.flight)
+end
 return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
 
@@ -397,7 +416,7 @@ var ObserveReply = []string{"remaining", "reset", "now"}
 var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
-local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5]}
+local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5], flight = KEYS[6]}
 local o = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
   opened = tonumber(ARGV[7]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]), alt = tonumber(ARGV[11]),
   millis = tonumber(ARGV[12]) == C.flagOn}
@@ -414,6 +433,8 @@ s.fall = fallback_load(keys.fallback)
 fallback_answer(s.fall, o.opened); fallback_save(s.fall)
 s.start = start_load(keys.start)
 start_answer(s.start, o.opened); start_save(s.start)
+s.flight = flight_load(keys.flight, '')
+flight_answer(s.flight, o.opened, s.learn.limit); flight_save(s.flight)
 if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
 return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
 `
@@ -482,20 +503,35 @@ local function hsave(s, fields, skip)
 end
 `
 
-// ReleaseScript ends a lease: its member removed from every concurrency
-// limit of the scope (a key of another type is left alone).
+// ReleaseScript ends a lease (State.Release): its member removed from
+// every configured concurrency limit of the scope (a key of another type
+// is left alone), or, with none configured, from the learned one, whose
+// record counts the answer (flightState.released) when the lease was live.
 //
-// KEYS[1…] the sorted sets of the scope's concurrency limits
-// ARGV[1] the lease's member, "<cost>:<id>"
+// KEYS[1] flight  KEYS[2] fconc  KEYS[3…] the sorted sets of the scope's
+// configured concurrency limits
+// ARGV[1] the lease's member, "<cost>:<id>"  ARGV[2] answered (flagOn: its
+// request was not refused)  ARGV[3] n, the number of configured limits
 // returns: how many of the sets held it
-var ReleaseScript = redis.NewScript(`
+var ReleaseScript = script(nil, luaReleaseBody)
+
+const luaReleaseBody = `
+local keys = {flight = KEYS[1], fconc = KEYS[2]}
+local argv = {member = ARGV[1], answered = tonumber(ARGV[2]) == C.flagOn, nlim = tonumber(ARGV[3])}
 local n = 0
-for _, key in ipairs(KEYS) do
-  local r = redis.pcall('ZREM', key, ARGV[1])
+for i = 3, #KEYS do
+  local r = redis.pcall('ZREM', KEYS[i], argv.member)
   if type(r) == 'number' then n = n + r end
 end
+if argv.nlim > 0 then return n end
+local exp = tonumber(redis.pcall('ZSCORE', keys.fconc, argv.member)) -- nil: none, or a key of another type
+if exp and redis.pcall('ZREM', keys.fconc, argv.member) == 1 and exp > now_us then
+  local flight = flight_load(keys.flight, keys.fconc)
+  flight_released(flight, argv.answered); flight_save(flight)
+  n = n + 1
+end
 return n
-`)
+`
 
 // ResumeScript deletes the records that hold a scope back, notes when
 // (the gates re-assert no pause known in force only before it:
