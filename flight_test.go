@@ -85,6 +85,7 @@ func TestLearnedConcurrencyEndToEnd(t *testing.T) {
 			t.Errorf("State: learned %d in flight, want 1 to %d (the provider's %d); the gate logged:\n%s", p.LearnedInFlight, n, n, e.log.String())
 		}
 		c := provider.Counts()
+		t.Logf("the provider got %d requests, refused %d; the scope learned %d in flight", c.Requests, c.Refused, p.LearnedInFlight)
 		if c.Accepted < tasks {
 			t.Errorf("the provider accepted %d requests for %d tasks", c.Accepted, tasks)
 		}

@@ -295,6 +295,7 @@ type Gate struct {
 	absorbed    local.Absorbed   // refusals of requests already on their way, per pause (log)
 	inside      atomic.Int64     // tasks inside the Middleware (see local.Holders)
 	uncounted   local.Uncounted
+	inflight    local.InFlight // this process's tasks in flight, per scope (the level of a refusal the records know none of)
 	metrics     *metrics
 	observed    atomic.Bool   // Transport or Observe is in use: responses teach the budget
 	silent      sync.Map      // pause key → when its provider last advertised no budget
@@ -370,6 +371,13 @@ type Pause struct {
 	// applied, a FixedWindow otherwise; zero when none, or once ten minutes
 	// passed without a refusal.
 	Learned Limit
+	// LearnedInFlight is how many requests the scope may have in flight,
+	// once refusals showed that its provider limits requests in flight
+	// rather than per window (a concurrency limit learned, shared through
+	// Redis as a Concurrent limit is; the scope's refusals then defer the
+	// refused task only, and Learned no longer applies); 0 when not
+	// learned. Resume forgets it.
+	LearnedInFlight int
 	// LimitBacklog is how far ahead of Redis TIME the scope's first Limit
 	// is spent (its GCRA theoretical arrival time minus now); 0 when the
 	// scope has no such state. With a Limit of interval i and burst b, a
@@ -402,7 +410,7 @@ func (p Pause) String() string {
 // pauseOf is the Pause that a dry admission a of s describes, asked with
 // a hold of hold.
 func pauseOf(s Scope, a store.Admission, hold time.Duration) Pause {
-	p := Pause{Scope: s, Budget: budgetOf(a.Budget), Learned: learnedOf(a.Learned, hold),
+	p := Pause{Scope: s, Budget: budgetOf(a.Budget), Learned: learnedOf(a.Learned, hold), LearnedInFlight: int(a.Learned.InFlight),
 		LimitBacklog: time.Duration(a.Backlog) * time.Microsecond}
 	if a.Code == model.Admitted {
 		return p

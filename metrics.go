@@ -36,6 +36,9 @@ import (
 //	quotagate_wait_seconds{provider,class}         histogram of the waits the gate
 //	    imposed: each hold in-process and each deferral's delay
 //	quotagate_refusals_total{provider}             counter: pauses recorded from refusals
+//	quotagate_in_flight_refusals_total{provider}   counter: refusals of one request too many
+//	    in flight under a learned concurrency limit: the refused task waits
+//	    its own hint, the scope is not paused, the limit is lowered
 //	quotagate_budget_observations_total{provider}  counter: budgets learned from response headers
 //	quotagate_store_errors_total{op}               counter: failed Redis round trips
 //	quotagate_store_duration_seconds{op}           histogram of Redis round trips
@@ -126,7 +129,7 @@ const scrapeTimeout = time.Second
 
 // metrics are one gate's counters. A nil *metrics counts nothing.
 type metrics struct {
-	admissions, refusals, budgets, storeErrors *prometheus.CounterVec
+	admissions, refusals, inFlight, budgets, storeErrors *prometheus.CounterVec
 	storeSeconds, waits                        *prometheus.HistogramVec
 	pausedScopes                               *prometheus.Desc
 
@@ -147,6 +150,10 @@ func newMetrics() *metrics {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotagate_refusals_total",
 			Help: "Pauses recorded from provider refusals, by provider.",
+		}, []string{"provider"}),
+		inFlight: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotagate_in_flight_refusals_total",
+			Help: "Provider refusals of one request too many in flight under a learned concurrency limit (no pause), by provider.",
 		}, []string{"provider"}),
 		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotagate_budget_observations_total",
@@ -185,6 +192,7 @@ func (m *metrics) meet(provider string) {
 		m.waits.WithLabelValues(provider, c.String())
 	}
 	m.refusals.WithLabelValues(provider)
+	m.inFlight.WithLabelValues(provider)
 	m.budgets.WithLabelValues(provider)
 }
 
@@ -209,6 +217,14 @@ func (m *metrics) refusal(provider string) {
 	if m != nil {
 		m.meet(provider)
 		m.refusals.WithLabelValues(provider).Inc()
+	}
+}
+
+// inFlightRefusal counts a refusal under a learned concurrency limit.
+func (m *metrics) inFlightRefusal(provider string) {
+	if m != nil {
+		m.meet(provider)
+		m.inFlight.WithLabelValues(provider).Inc()
 	}
 }
 
@@ -238,7 +254,7 @@ type collector struct{ g *Gate }
 
 func (c collector) vecs() []prometheus.Collector {
 	m := c.g.metrics
-	return []prometheus.Collector{m.admissions, m.waits, m.refusals, m.budgets, m.storeErrors, m.storeSeconds}
+	return []prometheus.Collector{m.admissions, m.waits, m.refusals, m.inFlight, m.budgets, m.storeErrors, m.storeSeconds}
 }
 
 // Describe implements prometheus.Collector.

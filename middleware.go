@@ -68,6 +68,10 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			if err != nil {
 				return err
 			}
+			if n := g.inflight.Enter(k.Pause, int64(g.cost(t))); gr.level == 0 {
+				gr.level = n // the scope's records know no level: this process's (a lower bound)
+			}
+			defer g.inflight.Leave(k.Pause, int64(g.cost(t)))
 			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr, class: c}
 			ta.unspent.Store(true)
 			defer g.releaseTask(ctx, s, ta) // every path: a return, a refusal, a panic

@@ -91,13 +91,14 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false
 	}
-	g.metrics.refusal(s.Provider)
 	switch {
 	case rec.Own: // the scope is not paused: the refused task waits its own hint
+		g.metrics.inFlightRefusal(s.Provider)
 		g.cfg.Logger.Debug("quotagate: provider refused a request too many in flight; its learned concurrency limit is lowered",
 			"scope", s.String(), "hint", hint, "until", until)
 		return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 	case rec.Moved:
+		g.metrics.refusal(s.Provider)
 		g.notePause(k, until, rem, false)
 		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until}
 		if facts.Alt > 0 { // the hint may be milliseconds: until says which was read
@@ -105,6 +106,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		}
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	default: // a request already on its way when the scope paused
+		g.metrics.refusal(s.Provider)
 		g.notePause(k, until, rem, false)
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
 			"until", until, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))

@@ -39,6 +39,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,6 +116,7 @@ type view struct {
 
 type row struct {
 	Provider, Account, Until, Remaining, Reason, Backlog string
+	InFlight                                             string // the learned concurrency limit, "-" none
 }
 
 //go:embed page.html
@@ -167,11 +169,20 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 			Remaining: p.Remaining.Round(time.Millisecond).String(),
 			Reason:    p.Reason.String(),
 			Backlog:   backlog(p.LimitBacklog),
+			InFlight:  inFlight(p.LearnedInFlight),
 		})
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	pageTemplate.Execute(w, v)
+}
+
+// inFlight is a learned concurrency limit as a cell: "-" when none.
+func inFlight(n int) string {
+	if n <= 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func backlog(d time.Duration) string {

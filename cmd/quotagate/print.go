@@ -53,6 +53,9 @@ func (o printer) state(p quotagate.Pause) error {
 	if err == nil && p.LimitBacklog > 0 {
 		_, err = fmt.Fprintf(o.w, "; limit backlog %v", backlog(p.LimitBacklog))
 	}
+	if err == nil && p.LearnedInFlight > 0 {
+		_, err = fmt.Fprintf(o.w, "; learned %d in flight", p.LearnedInFlight)
+	}
 	if err == nil {
 		_, err = fmt.Fprintln(o.w)
 	}

@@ -114,3 +114,25 @@ func TestHoldersFairShare(t *testing.T) {
 		t.Errorf("beside a task without a scope: %d waiters, want %d", n, inside/holdShare)
 	}
 }
+
+// TestInFlight: the count of a scope rises with each entry, falls with
+// each leave, is apart from other scopes', and is gone at zero.
+func TestInFlight(t *testing.T) {
+	var f InFlight
+	if n := f.Enter("a", 1); n != 1 {
+		t.Fatalf("first entry: %d, want 1", n)
+	}
+	if n := f.Enter("a", 2); n != 3 {
+		t.Fatalf("an entry of 2 more: %d, want 3", n)
+	}
+	if n := f.Enter("b", 1); n != 1 {
+		t.Fatalf("another scope: %d, want 1", n)
+	}
+	f.Leave("a", 3)
+	if _, ok := f.m["a"]; ok {
+		t.Fatalf("a scope left at zero keeps its entry: %v", f.m)
+	}
+	if n := f.Enter("a", 1); n != 1 {
+		t.Fatalf("after leaving: %d, want 1", n)
+	}
+}

@@ -53,9 +53,10 @@ type Budget struct {
 	Reset     int64 // Unix µs when the quota is whole again; 0 unknown (or past)
 }
 
-// Learned is the limit a scope learned from refusals: N requests in a
-// window of Window µs; N 0 when none.
-type Learned struct{ N, Window int64 }
+// Learned is what a scope learned from refusals: N requests in a window
+// of Window µs (N 0 when none), and InFlight, the requests it may have in
+// flight once its provider was found to limit them (0 when not).
+type Learned struct{ N, Window, InFlight int64 }
 
 // Admits is when the scope admits a request again, per Redis TIME: zero
 // when it admits now, the deadline in force when paused, Now plus the
@@ -97,7 +98,8 @@ func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admis
 		return Admission{}, err
 	}
 	d, now := model.AdmitDecision(v)
-	a := Admission{Decision: d, Now: now, Learned: Learned{N: v["learnedLimit"], Window: v["learnedWindow"]}, Backlog: v["backlog"]}
+	a := Admission{Decision: d, Now: now, Learned: Learned{N: v["learnedLimit"], Window: v["learnedWindow"], InFlight: v["learnedInFlight"]},
+		Backlog: v["backlog"]}
 	if v["budgetRemaining"] >= 0 {
 		a.Budget = Budget{Known: true, Remaining: v["budgetRemaining"], Limit: v["budgetLimit"]}
 		if u := v["budgetReset"]; u > v["now"] {
