@@ -130,8 +130,8 @@ const scrapeTimeout = time.Second
 // metrics are one gate's counters. A nil *metrics counts nothing.
 type metrics struct {
 	admissions, refusals, inFlight, budgets, storeErrors *prometheus.CounterVec
-	storeSeconds, waits                        *prometheus.HistogramVec
-	pausedScopes                               *prometheus.Desc
+	storeSeconds, waits                                  *prometheus.HistogramVec
+	pausedScopes                                         *prometheus.Desc
 
 	providers sync.Map // provider name → struct{}: the providers met, with their zero series
 }
