@@ -596,6 +596,23 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 		deadline = s.pause.refuse(now, r.Pause, false)
 		return deadline, open || deadline > before
 	}
+	deadline = s.pause.refuse(now, s.refusedPause(p, now, &r, open), r.Operator)
+	if !r.Operator {
+		s.start.end(now)
+	}
+	for i, l := range p.Limits {
+		s.limits[i].refuse(l, now, r.Hinted)
+	}
+	s.learnRefusal(p, now, deadline, r, open)
+	return deadline, open || deadline > before
+}
+
+// refusedPause is the pause (ms) a refusal r at now asks for: its hint,
+// or read as milliseconds (Refusal.Alt), or the hintless episode's
+// (fallbackState.refuse), or a counter's (budgetState.counterPause); it
+// marks r a refusal of the hintless episode's probe (Refusal.Probe) and
+// its precision.
+func (s *State) refusedPause(p Params, now int64, r *Refusal, open bool) int64 {
 	ms := r.Pause
 	if r.Alt > 0 && s.budget.millis {
 		ms, r.Prec = r.Alt, millisPrec
@@ -607,13 +624,14 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	if r.Hinted && !r.Operator && len(p.Limits) == 0 {
 		ms = s.budget.counterPause(now, ms, r.Prec)
 	}
-	deadline = s.pause.refuse(now, ms, r.Operator)
-	if !r.Operator {
-		s.start.end(now)
-	}
-	for i, l := range p.Limits {
-		s.limits[i].refuse(l, now, r.Hinted)
-	}
+	return ms
+}
+
+// learnRefusal is what a refusal r at now, whose deadline in force is
+// deadline (ms), teaches: the learned limit and its windows and log
+// (learnState.refuse), and, once it taught a limit, the probation of the
+// learned concurrency limit (flightState.begin).
+func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open bool) {
 	w := s.learn.window
 	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0, &s.lwin)
 	if over {
@@ -628,7 +646,6 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	if l, ok := s.learn.spec(); ok && r.Hinted && !r.Operator && open {
 		s.flight.begin(now, l.n, r.Level, len(p.Limits) > 0 || s.budget.known)
 	}
-	return deadline, open || deadline > before
 }
 
 // Observe records the budget a response advertised (see Observation).
