@@ -303,10 +303,15 @@ func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts int64, nowO
 // the fail-open or fail-closed answer (err, nil to run unchecked).
 func (g *Gate) admitFailed(ctx context.Context, q asking, counts int64, err error) (a admission, known bool, _ error) {
 	g.uncounted.Add(q.k.Pause, counts)
-	if q.lease != "" {
+	if q.configuredLease {
 		// The script may have taken the lease before the call failed:
 		// give it back (a lease never taken is released as nothing),
-		// without holding up the fail-open or fail-closed answer.
+		// without holding up the fail-open or fail-closed answer. A
+		// learned concurrency limit's lease id goes with every admission
+		// of a scope with nothing configured, and is seldom taken: one
+		// taken by a call that failed expires by itself (a minute), rather
+		// than every failed admission sending a release to a store that
+		// just failed.
 		go g.release(ctx, q.s, q.k, grant{lease: q.lease, cost: q.cost}, false)
 	}
 	if ctx.Err() != nil {
