@@ -78,6 +78,13 @@ const flightLease = 60_000_000
 // limit on requests in flight grants at once.
 const flightConfirm = 2
 
+// flightProbes is how many probes beyond the window go at a time once the
+// first, sent alone, was answered: two, the fewest that still halves the
+// probation's round trips, and a level every concurrency limit of two or
+// more accepts (one of one is judged a window's: it paces the scope as
+// one, at its latency's rate).
+const flightProbes = 2
+
 // flightState is the scope's learned concurrency limit.
 type flightState struct {
 	limit int64 // c: requests in flight (0: none learned)
@@ -127,12 +134,23 @@ func (f *flightState) below(level int64) {
 }
 
 // beyond reports whether, on probation, a request of cost goes at now as
-// a probe beyond the window (rule 2): as a slow start's (start.go), each
-// probe answered lets two more go, from one, so the probes in flight
-// double with every round trip while the provider takes them; or the last
+// a probe beyond the window, held units of the limit in flight (rule 2).
+// The first goes alone, nothing else in flight: a window refuses it, a
+// concurrency limit never does, whatever c is. Once one was answered,
+// flightProbes go at a time, beside nothing but each other: levels any
+// concurrency limit that takes more than one request at once accepts, so
+// a refused probe is a window's, never a c set too high; or the last
 // probe's answer is overdue (Params.Answer).
-func (f flightState) beyond(p Params, now, cost int64) bool {
-	return f.phase == flightProbation && (f.sent+cost <= 1+2*f.acks || now >= f.last+p.Answer)
+func (f flightState) beyond(p Params, now, cost, held int64) bool {
+	switch {
+	case f.phase != flightProbation:
+		return false
+	case now >= f.last+p.Answer && f.sent > 0:
+		return true
+	case f.acks == 0:
+		return held == 0 && f.sent == 0
+	}
+	return f.sent-f.acks+cost <= flightProbes
 }
 
 // probe records a probe of cost admitted at at.
@@ -225,7 +243,7 @@ func (f *flightState) lower(now, level int64) {
 // probation lets it go.
 func (a admission) beyond(at int64) bool {
 	s := a.s
-	if !a.probing(at) || !s.flight.beyond(a.p, a.now, a.cost) {
+	if !a.probing(at) || !s.flight.beyond(a.p, a.now, a.cost, concHeld(s.lease.leases, a.now)) {
 		return false
 	}
 	return concEarliest(s.lease.leases, s.flight.spec(), a.now, a.cost) == a.now
@@ -328,8 +346,11 @@ local function flight_begin(s, n, level, configured)
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
   flight_below(s, level)
 end
-local function flight_beyond(s, cost)
-  return s.phase == C.flightProbation and (s.sent + cost <= 1 + 2 * s.acks or now_us >= s.last + C.answer)
+local function flight_beyond(s, cost, held)
+  if s.phase ~= C.flightProbation then return false end
+  if now_us >= s.last + C.answer and s.sent > 0 then return true end
+  if s.acks == 0 then return held == 0 and s.sent == 0 end
+  return s.sent - s.acks + cost <= C.flightProbes
 end
 local function flight_probe(s, at, cost)
   if s.since == 0 then s.since = at end
@@ -381,7 +402,7 @@ local function admission_probing(a, at)
 end
 local function admission_beyond(a, at)
   local s = a.s
-  if not admission_probing(a, at) or not flight_beyond(s.flight, a.cost) then return false end
+  if not admission_probing(a, at) or not flight_beyond(s.flight, a.cost, conc_held(s.lease, now_us)) then return false end
   return conc_earliest(s.lease, now_us, a.cost, s.lease.n) == now_us
 end
 local function admission_await_probe(a, d, at)

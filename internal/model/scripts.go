@@ -87,7 +87,7 @@ var luaConstants = func() string {
 		"reasonPause": int64(ReasonPause), "reasonBudget": int64(ReasonBudget), "reasonProbe": int64(ReasonProbe),
 		"reasonLimit": int64(ReasonLimit), "reasonLearned": int64(ReasonLearned), "reasonInFlight": int64(ReasonInFlight),
 		"flightNone": flightNone, "flightProbation": flightProbation, "flightConfirmed": flightConfirmed, "flightRate": flightRate,
-		"flightPause": flightPause, "flightOwn": flightOwn, "flightSpent": flightSpent, "flightLease": flightLease, "flightConfirm": flightConfirm,
+		"flightPause": flightPause, "flightOwn": flightOwn, "flightSpent": flightSpent, "flightLease": flightLease, "flightConfirm": flightConfirm, "flightProbes": flightProbes,
 	}
 	var b strings.Builder
 	b.WriteString("local C = {")
