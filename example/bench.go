@@ -253,13 +253,25 @@ var modeHeads = map[string]string{
 }
 
 // printBench writes the issues' table: per scenario and mode, requests per
-// accepted poll, then wall time, as min–max over the runs.
+// accepted poll, then wall time, as min–max over the runs; with -matrix,
+// the goals' summary below it.
 func printBench(w io.Writer, o options, run []mode, results []benchResult) {
 	for _, line := range benchPreamble(o) {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintln(w)
 	benchTable(w, run, results)
+	benchGoals(w, o, run, results)
+}
+
+// benchGoals writes, with -matrix, a blank line and the goals' summary
+// (goals.go).
+func benchGoals(w io.Writer, o options, run []mode, results []benchResult) {
+	if !o.matrix {
+		return
+	}
+	fmt.Fprintln(w)
+	printGoals(w, o.runs, evaluateGoals(results, run))
 }
 
 // benchPreamble is what the table's figures are of: the workload, the
