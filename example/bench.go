@@ -139,10 +139,15 @@ type benchResult struct {
 	byMode map[string][]figures
 }
 
-// runBench runs every scenario in every mode, o.runs times, each run on
-// fresh state, and prints the table (or, with -json, every run's figures).
-// The runs are interleaved (run 1 of every scenario, then run 2, ...) so a
-// slow spell of a shared machine does not fall on one scenario only.
+// runBench runs every scenario in every mode, o.runs times, each run of
+// each mode on fresh state (its own queue and gate prefix, runLabel: what
+// a gate learns outlives its run), and prints the table (or, with -json,
+// every run's figures). The runs are interleaved (run 1 of every
+// scenario, then run 2, ...) so a slow spell of a shared machine does not
+// fall on one scenario only; within a run a scenario runs every mode one
+// after another, so the ratios between modes are measured side by side,
+// and the order of the modes turns by one each run (modesOfRun), so that
+// none always runs first.
 func runBench(ctx context.Context, e env, o options, list []scenario, run []mode, stdout io.Writer, prog *progress) ([]benchResult, error) {
 	results := make([]benchResult, len(list))
 	for i, sc := range list {
@@ -154,9 +159,9 @@ func runBench(ctx context.Context, e env, o options, list []scenario, run []mode
 			s.quota, s.dialect = sc.Quota, mustDialect(sc.Dialect)
 			polls := workload(s.polls, s.free, s.seed)
 			results[i].ideal = s.quota.IdealLatency(countAt(polls, constrained), s.latency)
-			for _, m := range run {
+			for _, m := range modesOfRun(run, n) {
 				prog.setPrefix(fmt.Sprintf("%s #%d ", sc.Name, n))
-				f, rec, err := recordMode(ctx, e, fmt.Sprintf("%s.%d.%s", sc.Name, n, m.Name), m, s, polls, prog)
+				f, rec, err := recordMode(ctx, e, runLabel(sc, n, m), m, s, polls, prog)
 				switch {
 				case errors.Is(err, errTimedOut):
 					// Counted as incomplete in the table; the next runs go on.
@@ -180,6 +185,19 @@ func runBench(ctx context.Context, e env, o options, list []scenario, run []mode
 		printBench(stdout, o, run, results)
 	}
 	return results, nil
+}
+
+// runLabel names run n of mode m on sc: its queue and gate prefix
+// (env.names), distinct for every scenario, run and mode.
+func runLabel(sc scenario, n int, m mode) string {
+	return fmt.Sprintf("%s.%d.%s", sc.Name, n, m.Name)
+}
+
+// modesOfRun is the modes of run in the order run n runs them: turned by
+// n−1, so run 1 keeps the usual order.
+func modesOfRun(run []mode, n int) []mode {
+	k := (n - 1) % len(run)
+	return append(slices.Clone(run[k:]), run[:k]...)
 }
 
 // timelineCell is -timeline's cell unless -cells names another: a fixed
@@ -235,13 +253,25 @@ var modeHeads = map[string]string{
 }
 
 // printBench writes the issues' table: per scenario and mode, requests per
-// accepted poll, then wall time, as min–max over the runs.
+// accepted poll, then wall time, as min–max over the runs; with -matrix,
+// the goals' summary below it.
 func printBench(w io.Writer, o options, run []mode, results []benchResult) {
 	for _, line := range benchPreamble(o) {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintln(w)
 	benchTable(w, run, results)
+	benchGoals(w, o, run, results)
+}
+
+// benchGoals writes, with -matrix, a blank line and the goals' summary
+// (goals.go).
+func benchGoals(w io.Writer, o options, run []mode, results []benchResult) {
+	if !o.matrix {
+		return
+	}
+	fmt.Fprintln(w)
+	printGoals(w, o.runs, evaluateGoals(results, run))
 }
 
 // benchPreamble is what the table's figures are of: the workload, the

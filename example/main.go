@@ -18,8 +18,10 @@
 //
 // -bench -matrix runs every provider shape × dialect cell of bench.go's
 // matrix (internal/sim's models and dialects) in the modes local, pause,
-// gate and gate+limit; -cells selects some. The carrier is internal/sim's
-// Server: -model picks its shape, -dialect how it speaks.
+// gate and gate+limit; -cells selects some. Below its table it prints the
+// matrix's goals (goals.go), a line each, naming the cells that miss one
+// in their worst of -runs. The carrier is internal/sim's Server: -model
+// picks its shape, -dialect how it speaks.
 //
 // -bench runs the issues' measurement instead of one table: every scenario
 // of bench.go (fixed window 40 per 5 s, token bucket 8/s burst 10, sliding
@@ -63,8 +65,8 @@
 // Files: carrier.go is the fake carrier (internal/sim's Server) and quota.go
 // maps the flags to its quota and dialect; pause.go is the baseline;
 // run.go runs one mode (asynq server, gate); measure.go is the bookkeeping
-// behind the figures, report.go prints them; bench.go is -bench; ui.go
-// serves asynqmon.
+// behind the figures, report.go prints them; bench.go is -bench and
+// goals.go the matrix's goals; ui.go serves asynqmon.
 package main
 
 import (
@@ -160,7 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.ui, "ui", "", "serve asynqmon (/), the gates' inspector (/quotagate/) and /metrics on this address (e.g. :8080) and keep serving until Ctrl-C; to see deferrals in the first seconds, run the gate mode alone on a long window: -ui :8080 -modes gate -window 10s -rate 30 -polls 100")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final figures as JSON (one object per mode (and run) per line) instead of the table")
 	fs.BoolVar(&o.bench, "bench", false, "run the benchmark scenarios (see -scenarios) instead of one table")
-	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max")
+	fs.IntVar(&o.runs, "runs", 1, "-bench: runs of each scenario and mode; the table shows min–max, -matrix's goals the worst run")
 	fs.StringVar(&o.scenarios, "scenarios", scenarioNames(), "-bench: scenarios to run, comma-separated")
 	fs.BoolVar(&o.matrix, "matrix", false, "-bench over every provider shape × dialect cell of bench.go's matrix (implies -bench; see -cells)")
 	fs.StringVar(&o.cells, "cells", "all", "-matrix: cells to run, comma-separated (shape/dialect, e.g. fixed/github,bucket/discord), or all")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,22 +179,39 @@ func TestTimelineFlags(t *testing.T) {
 	}
 }
 
-// TestBench runs -bench's loop on a tiny scenario, twice, and reads its
-// table: counts only.
+// TestBench runs -bench's loop on a tiny scenario, twice in two modes,
+// and reads its table: counts only. Every run of every mode starts on
+// names of its own, under which Redis holds nothing yet, and the second
+// run turns the modes' order.
 func TestBench(t *testing.T) {
 	e := miniEnv(t, "bench")
+	var labels []string
+	names := e.names
+	e.names = func(label string) (string, string) {
+		queue, prefix := names(label)
+		for _, p := range []string{"asynq:{" + queue + "}:", prefix + ":"} {
+			if keys, err := e.rdb.Keys(context.Background(), p+"*").Result(); err != nil || len(keys) > 0 {
+				t.Errorf("%s: keys %v before the run (%v)", label, keys, err)
+			}
+		}
+		labels = append(labels, label)
+		return queue, prefix
+	}
 	o, err := parseFlags([]string{"-bench", "-polls", "24", "-workers", "8", "-runs", "2", "-delayed-check", "100ms"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := scenario{Name: "tiny", Quota: sim.Quota{Shape: sim.SlidingLog, Rate: 10, Window: time.Second}, Dialect: "httprate"}
-	run := []mode{modeNamed(t, "gate+limit")} // the quickest to finish
+	run := []mode{modeNamed(t, "gate"), modeNamed(t, "gate+limit")} // the quickest to finish
 	var out bytes.Buffer
 	results, err := runBench(context.Background(), e, o, []scenario{sc}, run, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
+	if want := []string{"tiny.1.gate", "tiny.1.gate+limit", "tiny.2.gate+limit", "tiny.2.gate"}; !slices.Equal(labels, want) {
+		t.Errorf("labels %q, want %q", labels, want)
+	}
 	if len(results) != 1 || results[0].ideal != 2*time.Second {
 		t.Fatalf("results %+v: want one scenario of ideal 2s (24 polls, 10 per second)", results)
 	}
@@ -213,7 +231,7 @@ func TestBench(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "| tiny | sliding log, 10 per 1s; go-chi/httprate") || strings.Count(last, "×,") != 1 || !strings.HasSuffix(last, "| 2 s |") {
+	if !strings.HasPrefix(last, "| tiny | sliding log, 10 per 1s; go-chi/httprate") || strings.Count(last, "×,") != 2 || !strings.HasSuffix(last, "| 2 s |") {
 		t.Fatalf("table row %q", last)
 	}
 }

@@ -16,7 +16,8 @@ import (
 
 // writeMeasurements writes the report as Markdown: the title, the command
 // line of args (as go run ./example …), the date (UTC), the runs, then what
-// -bench prints: its preamble, a paragraph a line, and its table.
+// -bench prints: its preamble, a paragraph a line, its table and, with
+// -matrix, the goals' summary.
 func writeMeasurements(w io.Writer, args []string, date time.Time, o options, run []mode, results []benchResult) error {
 	var b bytes.Buffer
 	fmt.Fprint(&b, "# Measurements\n\n")
@@ -28,6 +29,7 @@ func writeMeasurements(w io.Writer, args []string, date time.Time, o options, ru
 	}
 	fmt.Fprintln(&b)
 	benchTable(&b, run, results)
+	benchGoals(&b, o, run, results)
 	_, err := w.Write(b.Bytes())
 	return err
 }

@@ -19,12 +19,12 @@ func TestWriteMeasurements(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := []mode{modeNamed(t, "local"), modeNamed(t, "gate")}
-	f := func(waste float64, wall time.Duration) figures {
-		return figures{Polls: 24, Completed: 24, Waste: waste, Wall: wall}
+	f := func(mode string, n int, waste float64, wall time.Duration) figures {
+		return figures{Mode: mode, Run: n, Polls: 24, Completed: 24, Waste: waste, Wall: wall}
 	}
 	results := []benchResult{{sc: list[0], ideal: 0, byMode: map[string][]figures{
-		"local": {f(3, 20200*time.Millisecond), f(2.96, 20100*time.Millisecond)},
-		"gate":  {f(1.07, 21300*time.Millisecond), f(1.03, 21300*time.Millisecond)},
+		"local": {f("local", 1, 3, 20200*time.Millisecond), f("local", 2, 2.96, 20100*time.Millisecond)},
+		"gate":  {f("gate", 1, 1.07, 21300*time.Millisecond), f("gate", 2, 1.13, 21300*time.Millisecond)},
 	}}}
 	var b bytes.Buffer
 	if err := writeMeasurements(&b, o.args, time.Date(2026, 3, 4, 23, 30, 0, 0, time.FixedZone("X", -2*3600)), o, run, results); err != nil {
@@ -44,7 +44,15 @@ func TestWriteMeasurements(t *testing.T) {
 		"\n" +
 		"| cell | provider | local (asynq wiki pattern: each task waits its own hint) | gate, nothing configured | the quota's ideal |\n" +
 		"|---|---|---|---|---|\n" +
-		"| fixed/retry-after | fixed window, 40 per 5s; Retry-After in delta seconds, rounded up | 2.96–3.00×, 20.1–20.2 s | 1.03–1.07×, 21.3 s | 0 s |\n"
+		"| fixed/retry-after | fixed window, 40 per 5s; Retry-After in delta seconds, rounded up | 2.96–3.00×, 20.1–20.2 s | 1.07–1.13×, 21.3 s | 0 s |\n" +
+		"\n" +
+		"goals, each judged on the worst of 2 run(s) per cell (gate against local and pause, and concurrency against gate+limit, within one run):\n" +
+		"\n" +
+		"- gate, nothing configured: no slower than the faster of local and pause by more than 5% + 0.5 s: not measured (-modes without pause)\n" +
+		"- gate, nothing configured: at most 1.10 requests per accepted poll, 1.02 where the provider advertises its budget: 1 of 1 cells miss it: fixed/retry-after (run 2: gate 1.13×, allowed 1.10×)\n" +
+		"- concurrency, nothing configured: within 2× of gate+limit's time and no slower than 3 s: not measured (-modes without gate+limit)\n" +
+		"- gate+limit: 1.00 requests per accepted poll: not measured (-modes without gate+limit)\n" +
+		"- gate+limit: within 5% + 0.5 s of the quota's ideal: not measured (-modes without gate+limit)\n"
 	if got := b.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
