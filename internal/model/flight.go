@@ -315,10 +315,17 @@ func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict
 // luaFlight is the learned concurrency limit's transaction, flightState's
 // methods as flight_* functions of the record s (its fields as
 // FlightFields name them, full a boolean, and conc, the key of its
-// leases), each named as its Go twin.
+// leases), each named as its Go twin. A scope with limits configured
+// (nlim) has none, and reads nothing of it (flight_load); its leases are
+// read only while admissions take them (flight_lease).
 const luaFlight = `
-local function flight_load(key, conc)
-  local s = hrecord(key, flightFields)
+local function flight_load(key, conc, nlim)
+  local s = {key = key}
+  if nlim > 0 then
+    for _, f in ipairs(flightFields) do s[f] = 0 end
+  else
+    s = hrecord(key, flightFields)
+  end
   s.full, s.conc = s.full == C.flagOn, conc
   return s
 end
@@ -337,6 +344,10 @@ local function flight_spec(s)
   return l
 end
 local function flight_leasing(s) return s.phase == C.flightProbation or s.phase == C.flightConfirmed end
+local function flight_lease(s)
+  if flight_leasing(s) then return flight_spec(s) end
+  return {key = s.conc, concurrent = true, per = C.flightLease, n = s.limit, leases = {}, adds = {}}
+end
 local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
 end

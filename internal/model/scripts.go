@@ -310,8 +310,8 @@ C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, ar
 C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
   class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 12, argv.nlim),
-  flight = flight_load(keys.flight, keys.fconc)}
-s.lease = flight_spec(s.flight)
+  flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
+s.lease = flight_lease(s.flight)
 if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts); learn_save(s.learn) end
 local lim = state_active(s, keys)
 local k = class_keeper(s.class, argv.interactive)
@@ -352,7 +352,7 @@ C.maxPause, C.limits = argv.maxPause, argv.nlim
 local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
   level = argv.level, opens = argv.opens}
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 10, argv.nlim),
-  flight = flight_load(keys.flight, keys.fconc)}
+  flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
 local verdict, own = state_refuse_flight(s, r, open)
@@ -433,7 +433,7 @@ s.fall = fallback_load(keys.fallback)
 fallback_answer(s.fall, o.opened); fallback_save(s.fall)
 s.start = start_load(keys.start)
 start_answer(s.start, o.opened); start_save(s.start)
-s.flight = flight_load(keys.flight, '')
+s.flight = flight_load(keys.flight, '', 0)
 flight_answer(s.flight, o.opened, s.learn.limit); flight_save(s.flight)
 if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
 return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
@@ -526,7 +526,7 @@ end
 if argv.nlim > 0 then return n end
 local exp = tonumber(redis.pcall('ZSCORE', keys.fconc, argv.member)) -- nil: none, or a key of another type
 if exp and redis.pcall('ZREM', keys.fconc, argv.member) == 1 and exp > now_us then
-  local flight = flight_load(keys.flight, keys.fconc)
+  local flight = flight_load(keys.flight, keys.fconc, 0)
   flight_released(flight, argv.answered); flight_save(flight)
   n = n + 1
 end
