@@ -433,8 +433,10 @@ s.fall = fallback_load(keys.fallback)
 fallback_answer(s.fall, o.opened); fallback_save(s.fall)
 s.start = start_load(keys.start)
 start_answer(s.start, o.opened); start_save(s.start)
-s.flight = flight_load(keys.flight, '', 0)
-flight_answer(s.flight, o.opened, s.learn.limit); flight_save(s.flight)
+if o.opened > 0 then -- only a probe's answer tells the learned concurrency limit anything
+  s.flight = flight_load(keys.flight, '', 0)
+  flight_answer(s.flight, o.opened, s.learn.limit); flight_save(s.flight)
+end
 if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
 return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
 `
