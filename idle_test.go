@@ -102,8 +102,4 @@ func TestIdleGatesResubscribed(t *testing.T) {
 
 // subscribed reports whether the gate's subscription to the announcements
 // is live.
-func (g *Gate) subscribed() bool {
-	g.open.mu.Lock()
-	defer g.open.mu.Unlock()
-	return g.open.live
-}
+func (g *Gate) subscribed() bool { return g.open.Live() }
