@@ -67,10 +67,12 @@ func TestHoldersCapInAll(t *testing.T) {
 
 // TestHoldersFairShare: one scope's waiters of every kind may take every
 // task inside the middleware only while no task of another scope entered
-// within fairFor; then they keep to one in holdShare, and fairFor after
-// the other scope's last task the scope alone has every worker again.
+// within fairFor, and every task but one in the process's first fairFor;
+// then they keep to one in holdShare, and fairFor after the other scope's
+// last task the scope alone has every worker again.
 func TestHoldersFairShare(t *testing.T) {
 	now := time.Unix(1000, 0)
+	start := now.Add(-fairFor) // the processes below took their first task then
 	const inside = 20
 	fill := func(h *Holders, at time.Time) int {
 		n := 0
@@ -80,11 +82,31 @@ func TestHoldersFairShare(t *testing.T) {
 		return n
 	}
 	var alone Holders
+	alone.Enter("acme", start)
 	alone.Enter("acme", now)
 	if n := fill(&alone, now); n != 2*inside {
 		t.Errorf("one scope alone: %d waiters of %d tasks inside, want every one", n, inside)
 	}
+	// A process's first tasks, all of one scope: one task inside is left
+	// to take the next of the queue, where another scope's may be.
+	var first Holders
+	first.Enter("acme", now)
+	if n := fill(&first, now.Add(fairFor-time.Millisecond)); n != inside-1 {
+		t.Errorf("in a process's first fairFor, one scope seen: %d waiters of %d tasks inside, want every one but one", n, inside)
+	}
+	if !first.Join("acme", inside, now, true) {
+		t.Error("a last attempt did not join in a process's first fairFor")
+	}
+	if n := fill(&first, now.Add(fairFor)); n != 2*inside {
+		t.Errorf("fairFor after the process's first task, one scope seen: %d more waiters, want every one", n)
+	}
+	var two Holders // with 2 tasks inside in the first fairFor, 1 waits
+	two.Enter("acme", now)
+	if !two.Join("acme", 2, now, false) || two.Join("acme", 2, now, false) {
+		t.Errorf("with 2 tasks inside in a process's first fairFor: %d waiters, want 1", two.Waiting())
+	}
 	var shared Holders
+	shared.Enter("acme", start)
 	shared.Enter("swift", now)
 	shared.Enter("acme", now.Add(time.Second))
 	at := now.Add(2 * time.Second)
@@ -108,6 +130,7 @@ func TestHoldersFairShare(t *testing.T) {
 	}
 	// A task without a scope counts as another scope's.
 	var none Holders
+	none.Enter("acme", start)
 	none.Enter("", now)
 	none.Enter("acme", now)
 	if n := fill(&none, now); n != inside/holdShare {
