@@ -23,11 +23,13 @@ import (
 // other scope entered yet says nothing: its first tasks may all be of one
 // scope, the others' queued behind them, and were every worker waiting
 // for that scope, none would be reached but at its pace. The one left
-// takes task after task of the queue and meets them.) A worker that may
-// not wait asks the admission for no slot ahead (model.Params.NowOnly)
-// and is deferred to its instant; its worker takes the next task of the
-// queue. Last attempts without NewTask's reserve wait whatever the count
-// (they join it).
+// takes task after task of the queue and meets them.) When a task of
+// another scope enters while one scope's waiters are past the share, its
+// holders are woken (Crowded) to ask again, and keep to the share. A
+// worker that may not wait asks the admission for no slot ahead
+// (model.Params.NowOnly) and is deferred to its instant; its worker takes
+// the next task of the queue. Last attempts without NewTask's reserve
+// wait whatever the count (they join it).
 //
 // The holders among the waiters also have places per scope (Acquire):
 // Tuning.MaxHolders, or as many as the reopening can use; Interactive work
@@ -45,6 +47,11 @@ type Holders struct {
 	last, other     string
 	lastAt, otherAt time.Time
 	first           time.Time // when the first task entered (see mayWait)
+	// past is the scope whose waiters the rule let past the share as
+	// alone ("" none); crowd is closed when a task of another scope enters
+	// meanwhile (see Crowded).
+	past  string
+	crowd chan struct{}
 }
 
 // holdShare bounds what the waiters may take of the tasks inside a
@@ -75,6 +82,9 @@ func (h *Holders) Enter(k string, now time.Time) {
 	defer h.mu.Unlock()
 	if h.first.IsZero() {
 		h.first = now
+	}
+	if h.past != "" && k != h.past {
+		h.crowded()
 	}
 	if k != h.last {
 		h.other, h.otherAt = h.last, h.lastAt
@@ -113,8 +123,35 @@ func (h *Holders) mayWait(k string, inside int64, now time.Time) bool {
 		return true
 	case h.total > h.w[k] || !h.alone(k, now):
 		return false
+	case now.Sub(h.first) < fairFor && n+1 >= inside:
+		return false
 	}
-	return now.Sub(h.first) >= fairFor || n+1 < inside
+	h.past = k
+	return true
+}
+
+// crowded wakes the holders of Crowded: the scope let past the share
+// is no longer alone.
+func (h *Holders) crowded() {
+	h.past = ""
+	if h.crowd != nil {
+		close(h.crowd)
+		h.crowd = nil
+	}
+}
+
+// Crowded returns a channel closed when a task of another scope (or
+// without one) enters while one scope's waiters are past the share, the
+// rule having let them as alone: its holders then ask again, and those
+// past the share are deferred, leaving their workers to the other
+// scope's tasks instead of holding them until their waits end.
+func (h *Holders) Crowded() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.crowd == nil {
+		h.crowd = make(chan struct{})
+	}
+	return h.crowd
 }
 
 // alone reports whether no task of a scope other than k entered within
@@ -134,6 +171,9 @@ func (h *Holders) Leave(k string) {
 	h.total--
 	if h.w[k]--; h.w[k] <= 0 {
 		delete(h.w, k)
+	}
+	if h.total == 0 {
+		h.past = ""
 	}
 }
 

@@ -137,3 +137,60 @@ func TestHoldersFairShare(t *testing.T) {
 		t.Errorf("beside a task without a scope: %d waiters, want %d", n, inside/holdShare)
 	}
 }
+
+// TestHoldersCrowded: once a scope's waiters are past the share as alone,
+// a task of another scope (or without one) entering wakes its holders
+// (Crowded), once; within the share, nothing wakes.
+func TestHoldersCrowded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	const inside = 8
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	var h Holders
+	h.Enter("acme", now.Add(-fairFor))
+	h.Enter("acme", now)
+	for range inside / holdShare {
+		h.Join("acme", inside, now, false)
+	}
+	within := h.Crowded()
+	h.Enter("acme", now)
+	if closed(within) {
+		t.Error("woken by a task of the scope itself")
+	}
+	for range inside / holdShare {
+		if !h.Join("acme", inside, now, false) {
+			t.Fatal("acme alone could not wait past the share")
+		}
+	}
+	past := h.Crowded()
+	if past != within {
+		t.Error("a new channel before anything was woken")
+	}
+	h.Enter("", now.Add(time.Millisecond))
+	if !closed(past) {
+		t.Error("a task without a scope entered beside acme past the share: its holders not woken")
+	}
+	again := h.Crowded()
+	h.Enter("swift", now.Add(time.Millisecond))
+	if closed(again) {
+		t.Error("woken twice for one time past the share")
+	}
+	if h.Join("acme", inside, now.Add(time.Millisecond), false) {
+		t.Error("acme joined past the share beside another scope")
+	}
+
+	var shared Holders // within the share: no wake
+	shared.Enter("acme", now)
+	shared.Join("acme", inside, now, false)
+	ch := shared.Crowded()
+	shared.Enter("swift", now)
+	if closed(ch) {
+		t.Error("woken while the waiters keep to the share")
+	}
+}
