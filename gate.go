@@ -187,8 +187,12 @@ type Tuning struct {
 	// in the last 2.5 seconds. A worker that may not wait reserves no slot
 	// ahead and is deferred to its instant; the freed worker takes the next
 	// task of the queue. A process that serves one scope alone gives its
-	// reopening every worker. A task on a last attempt without NewTask's
-	// reserve waits whatever the count.
+	// reopening every worker, but one in its first 2.5 seconds: its first
+	// tasks may all be of one scope, the others' queued behind them, and
+	// the one left takes task after task of the queue until it meets one.
+	// When a task of another scope enters, the scope's holders let past
+	// the share ask again, and those past it are deferred. A task on a
+	// last attempt without NewTask's reserve waits whatever the count.
 	MaxHolders int
 
 	// ReopenJitter caps the spread of the tasks deferred through asynq by a

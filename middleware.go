@@ -385,7 +385,7 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
 		*inFlight += max(g.now().Sub(t0), time.Millisecond)
 	} else {
-		err = sleep(ctx, v.wait)
+		err = sleepOr(ctx, v.wait, g.holders.Crowded()) // or until another scope needs the worker
 	}
 	g.holders.Release(q.k.Pause, q.c == Interactive)
 	w.leave()

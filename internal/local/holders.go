@@ -18,10 +18,17 @@ import (
 // (Join): a worker may wait only while fewer than one in holdShare of the
 // tasks inside the middleware wait, unless every waiter is of its own scope
 // and no task of another scope (or without one) entered the middleware
-// within fairFor: a process that serves one scope alone gives its reopening
-// every worker. A worker that may not wait asks the admission for no slot
-// ahead (model.Params.NowOnly) and is deferred to its instant; its worker
-// takes the next task of the queue. Last attempts without NewTask's reserve
+// within fairFor: a process that serves one scope alone gives its
+// reopening every worker, but one in its first fairFor. (Then, that no
+// other scope entered yet says nothing: its first tasks may all be of one
+// scope, the others' queued behind them, and were every worker waiting
+// for that scope, none would be reached but at its pace. The one left
+// takes task after task of the queue and meets them.) When a task of
+// another scope enters while one scope's waiters are past the share, its
+// holders are woken (Crowded) to ask again, and keep to the share. A
+// worker that may not wait asks the admission for no slot ahead
+// (model.Params.NowOnly) and is deferred to its instant; its worker takes
+// the next task of the queue. Last attempts without NewTask's reserve
 // wait whatever the count (they join it).
 //
 // The holders among the waiters also have places per scope (Acquire):
@@ -39,6 +46,12 @@ type Holders struct {
 	// than any k is known)
 	last, other     string
 	lastAt, otherAt time.Time
+	first           time.Time // when the first task entered (see mayWait)
+	// past is the scope whose waiters the rule let past the share as
+	// alone ("" none); crowd is closed when a task of another scope enters
+	// meanwhile (see Crowded).
+	past  string
+	crowd chan struct{}
 }
 
 // holdShare bounds what the waiters may take of the tasks inside a
@@ -67,6 +80,12 @@ const fairFor = 2500 * time.Millisecond
 func (h *Holders) Enter(k string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.first.IsZero() {
+		h.first = now
+	}
+	if h.past != "" && k != h.past {
+		h.crowded()
+	}
 	if k != h.last {
 		h.other, h.otherAt = h.last, h.lastAt
 	}
@@ -79,7 +98,7 @@ func (h *Holders) Enter(k string, now time.Time) {
 func (h *Holders) Join(k string, inside int64, now time.Time, force bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !force && int64(h.total) >= max(inside/holdShare, 1) && (h.total > h.w[k] || !h.alone(k, now)) {
+	if !force && !h.mayWait(k, inside, now) {
 		return false
 	}
 	if h.w == nil {
@@ -88,6 +107,51 @@ func (h *Holders) Join(k string, inside int64, now time.Time, force bool) bool {
 	h.w[k]++
 	h.total++
 	return true
+}
+
+// mayWait reports whether one more worker of scope k may wait at now,
+// with inside tasks inside the middleware: within the share; or while
+// every waiter is of k and k is alone, in the process's first fairFor
+// only as long as one task inside does not wait. That one takes task
+// after task of the queue: a process's first tasks may all be of k, the
+// others' queued behind them, and with every worker waiting for k none
+// would enter but at k's pace, k looking alone all along.
+func (h *Holders) mayWait(k string, inside int64, now time.Time) bool {
+	n := int64(h.total)
+	switch {
+	case n < max(inside/holdShare, 1):
+		return true
+	case h.total > h.w[k] || !h.alone(k, now):
+		return false
+	case now.Sub(h.first) < fairFor && n+1 >= inside:
+		return false
+	}
+	h.past = k
+	return true
+}
+
+// crowded wakes the holders of Crowded: the scope let past the share
+// is no longer alone.
+func (h *Holders) crowded() {
+	h.past = ""
+	if h.crowd != nil {
+		close(h.crowd)
+		h.crowd = nil
+	}
+}
+
+// Crowded returns a channel closed when a task of another scope (or
+// without one) enters while one scope's waiters are past the share, the
+// rule having let them as alone: its holders then ask again, and those
+// past the share are deferred, leaving their workers to the other
+// scope's tasks instead of holding them until their waits end.
+func (h *Holders) Crowded() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.crowd == nil {
+		h.crowd = make(chan struct{})
+	}
+	return h.crowd
 }
 
 // alone reports whether no task of a scope other than k entered within
@@ -107,6 +171,9 @@ func (h *Holders) Leave(k string) {
 	h.total--
 	if h.w[k]--; h.w[k] <= 0 {
 		delete(h.w, k)
+	}
+	if h.total == 0 {
+		h.past = ""
 	}
 }
 
@@ -153,4 +220,12 @@ func (h *Holders) Held(k string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n[k]
+}
+
+// Waiting returns how many workers wait in-process in all (the waiters
+// Join counted), of every scope.
+func (h *Holders) Waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
 }

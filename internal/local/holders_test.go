@@ -67,10 +67,12 @@ func TestHoldersCapInAll(t *testing.T) {
 
 // TestHoldersFairShare: one scope's waiters of every kind may take every
 // task inside the middleware only while no task of another scope entered
-// within fairFor; then they keep to one in holdShare, and fairFor after
-// the other scope's last task the scope alone has every worker again.
+// within fairFor, and every task but one in the process's first fairFor;
+// then they keep to one in holdShare, and fairFor after the other scope's
+// last task the scope alone has every worker again.
 func TestHoldersFairShare(t *testing.T) {
 	now := time.Unix(1000, 0)
+	start := now.Add(-fairFor) // the processes below took their first task then
 	const inside = 20
 	fill := func(h *Holders, at time.Time) int {
 		n := 0
@@ -80,11 +82,31 @@ func TestHoldersFairShare(t *testing.T) {
 		return n
 	}
 	var alone Holders
+	alone.Enter("acme", start)
 	alone.Enter("acme", now)
 	if n := fill(&alone, now); n != 2*inside {
 		t.Errorf("one scope alone: %d waiters of %d tasks inside, want every one", n, inside)
 	}
+	// A process's first tasks, all of one scope: one task inside is left
+	// to take the next of the queue, where another scope's may be.
+	var first Holders
+	first.Enter("acme", now)
+	if n := fill(&first, now.Add(fairFor-time.Millisecond)); n != inside-1 {
+		t.Errorf("in a process's first fairFor, one scope seen: %d waiters of %d tasks inside, want every one but one", n, inside)
+	}
+	if !first.Join("acme", inside, now, true) {
+		t.Error("a last attempt did not join in a process's first fairFor")
+	}
+	if n := fill(&first, now.Add(fairFor)); n != 2*inside {
+		t.Errorf("fairFor after the process's first task, one scope seen: %d more waiters, want every one", n)
+	}
+	var two Holders // with 2 tasks inside in the first fairFor, 1 waits
+	two.Enter("acme", now)
+	if !two.Join("acme", 2, now, false) || two.Join("acme", 2, now, false) {
+		t.Errorf("with 2 tasks inside in a process's first fairFor: %d waiters, want 1", two.Waiting())
+	}
 	var shared Holders
+	shared.Enter("acme", start)
 	shared.Enter("swift", now)
 	shared.Enter("acme", now.Add(time.Second))
 	at := now.Add(2 * time.Second)
@@ -108,6 +130,7 @@ func TestHoldersFairShare(t *testing.T) {
 	}
 	// A task without a scope counts as another scope's.
 	var none Holders
+	none.Enter("acme", start)
 	none.Enter("", now)
 	none.Enter("acme", now)
 	if n := fill(&none, now); n != inside/holdShare {
@@ -134,5 +157,62 @@ func TestInFlight(t *testing.T) {
 	}
 	if n := f.Enter("a", 1); n != 1 {
 		t.Fatalf("after leaving: %d, want 1", n)
+	}
+}
+
+// TestHoldersCrowded: once a scope's waiters are past the share as alone,
+// a task of another scope (or without one) entering wakes its holders
+// (Crowded), once; within the share, nothing wakes.
+func TestHoldersCrowded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	const inside = 8
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	var h Holders
+	h.Enter("acme", now.Add(-fairFor))
+	h.Enter("acme", now)
+	for range inside / holdShare {
+		h.Join("acme", inside, now, false)
+	}
+	within := h.Crowded()
+	h.Enter("acme", now)
+	if closed(within) {
+		t.Error("woken by a task of the scope itself")
+	}
+	for range inside / holdShare {
+		if !h.Join("acme", inside, now, false) {
+			t.Fatal("acme alone could not wait past the share")
+		}
+	}
+	past := h.Crowded()
+	if past != within {
+		t.Error("a new channel before anything was woken")
+	}
+	h.Enter("", now.Add(time.Millisecond))
+	if !closed(past) {
+		t.Error("a task without a scope entered beside acme past the share: its holders not woken")
+	}
+	again := h.Crowded()
+	h.Enter("swift", now.Add(time.Millisecond))
+	if closed(again) {
+		t.Error("woken twice for one time past the share")
+	}
+	if h.Join("acme", inside, now.Add(time.Millisecond), false) {
+		t.Error("acme joined past the share beside another scope")
+	}
+
+	var shared Holders // within the share: no wake
+	shared.Enter("acme", now)
+	shared.Join("acme", inside, now, false)
+	ch := shared.Crowded()
+	shared.Enter("swift", now)
+	if closed(ch) {
+		t.Error("woken while the waiters keep to the share")
 	}
 }
