@@ -40,6 +40,7 @@
 package schema
 
 import (
+	"hash/crc32"
 	"regexp"
 	"strconv"
 	"strings"
@@ -198,8 +199,31 @@ func KeyPattern(prefix string) string { return globEscaper.Replace(prefix) + ":{
 // keys start with base (Keys.Base).
 func BasePattern(base string) string { return globEscaper.Replace(base) + "*" }
 
-// Channel is where the gates under prefix announce pauses.
-func Channel(prefix string) string { return prefix + ":paused" }
+// FeedVersion is the format of the feed's keys and entries
+// (internal/feed). An entry carries it; a gate notes only the pauses of
+// entries of its own format, and forgets whatever scope any entry names,
+// so a gate of another format is never trusted, only asked.
+const FeedVersion = 1
+
+// FeedGroups is how many groups the feed spreads the scopes over, each
+// group's log and snapshot sharing one hash tag: enough for a Cluster to
+// spread the feed over its masters, few enough that a gate reads them
+// all in one round trip per master and interval. It is part of the
+// format: every gate of one FeedVersion agrees on it.
+const FeedGroups = 16
+
+// FeedKeys are the keys of group g of the feed under prefix: its log
+// (a stream) and its snapshot (a sorted set of the pause keys waiting,
+// scored by their deadline, Unix ms), "<prefix>:feed:{v<version>g<g>}:log"
+// and ":snap".
+func FeedKeys(prefix string, g int) (log, snap string) {
+	base := prefix + ":feed:{v" + strconv.Itoa(FeedVersion) + "g" + strconv.Itoa(g) + "}:"
+	return base + "log", base + "snap"
+}
+
+// FeedGroup is the group of the feed that carries the scope of pause key
+// k: its CRC-32 (IEEE) modulo FeedGroups.
+func FeedGroup(k string) int { return int(crc32.ChecksumIEEE([]byte(k)) % FeedGroups) }
 
 var braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
 

@@ -1,0 +1,58 @@
+// Package feed is how every gate's process learns of every scope that
+// waits, at a cost to Redis that grows with processes × groups per
+// interval, not with processes × pauses.
+//
+// # The log and the snapshot
+//
+// The scopes are spread over schema.FeedGroups groups by their pause key
+// (schema.FeedGroup). Each group has two keys under one hash tag
+// (schema.FeedKeys), so a Cluster spreads the groups over its masters:
+//
+//   - its log, a stream of entries: a scope paused until a deadline, a
+//     scope resumed, or a scope that gained state its admissions must ask
+//     Redis about (a budget advertised). Entries are kept for Retain,
+//     trimmed by their ID's time (XADD MINID), so a log holds what a few
+//     seconds of pauses wrote, however long the pauses are;
+//   - its snapshot, a sorted set of the pause keys waiting, scored by
+//     their deadline (Unix ms of Redis TIME), only ever raised, the
+//     scopes resumed or past their deadline removed.
+//
+// A gate's store appends an entry after each script that changes what the
+// scope tells other gates (Append: a refusal, a re-asserted pause, a
+// Resume, a first budget): one more call on those rare paths, none on an
+// admission's.
+//
+// # The reader
+//
+// Each process reads the feed with one Reader, every Interval: one XREAD
+// of every group's log from the last entry it read (one command on a
+// single Redis; one per group, pipelined, one round trip per master, on a
+// Cluster, where a command may not read keys of several slots). Redis
+// does work per reader and interval, whatever the number of pauses: a
+// poll that finds nothing costs it a few microseconds, and the entries a
+// poll finds are the pauses of one interval, read once per process.
+//
+// The reader is fresh while its last poll that succeeded began within
+// twice the interval (Fresh): a gate trusts what it knows of a scope
+// without asking Redis only then (local.OpenCache), so a pause recorded
+// anywhere stops every gate within about two intervals, or sends its
+// admissions to Redis. A poll that fails makes the reader stale at once
+// (Reset(false)); the reader then reloads the snapshot, and reads the logs
+// from the IDs the snapshot was taken at (Reset(true)): no entry of the
+// gap is lost, and none is needed, since a pause the snapshot holds is
+// heard from it and what else the gap held (resumes, budgets) the gate
+// forgot when it went stale. A reader that could not read for Retain/2
+// (its logs may have been trimmed past what it read) reloads the snapshot
+// too.
+//
+// # What it does not cover
+//
+// The entry is written by a second call after the script that changed
+// the scope, not in it: a Cluster's script may not write the key of
+// another slot. A process that dies between the two leaves the pause in
+// force in Redis, where every admission that asks finds it, and
+// unannounced to the gates that trust the scope open, for at most their
+// open cache's age (Tuning.OpenCache). A failover may lose entries with
+// the writes they announce; the gates' failover memory re-asserts the
+// pauses it knew, and appends them again.
+package feed

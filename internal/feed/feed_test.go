@@ -1,0 +1,218 @@
+package feed
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// heardLog is what a reader's callbacks were told, safe for concurrent
+// use.
+type heardLog struct {
+	mu      sync.Mutex
+	entries []Entry
+	resets  []bool
+}
+
+func (h *heardLog) config(rdb redis.UniversalClient, prefix string) Config {
+	return Config{Client: rdb, Prefix: prefix, Interval: 10 * time.Millisecond,
+		Heard: func(e Entry, _ time.Time) { h.mu.Lock(); h.entries = append(h.entries, e); h.mu.Unlock() },
+		Reset: func(live bool) { h.mu.Lock(); h.resets = append(h.resets, live); h.mu.Unlock() }}
+}
+
+// of returns the entries heard of key k, in order.
+func (h *heardLog) of(k string) []Entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Entry
+	for _, e := range h.entries {
+		if e.Key == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (h *heardLog) resetsSoFar() []bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bool(nil), h.resets...)
+}
+
+// redisMs is the Redis TIME of rdb, ms.
+func redisMs(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
+}
+
+// TestSnapshotThenLog: a reader started after pauses were appended hears
+// the ones still waiting from the snapshot (not those resumed or past),
+// goes live, and then hears every later entry from the logs, in order,
+// with what it says; on every Redis.
+func TestSnapshotThenLog(t *testing.T) {
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			now := redisMs(t, e.Rdb)
+			k := func(s string) string { return schema.ScopeKeys(e.Prefix, "ups", s).Pause }
+			for _, en := range []Entry{
+				{Key: k("waiting"), UntilMs: now + 60_000, NowMs: now},
+				{Key: k("waiting"), UntilMs: now + 30_000, NowMs: now}, // never lowers the snapshot's deadline
+				{Key: k("past"), UntilMs: now - 1, NowMs: now - 1000},
+				{Key: k("resumed"), UntilMs: now + 60_000, NowMs: now},
+				{Key: k("resumed"), Resumed: true},
+			} {
+				if err := Append(ctx, e.Rdb, e.Prefix, en, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var h heardLog
+			r := NewReader(h.config(e.Rdb, e.Prefix))
+			r.Start()
+			defer r.Close()
+			redistest.Eventually(t, 5*time.Second, "the reader live", r.Fresh)
+			if got := h.of(k("waiting")); len(got) != 1 || got[0].UntilMs != now+60_000 || !got[0].Current() {
+				t.Errorf("the waiting scope from the snapshot: %+v, want one entry until %d", got, now+60_000)
+			}
+			if got := append(h.of(k("past")), h.of(k("resumed"))...); len(got) != 0 {
+				t.Errorf("heard scopes no longer waiting: %+v", got)
+			}
+			if got := h.resetsSoFar(); len(got) != 1 || !got[0] {
+				t.Errorf("resets %v, want [true] (live from the snapshot)", got)
+			}
+			later := []Entry{
+				{Key: k("b"), UntilMs: now + 5000, NowMs: now},
+				{Key: k("b")},
+				{Key: k("b"), Resumed: true},
+			}
+			for _, en := range later {
+				if err := Append(ctx, e.Rdb, e.Prefix, en, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			redistest.Eventually(t, 5*time.Second, "the log's entries heard", func() bool { return len(h.of(k("b"))) == len(later) })
+			for i, got := range h.of(k("b")) {
+				want := later[i]
+				want.Version = schema.FeedVersion
+				if got != want {
+					t.Errorf("entry %d: %+v, want %+v", i, got, want)
+				}
+			}
+			if r.Snapshots() != 1 {
+				t.Errorf("%d snapshots, want 1", r.Snapshots())
+			}
+		})
+	}
+}
+
+// TestSnapshotKeepsTheLatest: the snapshot holds a scope's latest
+// deadline, loses it on a resume, and drops what has passed.
+func TestSnapshotKeepsTheLatest(t *testing.T) {
+	c, rdb := redistest.StartMini(t, redistest.T0)
+	ctx := context.Background()
+	now := c.Now.UnixMilli()
+	k := schema.ScopeKeys("qg", "ups", "a").Pause
+	_, snap := schema.FeedKeys("qg", schema.FeedGroup(k))
+	score := func() float64 {
+		s, err := rdb.ZScore(ctx, snap, k).Result()
+		if err == redis.Nil {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	steps := []struct {
+		e    Entry
+		want float64
+	}{
+		{Entry{Key: k, UntilMs: now + 2000, NowMs: now}, float64(now + 2000)},
+		{Entry{Key: k, UntilMs: now + 1000, NowMs: now}, float64(now + 2000)},
+		{Entry{Key: k}, float64(now + 2000)},
+		{Entry{Key: k, UntilMs: now + 3000, NowMs: now}, float64(now + 3000)},
+		{Entry{Key: k, Resumed: true}, 0},
+		{Entry{Key: k, UntilMs: now + 500, NowMs: now}, float64(now + 500)},
+	}
+	for i, s := range steps {
+		if err := Append(ctx, rdb, "qg", s.e, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got := score(); got != s.want {
+			t.Errorf("step %d (%+v): snapshot score %v, want %v", i, s.e, got, s.want)
+		}
+	}
+	c.Advance(time.Second) // past the last deadline: the group's next append drops it
+	if err := Append(ctx, rdb, "qg", Entry{Key: k}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := score(); got != 0 {
+		t.Errorf("a deadline passed stays in the snapshot: %v", got)
+	}
+}
+
+// TestStaleAndBack: a reader whose Redis goes away goes stale (Reset
+// false, not Fresh) and, once Redis is back, loads the snapshot again and
+// is live, having heard a pause recorded while it was away.
+func TestStaleAndBack(t *testing.T) {
+	srv := redistest.StartPrivate(t)
+	rdb := srv.Client(t)
+	prefix := srv.Prefix(t)
+	var h heardLog
+	r := NewReader(h.config(rdb, prefix))
+	r.Start()
+	defer r.Close()
+	redistest.Eventually(t, 5*time.Second, "the reader live", r.Fresh)
+	srv.Kill(t)
+	redistest.Eventually(t, 5*time.Second, "the reader stale", func() bool { return !r.Fresh() && len(h.resetsSoFar()) >= 2 })
+	if r.Lag() != -1 {
+		t.Errorf("a stale reader's lag %v, want -1", r.Lag())
+	}
+	srv.Restart(t)
+	k := schema.ScopeKeys(prefix, "ups", "a").Pause
+	now := redisMs(t, rdb)
+	if err := Append(context.Background(), rdb, prefix, Entry{Key: k, UntilMs: now + 60_000, NowMs: now}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the reader live again", r.Fresh)
+	if got := h.of(k); len(got) == 0 || got[len(got)-1].UntilMs != now+60_000 {
+		t.Errorf("the pause recorded during the gap: %+v", got)
+	}
+	if got := h.resetsSoFar(); len(got) < 3 || got[0] != true || got[1] != false || got[len(got)-1] != true {
+		t.Errorf("resets %v, want true, false, …, true", got)
+	}
+	if r.Snapshots() < 2 {
+		t.Errorf("%d snapshots, want one at start and one after the gap", r.Snapshots())
+	}
+}
+
+// TestEntryOf: a log's message decodes field by field; what is missing
+// or malformed is zero.
+func TestEntryOf(t *testing.T) {
+	cases := []struct {
+		in   map[string]any
+		want Entry
+	}{
+		{map[string]any{"v": "1", "k": "qg:{ups:a}:pause", "u": "1700000015000", "n": "1700000000000"},
+			Entry{Key: "qg:{ups:a}:pause", UntilMs: 1700000015000, NowMs: 1700000000000, Version: 1}},
+		{map[string]any{"v": "1", "k": "qg:{ups:a}:pause", "r": "1"}, Entry{Key: "qg:{ups:a}:pause", Resumed: true, Version: 1}},
+		{map[string]any{"v": "2", "k": "qg:{ups:a}:pause", "u": "x"}, Entry{Key: "qg:{ups:a}:pause", Version: 2}},
+		{map[string]any{"u": "5"}, Entry{UntilMs: 5}},
+	}
+	for _, c := range cases {
+		if got := entryOf(redis.XMessage{Values: c.in}); got != c.want {
+			t.Errorf("entryOf(%v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+}

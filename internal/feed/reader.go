@@ -1,0 +1,351 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config configures a Reader.
+type Config struct {
+	// Client is the Redis the gates write the feed to.
+	Client redis.UniversalClient
+	// Prefix is the gates' key prefix (Config.Prefix of quotagate).
+	Prefix string
+	// Interval is the time between polls. Default 100 ms.
+	Interval time.Duration
+	// Now is the process's clock, which dates the polls (Fresh).
+	// Default time.Now.
+	Now func() time.Time
+	// Heard takes every entry read, in the order of its group's log, and
+	// the pauses of a snapshot, with when they were read.
+	Heard func(e Entry, recv time.Time)
+	// Reset is called with false when the reader goes stale (a poll
+	// failed, or none succeeded for Retain/2): what the feed vouched for
+	// must be forgotten; and with true when it caught up again from a
+	// snapshot, whose pauses Heard took first.
+	Reset func(live bool)
+	// Failed hears every failed poll's error.
+	Failed func(error)
+}
+
+// pollCount is the most entries one XREAD returns of a log; a log with
+// more is read again at once.
+const pollCount = 1000
+
+// pollTimeout bounds one poll or snapshot: a Redis that does not answer
+// within it has the reader stale long before (Fresh), and the poll is
+// tried again.
+const pollTimeout = time.Second
+
+// A Reader follows the feed under a prefix for one process (see the
+// package doc). Start it on first use; Close it when done.
+type Reader struct {
+	cfg    Config
+	single bool // one node: one XREAD reads every log
+	logs   [schema.FeedGroups]string
+	snaps  [schema.FeedGroups]string
+
+	once      sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+	snapshots atomic.Int64
+
+	mu   sync.Mutex
+	ok   time.Time // the start of the last poll that succeeded
+	live bool      // caught up from a snapshot, no failure since
+	ids  [schema.FeedGroups]string
+}
+
+// NewReader returns a reader of the feed under cfg.Prefix, not yet
+// started.
+func NewReader(cfg Config) *Reader {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	_, single := cfg.Client.(*redis.Client)
+	r := &Reader{cfg: cfg, single: single, stop: make(chan struct{}), done: make(chan struct{})}
+	for g := range schema.FeedGroups {
+		r.logs[g], r.snaps[g] = schema.FeedKeys(cfg.Prefix, g)
+	}
+	return r
+}
+
+// Start starts the polls, once; later calls do nothing.
+func (r *Reader) Start() {
+	r.once.Do(func() { go r.run() })
+}
+
+// Fresh reports whether the reader is caught up and its last poll that
+// succeeded began within two intervals.
+func (r *Reader) Fresh() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live && r.cfg.Now().Sub(r.ok) < 2*r.cfg.Interval
+}
+
+// Lag is the time since the start of the last poll that succeeded, or
+// -1 when none did since the reader started or last went stale.
+func (r *Reader) Lag() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.live {
+		return -1
+	}
+	return r.cfg.Now().Sub(r.ok)
+}
+
+// Snapshots is how many snapshots the reader loaded: one at start, one
+// after each gap.
+func (r *Reader) Snapshots() int64 { return r.snapshots.Load() }
+
+// Close stops the polls and waits for the last to end.
+func (r *Reader) Close() {
+	r.once.Do(func() { close(r.done) }) // never started
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+}
+
+// run polls every interval until Close.
+func (r *Reader) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		r.round()
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// round is one poll, or a snapshot when the reader is not caught up.
+func (r *Reader) round() {
+	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
+	defer cancel()
+	began := r.cfg.Now()
+	r.mu.Lock()
+	catchUp := !r.live || began.Sub(r.ok) >= Retain/2
+	r.mu.Unlock()
+	if catchUp {
+		r.stale()
+		r.finish(began, r.snapshot(ctx), true)
+		return
+	}
+	r.finish(began, r.poll(ctx), false)
+}
+
+// stale makes the reader stale, telling Reset once.
+func (r *Reader) stale() {
+	r.mu.Lock()
+	was := r.live
+	r.live = false
+	r.mu.Unlock()
+	if was && r.cfg.Reset != nil {
+		r.cfg.Reset(false)
+	}
+}
+
+// finish records how the round that began at began ended: a failure
+// makes the reader stale, a snapshot loaded makes it live.
+func (r *Reader) finish(began time.Time, err error, snapshot bool) {
+	if err != nil {
+		r.stale()
+		if r.cfg.Failed != nil {
+			r.cfg.Failed(err)
+		}
+		return
+	}
+	r.mu.Lock()
+	r.ok = began
+	r.live = r.live || snapshot
+	r.mu.Unlock()
+	if snapshot {
+		r.snapshots.Add(1)
+		if r.cfg.Reset != nil {
+			r.cfg.Reset(true)
+		}
+	}
+}
+
+// poll reads every log from the entry last read, again at once for the
+// logs that had more than pollCount.
+func (r *Reader) poll(ctx context.Context) error {
+	for range 8 {
+		more, err := r.pollOnce(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// pollOnce is one read of every log; more: a log had pollCount entries.
+func (r *Reader) pollOnce(ctx context.Context) (more bool, err error) {
+	r.mu.Lock()
+	ids := r.ids
+	r.mu.Unlock()
+	var streams []redis.XStream
+	if r.single {
+		streams, err = r.readAll(ctx, ids)
+	} else {
+		streams, err = r.readEach(ctx, ids)
+	}
+	if err != nil {
+		return false, err
+	}
+	recv := r.cfg.Now()
+	for _, st := range streams {
+		g := r.groupOf(st.Stream)
+		if g < 0 || len(st.Messages) == 0 {
+			continue
+		}
+		for _, m := range st.Messages {
+			r.heard(entryOf(m), recv)
+		}
+		r.mu.Lock()
+		r.ids[g] = st.Messages[len(st.Messages)-1].ID
+		r.mu.Unlock()
+		more = more || len(st.Messages) >= pollCount
+	}
+	return more, nil
+}
+
+// readAll reads every log in one XREAD (one node holds them all).
+func (r *Reader) readAll(ctx context.Context, ids [schema.FeedGroups]string) ([]redis.XStream, error) {
+	args := append(append(make([]string, 0, 2*schema.FeedGroups), r.logs[:]...), ids[:]...)
+	st, err := r.cfg.Client.XRead(ctx, &redis.XReadArgs{Streams: args, Count: pollCount, Block: -1}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return st, err
+}
+
+// readEach reads every log with an XREAD of its own, pipelined: one
+// round trip per node (a Cluster's command reads the keys of one slot).
+func (r *Reader) readEach(ctx context.Context, ids [schema.FeedGroups]string) ([]redis.XStream, error) {
+	pipe := r.cfg.Client.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, schema.FeedGroups)
+	for g := range schema.FeedGroups {
+		cmds[g] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{r.logs[g], ids[g]}, Count: pollCount, Block: -1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	var out []redis.XStream
+	for _, c := range cmds {
+		st, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		out = append(out, st...)
+	}
+	return out, nil
+}
+
+// heard hands e to Heard.
+func (r *Reader) heard(e Entry, recv time.Time) {
+	if r.cfg.Heard != nil && e.Key != "" {
+		r.cfg.Heard(e, recv)
+	}
+}
+
+// groupOf is the group whose log is key, or -1.
+func (r *Reader) groupOf(key string) int {
+	for g, log := range r.logs {
+		if log == key {
+			return g
+		}
+	}
+	return -1
+}
+
+// snapshotScript reads a group's snapshot and the ID of its log's last
+// entry at one instant: the reader then reads the log from that ID, so
+// that whatever was appended after the snapshot is read from the log.
+//
+// KEYS[1] log  KEYS[2] snapshot
+// returns: {Redis TIME ms, the last entry's ID ("0-0": none), then each
+// pause key waiting and its deadline ms}
+var snapshotScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local out = {string.format('%.0f', now_ms), last[1] and last[1][1] or '0-0'}
+local waiting = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now_ms), '+inf', 'WITHSCORES')
+for _, v in ipairs(waiting) do out[#out + 1] = v end
+return out
+`)
+
+// snapshot loads every group's snapshot, its pauses heard, and sets the
+// IDs the logs are read from.
+func (r *Reader) snapshot(ctx context.Context) error {
+	pipe := r.cfg.Client.Pipeline()
+	cmds := make([]*redis.Cmd, schema.FeedGroups)
+	for g := range schema.FeedGroups {
+		cmds[g] = snapshotScript.Eval(ctx, pipe, []string{r.logs[g], r.snaps[g]})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	var ids [schema.FeedGroups]string
+	var waiting []Entry
+	for g, c := range cmds {
+		id, es, err := snapshotOf(c.Val())
+		if err != nil {
+			return err
+		}
+		ids[g], waiting = id, append(waiting, es...)
+	}
+	recv := r.cfg.Now()
+	for _, e := range waiting {
+		r.heard(e, recv)
+	}
+	r.mu.Lock()
+	r.ids = ids
+	r.mu.Unlock()
+	return nil
+}
+
+// snapshotOf decodes snapshotScript's reply.
+func snapshotOf(v any) (id string, waiting []Entry, err error) {
+	list, ok := v.([]any)
+	if !ok || len(list) < 2 || len(list)%2 != 0 {
+		return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot %v", v)
+	}
+	s := make([]string, len(list))
+	for i, x := range list {
+		if s[i], ok = x.(string); !ok {
+			return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot %v", v)
+		}
+	}
+	now, err := strconv.ParseInt(s[0], 10, 64)
+	if err != nil {
+		return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot time %q", s[0])
+	}
+	for i := 2; i < len(s); i += 2 {
+		until, err := strconv.ParseFloat(s[i+1], 64)
+		if err != nil {
+			return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot deadline %q", s[i+1])
+		}
+		waiting = append(waiting, Entry{Key: s[i], UntilMs: int64(until), NowMs: now, Version: schema.FeedVersion})
+	}
+	return s[1], waiting, nil
+}
