@@ -76,7 +76,7 @@
 // # Quick start
 //
 //	g := quotagate.New(rdb, quotagate.Config{})
-//	defer g.Close() // releases the gate's subscription to pause announcements
+//	defer g.Close() // stops the gate's reads of the feed of pauses
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
 //		IsFailure:                quotagate.IsFailure,
 //		RetryDelayFunc:           g.RetryDelay(nil),

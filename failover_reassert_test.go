@@ -187,7 +187,7 @@ func runLostPause(t *testing.T, target lossTarget) {
 			if _, err := get(f, i, Scope{Provider: "warm", Account: f.name}, false); err != nil {
 				t.Fatal(err)
 			}
-			eventuallyWithin(t, foWait, "the gate is subscribed", g.open.Live)
+			eventuallyWithin(t, foWait, "the gate's feed is live", g.open.Live)
 		}
 	}
 

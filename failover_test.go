@@ -305,8 +305,8 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 	f.checkTasks(ids, kill, downAt, promotedAt)
 
 	// After the failover a pause recorded through gate 0 is in force: in
-	// State, and gate 1 (whose cache of the scope is warm) defers the
-	// scope's tasks, as gate 0 does.
+	// State, and gate 1 (whose cache of the scope is warm) hears it on the
+	// feed and defers the scope's tasks, as gate 0 does.
 	after := Scope{Provider: "after", Account: "acct"}
 	f.warm(after)
 	p, err := f.gates[0].g.Pause(ctx, after, time.Minute)
@@ -318,6 +318,10 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 		if err != nil || !st.Until.Equal(p.Until) || st.Remaining <= 0 {
 			t.Errorf("gate %d: State after the failover's pause = %v, %v; want until %v", i, st, err, p.Until)
 		}
+	}
+	for i, gt := range f.gates {
+		k := scopeKeys(target.prefix, after).Pause
+		eventuallyWithin(t, foWait, fmt.Sprintf("gate %d heard the pause", i), func() bool { return !gt.g.open.Fresh(k) })
 	}
 	f.checkDeferred(after)
 

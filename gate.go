@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/failover"
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/local"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
@@ -203,16 +204,28 @@ type Tuning struct {
 	ReopenJitter time.Duration
 
 	// OpenCache is how long a scope without a limit, once seen open, is
-	// admitted without a round trip to Redis. Every pause is announced on
-	// a Redis channel and the gate forgets the scope when the announcement
-	// arrives (the gate that records it, at once); the gate also forgets
-	// everything whenever its subscription fails, so OpenCache only bounds
-	// staleness if the subscription's connection dies silently. The
-	// subscription is opened on first use; Close releases it. Default 1
-	// second: an open scope's tasks then cost no round trip each, which
-	// would hold the gate's throughput below bare asynq's; negative
-	// disables.
+	// admitted without a round trip to Redis. Every change that can close
+	// a scope (a pause, a resume, a budget gained) is announced on the
+	// feed of pauses, which the gate reads every FeedInterval
+	// (internal/feed), and the gate forgets the scope when it reads the
+	// entry (the gate that records it, at once); it also forgets
+	// everything, and asks Redis for every task, whenever the feed is late
+	// or broken, until it caught up from a snapshot. So OpenCache does not
+	// bound staleness: it bounds how late the admissions it let through
+	// are counted in what the scope learns, and how long a pause whose
+	// announcement was lost (its process died in between) goes unheard.
+	// The feed is started on first use; Close stops it. Default 1 second:
+	// an open scope's tasks then cost no round trip each, which would hold
+	// the gate's throughput below bare asynq's; negative disables.
 	OpenCache time.Duration
+
+	// FeedInterval is how often the gate reads the feed of pauses (see
+	// OpenCache): a pause recorded anywhere is known here within about
+	// FeedInterval, and the gate trusts the feed only while its last read
+	// began within twice FeedInterval. Each read is one round trip per
+	// Redis master for every gate, whatever the number of pauses.
+	// Default 100 ms.
+	FeedInterval time.Duration
 
 	// FailClosedDelay is the deferral when Config.FailClosed is set and the
 	// store fails. Default 10 seconds.
@@ -261,6 +274,9 @@ func (c Config) withDefaults() Config {
 	if t.MaxHolders == 0 {
 		t.MaxHolders = 12
 	}
+	if t.FeedInterval <= 0 {
+		t.FeedInterval = 100 * time.Millisecond
+	}
 	if t.OpenCache == 0 {
 		t.OpenCache = time.Second
 	}
@@ -294,6 +310,7 @@ type Gate struct {
 	cfg         Config
 	store       *store.Store
 	open        *local.OpenCache
+	feed        *feed.Reader // the feed of pauses that the open cache and mem hear (internal/feed)
 	holders     local.Holders
 	slots       local.SlotWakers // workers waiting for a slot of a concurrency limit
 	absorbed    local.Absorbed   // refusals of requests already on their way, per pause (log)
@@ -334,24 +351,49 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	if cfg.FailClosed {
 		trustFor = cfg.StoreTimeout
 	}
-	g.open = local.NewOpenCache(rdb, schema.Channel(cfg.Prefix), cfg.Tuning.OpenCache, trustFor, now)
 	recovered := func() { g.mem.Recovered() } // g.mem as it is then: tests may have set it nil
+	// The feed's polls are paced by a real ticker, so its freshness is
+	// measured on the real clock; what it hears is dated by the gate's
+	// (heard).
+	g.feed = feed.NewReader(feed.Config{Client: rdb, Prefix: cfg.Prefix, Interval: cfg.Tuning.FeedInterval, Now: time.Now,
+		Heard:  g.heard,
+		Reset:  func(live bool) { g.feedReset(live, recovered) },
+		Failed: func(err error) { g.store.Failed(err) }})
+	g.open = local.NewOpenCache(g.feed, cfg.Tuning.OpenCache, trustFor, now)
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
 		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.Track, Recovered: recovered}})
 	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Forget})
-	g.open.Heard = func(payload string) { g.mem.Heard(failover.ParseAnnouncement(payload), g.now()) }
-	g.open.Resubscribed = recovered
-	g.open.Failed = g.store.Failed
 	return g
 }
 
-// Close releases the gate's subscription to pause announcements (see
+// heard takes an entry of the feed: the open cache forgets its scope,
+// whatever its format, and the memory notes a pause of this format, as
+// received now by the gate's clock.
+func (g *Gate) heard(e feed.Entry, _ time.Time) {
+	g.open.Forget(e.Key)
+	g.mem.Heard(e, g.now())
+}
+
+// feedReset follows the feed going stale (live false) or catching up
+// from a snapshot: after a gap (any snapshot but the first), a master may
+// have changed, and the memory re-asserts what it may have lost
+// (recovered).
+func (g *Gate) feedReset(live bool, recovered func()) {
+	g.open.Reset(live)
+	if live && g.feed.Snapshots() > 1 {
+		recovered()
+	}
+}
+
+// Close stops the gate's reads of the feed of pauses (see
 // Tuning.OpenCache). The gate keeps working after Close, with one round
 // trip per admission. It does not close the Redis client.
 func (g *Gate) Close() error {
 	g.mem.Close()
-	return g.open.Close()
+	g.open.Close()
+	g.feed.Close()
+	return nil
 }
 
 // Pause is a scope's pause deadline as Redis keeps it and, from State,

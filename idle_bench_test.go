@@ -15,21 +15,24 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-// BenchmarkIdleGates shows what gates with nothing to admit cost Redis
-// beyond the announcements they receive: idle gates (each on a client of
-// its own, subscribed by one admission of a scope of their own) remember
-// every pause that another gate announces, idleRate a second, on top of
-// a number already in force (remembered=); each iteration watches them
-// for a second.
+// BenchmarkIdleGates shows what gates with nothing to admit cost Redis:
+// idle gates (each on a client of its own, its feed started by one
+// admission of a scope of its own) remember every pause that another gate
+// announces, idleRate a second, on top of a number already in force
+// (remembered=); each iteration watches them for a second.
 // A go-redis hook on the idle gates' clients counts what they send
 // (go-redis's handshake of a new connection aside):
 //
-//   - cmds/s/gate: commands per second per idle gate;
-//   - scripts/s/gate: of which scripts (EVALSHA, EVAL): re-assertions.
+//   - feed/s/gate: the feed's polls (XREAD) and snapshots (EVAL) per
+//     second per idle gate;
+//   - cmds/s/gate: every other command per second per idle gate;
+//   - scripts/s/gate: of which the store's scripts (EVALSHA):
+//     re-assertions.
 //
-// In steady, nothing fails; in resubscribed, every iteration breaks
-// every subscription once (CLIENT KILL TYPE pubsub), which comes back on
-// the same master: a recovery that lost nothing. The first recovery of
+// In steady, nothing fails; in recovered, every iteration kills every
+// connection of the idle gates once (CLIENT KILL TYPE normal; their
+// clients retry nothing), so their feed fails and catches up on the same
+// master: a recovery that lost nothing. The first recovery of
 // each gate, before the count, re-asserts the few pauses it remembered
 // before it knew the master's identity (internal/failover). Each case runs on a
 // redis-server of its own (redistest.StartPrivate).
@@ -38,11 +41,11 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkIdleGates -benchtime 5x .
 func BenchmarkIdleGates(b *testing.B) {
-	for _, kind := range []string{"steady", "resubscribed"} {
+	for _, kind := range []string{"steady", "recovered"} {
 		for _, idle := range []int{50, 200} {
 			for _, inForce := range []int{100, 1000} {
 				b.Run(fmt.Sprintf("%s/idle=%d/remembered=%d", kind, idle, inForce), func(b *testing.B) {
-					runIdleGates(b, idle, inForce, kind == "resubscribed")
+					runIdleGates(b, idle, inForce, kind == "recovered")
 				})
 			}
 		}
@@ -53,7 +56,7 @@ func BenchmarkIdleGates(b *testing.B) {
 // the idle gates are watched.
 const idleRate = 50
 
-func runIdleGates(b *testing.B, idle, inForce int, resubscribe bool) {
+func runIdleGates(b *testing.B, idle, inForce int, recover bool) {
 	ctx := context.Background()
 	srv := redistest.StartPrivate(b)
 	prefix := srv.Prefix(b)
@@ -63,7 +66,7 @@ func runIdleGates(b *testing.B, idle, inForce int, resubscribe bool) {
 			ProcessTask(ctx, quotagate.NewTask("poll", nil, s))
 	}
 	for i := range idle {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 		rdb.AddHook(sent)
 		b.Cleanup(func() { rdb.Close() })
 		g := quotagate.New(rdb, quotagate.Config{Prefix: prefix})
@@ -86,7 +89,7 @@ func runIdleGates(b *testing.B, idle, inForce int, resubscribe bool) {
 	}
 	admin := srv.Client(b)
 	kill := func() {
-		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +97,7 @@ func runIdleGates(b *testing.B, idle, inForce int, resubscribe bool) {
 	// gate remembered before it knew the master's identity are
 	// re-asserted at its first recovery, once: not counted.
 	time.Sleep(time.Second)
-	if resubscribe {
+	if recover {
 		kill()
 	}
 	time.Sleep(time.Second)
@@ -113,20 +116,22 @@ func runIdleGates(b *testing.B, idle, inForce int, resubscribe bool) {
 			}
 		}
 	}()
-	cmds, scripts, start := sent.Total(), sent.Of("evalsha", "eval"), time.Now()
+	fed := func() int64 { return sent.Of("xread", "eval") }
+	cmds, feed, scripts, start := sent.Total()-fed(), fed(), sent.Of("evalsha"), time.Now()
 	for b.Loop() {
-		if resubscribe {
+		if recover {
 			kill()
 		}
 		time.Sleep(time.Second)
 	}
 	secs := time.Since(start).Seconds()
-	cmds, scripts = sent.Total()-cmds, sent.Of("evalsha", "eval")-scripts
+	cmds, feed, scripts = sent.Total()-fed()-cmds, fed()-feed, sent.Of("evalsha")-scripts
 	close(stop)
 	done.Wait()
 	if failed > 0 {
 		b.Logf("%d of %d pauses not recorded (the store failed)", failed, n)
 	}
+	b.ReportMetric(float64(feed)/secs/float64(idle), "feed/s/gate")
 	b.ReportMetric(float64(cmds)/secs/float64(idle), "cmds/s/gate")
 	b.ReportMetric(float64(scripts)/secs/float64(idle), "scripts/s/gate")
 	b.ReportMetric(float64(n), "pauses")

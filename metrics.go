@@ -43,9 +43,15 @@ import (
 //	quotagate_store_errors_total{op}               counter: failed Redis round trips
 //	quotagate_store_duration_seconds{op}           histogram of Redis round trips
 //	quotagate_paused_scopes{provider}              gauge, read from Redis at scrape time
+//	quotagate_feed_stale                           gauge: 1 while the gate's feed of pauses
+//	    is not fresh (not yet started, late or broken): every admission then
+//	    asks Redis; 0 while the gate trusts it (see Tuning.OpenCache)
+//	quotagate_feed_snapshots_total                 counter: snapshots of the waiting scopes
+//	    the feed loaded: one at its start, one after each gap
 //
-// op is the store operation: admit, observe, pause, release, resume, scan or state.
-// A release ends a Concurrent limit's lease.
+// op is the store operation: admit, announce, observe, pause, release, resume, scan or state.
+// A release ends a Concurrent limit's lease; an announce appends a change of a
+// scope to the feed of pauses.
 //
 // Every counter series is there from the first scrape, at zero: the store's
 // for every op at once, a provider's for every outcome as soon as the gate
@@ -91,7 +97,7 @@ var outcomes = []outcome{outcomeAdmitted, outcomeHeld, outcomeDeferredPaused, ou
 // TestMetricsDocumented, TestMetricsOpsInSource and TestMetricsOpsEmitted
 // hold the doc, the source and the scrape to this list, so a new operation
 // is added here first.
-var storeOps = []string{"admit", "observe", "pause", "release", "resume", "scan", "state"}
+var storeOps = []string{"admit", "announce", "observe", "pause", "release", "resume", "scan", "state"}
 
 // deferredOutcome is the outcome of a deferral for reason r.
 func deferredOutcome(r Reason) outcome {
@@ -131,7 +137,7 @@ const scrapeTimeout = time.Second
 type metrics struct {
 	admissions, refusals, inFlight, budgets, storeErrors *prometheus.CounterVec
 	storeSeconds, waits                                  *prometheus.HistogramVec
-	pausedScopes                                         *prometheus.Desc
+	pausedScopes, feedStale, feedSnapshots               *prometheus.Desc
 
 	providers sync.Map // provider name → struct{}: the providers met, with their zero series
 }
@@ -170,6 +176,10 @@ func newMetrics() *metrics {
 		}, []string{"op"}),
 		pausedScopes: prometheus.NewDesc("quotagate_paused_scopes",
 			"Scopes paused now, by provider, read from Redis at scrape time.", []string{"provider"}, nil),
+		feedStale: prometheus.NewDesc("quotagate_feed_stale",
+			"1 while the gate's feed of pauses is not fresh and every admission asks Redis, 0 while the gate trusts it.", nil, nil),
+		feedSnapshots: prometheus.NewDesc("quotagate_feed_snapshots_total",
+			"Snapshots of the waiting scopes the gate's feed loaded: one at its start, one after each gap.", nil, nil),
 	}
 	for _, op := range storeOps {
 		m.storeErrors.WithLabelValues(op)
@@ -263,6 +273,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		v.Describe(ch)
 	}
 	ch <- c.g.metrics.pausedScopes
+	ch <- c.g.metrics.feedStale
+	ch <- c.g.metrics.feedSnapshots
 }
 
 // Collect implements prometheus.Collector.
@@ -274,6 +286,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
+	stale := 1.0
+	if c.g.feed.Fresh() {
+		stale = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.g.metrics.feedStale, prometheus.GaugeValue, stale)
+	ch <- prometheus.MustNewConstMetric(c.g.metrics.feedSnapshots, prometheus.CounterValue, float64(c.g.feed.Snapshots()))
 	if err != nil {
 		c.g.cfg.Logger.Warn("quotagate: quotagate_paused_scopes left out of the scrape", "err", err)
 		return

@@ -21,7 +21,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // cachedGate returns a gate whose open-cache entries never age out (so only
-// announcements can end them) and a counter of its Redis round trips.
+// the feed's entries can end them) and a counter of its Redis round trips.
 func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func() time.Time) (*Gate, *atomic.Int64) {
 	trips := new(roundTrips)
 	c := newClientLike(t, rdb)
@@ -32,8 +32,8 @@ func cachedGate(t *testing.T, rdb redis.UniversalClient, prefix string, now func
 }
 
 // A scope seen open is admitted without a round trip; a pause recorded by a
-// peer (another gate, another process) ends that as soon as its announcement
-// arrives, on miniredis and on a real redis-server.
+// peer (another gate, another process) ends that as soon as the feed
+// brings it, on miniredis and on a real redis-server.
 func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
@@ -95,9 +95,9 @@ func TestOpenCacheOwnPauseAndLimits(t *testing.T) {
 	}
 }
 
-// Entries age out after Tuning.OpenCache, and a lost subscription forgets
-// everything until Redis confirms a new one.
-func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
+// Entries age out after Tuning.OpenCache, and a feed that fails forgets
+// everything until it caught up again from a snapshot.
+func TestOpenCacheAgeAndFeedLoss(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
@@ -117,19 +117,19 @@ func TestOpenCacheAgeAndSubscriptionLoss(t *testing.T) {
 	if g.open.Fresh(k) {
 		t.Fatal("an entry older than OpenCache is still trusted")
 	}
-	g.admit(ctx, s, 1, false)
-	if !g.open.Fresh(k) {
-		t.Fatal("a new round trip did not refresh the entry")
-	}
+	eventually(t, "a new round trip refreshes the entry", func() bool { // once the feed polled by the new time
+		g.admit(ctx, s, 1, false)
+		return g.open.Fresh(k)
+	})
 
-	mr.Close() // the subscription's connection breaks
-	eventually(t, "the cache forgets everything when the subscription breaks", func() bool {
-		return !g.open.Fresh(k)
+	mr.Close() // the feed's polls fail
+	eventually(t, "the cache forgets everything when the feed fails", func() bool {
+		return !g.open.Live() && !g.open.Fresh(k)
 	})
 	if err := mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache works again once resubscribed", func() bool {
+	eventually(t, "the cache works again once the feed caught up", func() bool {
 		g.admit(ctx, s, 1, false)
 		return g.open.Fresh(k)
 	})

@@ -15,8 +15,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
-	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/model"
+	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -238,11 +238,6 @@ func TestOneRefusalOneRecord(t *testing.T) {
 	g := New(rdb, Config{Logger: logs.logger()})
 	defer g.Close()
 	ctx := context.Background()
-	sub := rdb.Subscribe(ctx, g.store.Channel())
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil { // the subscription is confirmed
-		t.Fatal(err)
-	}
 
 	p := newProvider(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"15"}}, `{}`)
 	client := &http.Client{Transport: g.Transport(nil)}
@@ -272,21 +267,18 @@ func TestOneRefusalOneRecord(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "poll: quotagate: provider refused") {
 		t.Errorf("message %q does not start with the handler's", err)
 	}
-	// Announcements: a second PUBLISH sent after the task tells whether
-	// anything else came before it.
-	rdb.Publish(ctx, g.store.Channel(), "end")
-	var got []string
-	for {
-		m, err := sub.ReceiveMessage(ctx)
+	var got []string // the scopes of every entry of the feed
+	for i := range schema.FeedGroups {
+		log, _ := schema.FeedKeys("quotagate", i)
+		ms, err := rdb.XRange(ctx, log, "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Payload == "end" {
-			break
+		for _, m := range ms {
+			got = append(got, fmt.Sprint(m.Values["k"]))
 		}
-		got = append(got, m.Payload)
 	}
-	if len(got) != 1 || failover.ParseAnnouncement(got[0]).Key != scopeKeys("quotagate", s).Pause {
+	if len(got) != 1 || got[0] != scopeKeys("quotagate", s).Pause {
 		t.Errorf("announcements for one 429: %q, want exactly one", got)
 	}
 	if n := strings.Count(logs.String(), "scope paused"); n != 1 {

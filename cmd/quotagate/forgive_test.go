@@ -212,12 +212,13 @@ func fillScope(t *testing.T, rdb redis.UniversalClient, prefix string, s quotaga
 	}
 }
 
-// scopeKeysIn returns the keys under prefix, by SCAN on every master.
+// scopeKeysIn returns the keys of scopes under prefix (not the feed's:
+// schema.KeyPattern), by SCAN on every master.
 func scopeKeysIn(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	var all []string
 	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		iter := c.Scan(ctx, 0, schema.KeyPattern(prefix), 1000).Iterator()
 		for iter.Next(ctx) {
 			all = append(all, iter.Val())
 		}

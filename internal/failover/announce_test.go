@@ -3,43 +3,37 @@ package failover
 import (
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/feed"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
-// TestAnnouncement: what the channel's payloads say.
-func TestAnnouncement(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want Announcement
-	}{
-		{"qg:{ups:a}:pause", Announcement{Key: "qg:{ups:a}:pause"}},
-		{"qg:{ups:a}:pause 1700000000123 1700000000000", Announcement{Key: "qg:{ups:a}:pause", UntilMs: 1700000000123, NowMs: 1700000000000}},
-		{"qg:{ups:a b}:pause resumed", Announcement{Key: "qg:{ups:a b}:pause", Resumed: true}},
-		{"qg:{ups:a}:pause x y", Announcement{Key: "qg:{ups:a}:pause"}},
-		{"odd", Announcement{Key: "odd"}},
-	} {
-		if got := ParseAnnouncement(c.in); got != c.want {
-			t.Errorf("ParseAnnouncement(%q) = %+v, want %+v", c.in, got, c.want)
-		}
-	}
-}
-
-// TestHeard: an announced pause is remembered until its end by this
-// process's clock; a resumed scope is forgotten; a bare key changes
-// nothing.
+// TestHeard: a pause heard on the feed is remembered until its end by
+// this process's clock; a budget's entry changes nothing, nor does an
+// entry of another format; a resumed scope is forgotten.
 func TestHeard(t *testing.T) {
 	var m Memory
 	recv := time.Unix(1_000, 0)
-	m.Heard(ParseAnnouncement("qg:{ups:a}:pause 1700000015000 1700000000000"), recv)
-	e, ok := m.Get("qg:{ups:a}:pause", recv)
+	const k = "qg:{ups:a}:pause"
+	m.Heard(feed.Entry{Key: k, UntilMs: 1700000015000, NowMs: 1700000000000, Version: schema.FeedVersion}, recv)
+	e, ok := m.Get(k, recv)
 	if !ok || e.UntilMs != 1700000015000 || e.SeenMs != 1700000000000 || !e.End.Equal(recv.Add(15*time.Second)) || e.Operator {
-		t.Fatalf("the announced pause is remembered as %+v, %v", e, ok)
+		t.Fatalf("the pause heard is remembered as %+v, %v", e, ok)
 	}
-	m.Heard(ParseAnnouncement("qg:{ups:a}:pause"), recv)
-	if _, ok := m.Get("qg:{ups:a}:pause", recv); !ok {
-		t.Error("a bare key forgot the pause")
+	m.Heard(feed.Entry{Key: k, Version: schema.FeedVersion}, recv)
+	if _, ok := m.Get(k, recv); !ok {
+		t.Error("a budget's entry forgot the pause")
 	}
-	m.Heard(ParseAnnouncement("qg:{ups:a}:pause resumed"), recv)
-	if _, ok := m.Get("qg:{ups:a}:pause", recv); ok {
+	m.Heard(feed.Entry{Key: k, Resumed: true, Version: schema.FeedVersion + 1}, recv)
+	if _, ok := m.Get(k, recv); !ok {
+		t.Error("an entry of another format forgot the pause")
+	}
+	m.Heard(feed.Entry{Key: k, Resumed: true, Version: schema.FeedVersion}, recv)
+	if _, ok := m.Get(k, recv); ok {
 		t.Error("the resumed scope is still remembered")
+	}
+	m.Heard(feed.Entry{Key: "qg:{ups:b}:pause", UntilMs: 1700000015000, NowMs: 1700000000000, Version: schema.FeedVersion + 1}, recv)
+	if _, ok := m.Get("qg:{ups:b}:pause", recv); ok {
+		t.Error("a pause of another format is remembered: its deadline may mean something else")
 	}
 }

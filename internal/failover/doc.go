@@ -14,14 +14,16 @@
 //
 // # What a process remembers
 //
-// A Memory holds the pauses in force that its gate recorded, that it saw
-// announced (every pause is announced on <prefix>:paused with its deadline
-// and the Redis TIME it was set at: ParseAnnouncement), and that its
-// admissions read, each as a Remembered: the absolute deadline in ms of
-// Redis TIME, a Redis TIME it was known in force at, and when it ends by
-// this process's monotonic clock (the instant the answer arrived plus the
-// remaining time it stated: never earlier than the true end, later by at
-// most the answer's transit). At most maxRemembered of them, the
+// A Memory holds the pauses in force that its gate recorded, that it heard
+// on the feed (internal/feed: every pause is announced there with its
+// deadline and the Redis TIME it was set at, and loaded from its snapshot
+// at start and after a gap: Heard), and that its admissions read, each
+// as a Remembered: the absolute deadline in ms of Redis TIME, a Redis TIME
+// it was known in force at, and when it ends by this process's monotonic
+// clock (the instant the answer arrived plus the remaining time it stated:
+// never earlier than the true end, later by at most the answer's transit,
+// and for a pause heard on the feed by the time it waited in the log, at
+// most the feed's interval). At most maxRemembered of them, the
 // earliest-ending evicted first; an entry is dropped when it ends, or
 // when the scope is resumed.
 //
@@ -34,9 +36,8 @@
 //     gate asks again, so the task is deferred as any task of a paused
 //     scope.
 //   - After a store failure recovers, or after a failover: when the store
-//     answers again after failing, or the subscription to the
-//     announcements comes back after an error (a master changed, in most
-//     failovers), the gate calls Recovered, and the memory re-asserts what
+//     answers again after failing, or the feed catches up after a gap
+//     (a master changed, in most failovers), the gate calls Recovered, and the memory re-asserts what
 //     a new master may have lost (ReassertLost), at most once per
 //     reassertGap: it reads the identity of each master of the remembered
 //     pauses (store.Identity: its run_id and replication ID, one call per
@@ -44,15 +45,15 @@
 //     that identity, one round trip per pause, whether or not a task of
 //     its scope comes by. A pause is known to be on a master when the
 //     memory had read that master's identity before it remembered the
-//     pause, or re-asserted it there. So a timeout or a broken
-//     subscription on a master that stayed costs a gate one call per
+//     pause, or re-asserted it there. So a timeout or a failed
+//     poll of the feed on a master that stayed costs a gate one call per
 //     master, whatever it remembers; a new master, a script per pause it
 //     may have lost, once. A master that does not tell its identity (INFO
 //     refused to the user, a Ring, miniredis) has every remembered pause
 //     re-asserted at every recovery. (A pause heard announced only after
 //     its master's whole failover, with the new master's identity already
-//     read, passes for one the new master holds: announcements arrive
-//     within a message's delivery, a promotion takes seconds.)
+//     read, passes for one the new master holds: the feed is read every
+//     interval, a promotion takes seconds.)
 //   - While pauses are remembered, one of their masters is probed every
 //     ProbeEvery, in turn (a PING, or the read of its identity while the
 //     memory does not know it): one round trip per gate per interval, so
@@ -78,7 +79,7 @@
 // # Resume
 //
 // Gate.Resume records when it lifted the scope (the scope's resumed key,
-// for MaxPause) and announces it; a Memory forgets the scope when it hears
+// for MaxPause) and announces it on the feed; a Memory forgets the scope when it hears
 // that, and the re-assertion script re-asserts nothing known in force only
 // before the last resume, so neither a late answer nor a missed
 // announcement undoes an operator's Resume.
@@ -88,6 +89,6 @@
 // Every decision takes this process's clock as a parameter or through
 // Config.Now (the gate's clock, which its tests replace); Redis TIME comes
 // from the answers. Only the waits between runs and probes are real
-// timers. Of the project's packages it imports internal/store and
-// internal/model only.
+// timers. Of the project's packages it imports internal/store,
+// internal/feed and internal/model only.
 package failover

@@ -83,7 +83,7 @@ type Memory struct {
 	runs       atomic.Int64 // runs of ReassertLost ended (tests)
 
 	// epoch counts the times the store may have changed masters (it
-	// answered after failing, or the subscription came back): only a
+	// answered after failing, or the feed caught up after a gap): only a
 	// pause remembered before the current epoch is measured by this
 	// process's clock (LostFrom's relative test, and the remaining time
 	// the re-assertion proposes); within one epoch the deadlines are all

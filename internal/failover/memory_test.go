@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/feed"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // TestMemoryBound: the memory keeps at most maxRemembered pauses,
@@ -45,7 +48,7 @@ func TestMemoryNil(t *testing.T) {
 	var m *Memory
 	now := time.Unix(1_000, 0)
 	m.Note("k", 2_000_000, 1_990_000, now, false)
-	m.Heard(Announcement{Key: "k", UntilMs: 2_000_000, NowMs: 1_990_000}, now)
+	m.Heard(feed.Entry{Key: "k", UntilMs: 2_000_000, NowMs: 1_990_000, Version: schema.FeedVersion}, now)
 	m.Drop("k")
 	m.Recovered()
 	m.Close()

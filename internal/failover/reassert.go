@@ -148,8 +148,7 @@ func (m *Memory) Recheck(ctx context.Context, key string, a Answer) (again bool,
 }
 
 // Recovered tells the memory that the store may have changed masters (it
-// answered after failing, or the subscription to the announcements came
-// back after an error): a new epoch begins, and whatever a new master may
+// answered after failing, or the feed caught up after a gap): a new epoch begins, and whatever a new master may
 // have lost is re-asserted (ReassertLost).
 func (m *Memory) Recovered() {
 	m.Changed()
@@ -163,7 +162,7 @@ func (m *Memory) Recovered() {
 // the remembered pauses (one call per master: store.Identity) and
 // re-asserts only the pauses not known to be on a master of that
 // identity: none after a recovery that changed no master (a timeout, a
-// subscription broken and made again), where re-asserting them all would
+// poll of the feed failed and made again), where re-asserting them all would
 // cost every gate a script per remembered pause for nothing.
 func (m *Memory) ReassertLost() {
 	if m == nil || m.store == nil {

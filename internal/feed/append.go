@@ -19,18 +19,18 @@ const Retain = time.Minute
 // appendScript appends an entry to a group's log and brings its snapshot
 // up to date: a pause raises the scope's score to its deadline (never
 // lowers it), a resume removes the scope, and every append removes the
-// scopes whose deadline passed. Both keys expire when nothing more is
-// appended: the log after Retain, the snapshot after the longest pause.
+// scopes whose deadline passed. The log expires Retain after the last
+// append, the snapshot at its last deadline.
 //
 // KEYS[1] log  KEYS[2] snapshot
 // ARGV[1] version  ARGV[2] pause key  ARGV[3] deadline, Unix ms (0: none)
 // ARGV[4] the Redis TIME it was set at, ms  ARGV[5] resumed ("1" or "0")
-// ARGV[6] Retain ms  ARGV[7] the longest pause ms
+// ARGV[6] Retain ms
 // returns: the entry's ID
 var appendScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local retain, longest = tonumber(ARGV[6]), tonumber(ARGV[7])
+local retain = tonumber(ARGV[6])
 local fields = {'v', ARGV[1], 'k', ARGV[2]}
 if ARGV[3] ~= '0' then fields[#fields + 1] = 'u'; fields[#fields + 1] = ARGV[3]; fields[#fields + 1] = 'n'; fields[#fields + 1] = ARGV[4] end
 if ARGV[5] == '1' then fields[#fields + 1] = 'r'; fields[#fields + 1] = '1' end
@@ -43,19 +43,19 @@ elseif ARGV[3] ~= '0' then
   if tonumber(ARGV[3]) > old then redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2]) end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now_ms))
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], longest) end
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[2], last[2]) end
 return id
 `)
 
 // Append writes e (its Version ignored: this package's is written) to
-// the log of its group under prefix, longest being the longest pause a
-// gate records (Config.MaxPause).
-func Append(ctx context.Context, rdb redis.Scripter, prefix string, e Entry, longest time.Duration) error {
+// the log of its group under prefix.
+func Append(ctx context.Context, rdb redis.Scripter, prefix string, e Entry) error {
 	log, snap := schema.FeedKeys(prefix, schema.FeedGroup(e.Key))
 	resumed := "0"
 	if e.Resumed {
 		resumed = "1"
 	}
 	return appendScript.Run(ctx, rdb, []string{log, snap}, schema.FeedVersion, e.Key, e.UntilMs, e.NowMs, resumed,
-		Retain.Milliseconds(), longest.Milliseconds()).Err()
+		Retain.Milliseconds()).Err()
 }

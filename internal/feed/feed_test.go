@@ -73,7 +73,7 @@ func TestSnapshotThenLog(t *testing.T) {
 				{Key: k("resumed"), UntilMs: now + 60_000, NowMs: now},
 				{Key: k("resumed"), Resumed: true},
 			} {
-				if err := Append(ctx, e.Rdb, e.Prefix, en, time.Hour); err != nil {
+				if err := Append(ctx, e.Rdb, e.Prefix, en); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -97,7 +97,7 @@ func TestSnapshotThenLog(t *testing.T) {
 				{Key: k("b"), Resumed: true},
 			}
 			for _, en := range later {
-				if err := Append(ctx, e.Rdb, e.Prefix, en, time.Hour); err != nil {
+				if err := Append(ctx, e.Rdb, e.Prefix, en); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -117,7 +117,8 @@ func TestSnapshotThenLog(t *testing.T) {
 }
 
 // TestSnapshotKeepsTheLatest: the snapshot holds a scope's latest
-// deadline, loses it on a resume, and drops what has passed.
+// deadline, loses it on a resume, drops what has passed, and expires at
+// its last deadline.
 func TestSnapshotKeepsTheLatest(t *testing.T) {
 	c, rdb := redistest.StartMini(t, redistest.T0)
 	ctx := context.Background()
@@ -146,15 +147,18 @@ func TestSnapshotKeepsTheLatest(t *testing.T) {
 		{Entry{Key: k, UntilMs: now + 500, NowMs: now}, float64(now + 500)},
 	}
 	for i, s := range steps {
-		if err := Append(ctx, rdb, "qg", s.e, time.Hour); err != nil {
+		if err := Append(ctx, rdb, "qg", s.e); err != nil {
 			t.Fatal(err)
 		}
 		if got := score(); got != s.want {
 			t.Errorf("step %d (%+v): snapshot score %v, want %v", i, s.e, got, s.want)
 		}
+		if ttl := c.MR.TTL(snap); s.want > 0 && ttl != time.Duration(s.want-float64(now))*time.Millisecond {
+			t.Errorf("step %d: the snapshot expires in %v, want at its last deadline", i, ttl)
+		}
 	}
 	c.Advance(time.Second) // past the last deadline: the group's next append drops it
-	if err := Append(ctx, rdb, "qg", Entry{Key: k}, time.Hour); err != nil {
+	if err := Append(ctx, rdb, "qg", Entry{Key: k}); err != nil {
 		t.Fatal(err)
 	}
 	if got := score(); got != 0 {
@@ -182,7 +186,7 @@ func TestStaleAndBack(t *testing.T) {
 	srv.Restart(t)
 	k := schema.ScopeKeys(prefix, "ups", "a").Pause
 	now := redisMs(t, rdb)
-	if err := Append(context.Background(), rdb, prefix, Entry{Key: k, UntilMs: now + 60_000, NowMs: now}, time.Hour); err != nil {
+	if err := Append(context.Background(), rdb, prefix, Entry{Key: k, UntilMs: now + 60_000, NowMs: now}); err != nil {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 10*time.Second, "the reader live again", r.Fresh)

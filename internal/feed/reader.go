@@ -121,13 +121,16 @@ func (r *Reader) Close() {
 	<-r.done
 }
 
-// run polls every interval until Close.
+// run polls every interval until Close, or until the client is closed (a
+// gate never closed leaves no reader behind).
 func (r *Reader) run() {
 	defer close(r.done)
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		r.round()
+		if err := r.round(); errors.Is(err, redis.ErrClosed) {
+			return
+		}
 		select {
 		case <-r.stop:
 			return
@@ -137,7 +140,7 @@ func (r *Reader) run() {
 }
 
 // round is one poll, or a snapshot when the reader is not caught up.
-func (r *Reader) round() {
+func (r *Reader) round() error {
 	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
 	defer cancel()
 	began := r.cfg.Now()
@@ -146,10 +149,9 @@ func (r *Reader) round() {
 	r.mu.Unlock()
 	if catchUp {
 		r.stale()
-		r.finish(began, r.snapshot(ctx), true)
-		return
+		return r.finish(began, r.snapshot(ctx), true)
 	}
-	r.finish(began, r.poll(ctx), false)
+	return r.finish(began, r.poll(ctx), false)
 }
 
 // stale makes the reader stale, telling Reset once.
@@ -163,15 +165,16 @@ func (r *Reader) stale() {
 	}
 }
 
-// finish records how the round that began at began ended: a failure
-// makes the reader stale, a snapshot loaded makes it live.
-func (r *Reader) finish(began time.Time, err error, snapshot bool) {
+// finish records how the round that began at began ended, and returns
+// its error: a failure makes the reader stale, a snapshot loaded makes it
+// live.
+func (r *Reader) finish(began time.Time, err error, snapshot bool) error {
 	if err != nil {
 		r.stale()
-		if r.cfg.Failed != nil {
+		if r.cfg.Failed != nil && !errors.Is(err, redis.ErrClosed) {
 			r.cfg.Failed(err)
 		}
-		return
+		return err
 	}
 	r.mu.Lock()
 	r.ok = began
@@ -183,6 +186,7 @@ func (r *Reader) finish(began time.Time, err error, snapshot bool) {
 			r.cfg.Reset(true)
 		}
 	}
+	return nil
 }
 
 // poll reads every log from the entry last read, again at once for the

@@ -7,7 +7,7 @@
 // of it surviving the process:
 //
 //   - OpenCache (opencache.go): the scopes it saw open, admitted without a
-//     round trip while the subscription to the pause announcements vouches
+//     round trip while the feed of pauses (internal/feed), fresh, vouches
 //     that no pause was recorded since. A forgotten entry costs one round
 //     trip, never a request sent into a closed window.
 //   - Holders (holders.go): the workers that wait in-process, per scope

@@ -1,39 +1,36 @@
 package local
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"time"
-
-	"github.com/quotagate/quotagate/internal/failover"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// OpenCache lets a gate admit a task without a round trip when it has just
-// seen the task's scope open and the scope has no limit: the common case,
-// where a round trip per task would cost a third of asynq's own throughput.
+// OpenCache lets a gate admit a task without a round trip when it has seen
+// the task's scope open and the scope has no limit: the common case, where
+// a round trip per task would cost a third of asynq's own throughput.
 //
-// It is safe because every pause is announced: the pause script publishes
-// the scope's pause key on the gate's channel, and a subscriber forgets a
-// scope as soon as its announcement arrives (the gate that records a pause
-// forgets it at once). An entry is trusted only
+// It is safe because every change that can close a scope is announced on
+// the feed (internal/feed: a pause, a resume, a budget gained), and the
+// gate forgets a scope as soon as its process reads the entry (the gate
+// that records a pause forgets it at once). An entry is trusted only
 //
-//   - while the subscription is live: any subscription error forgets
-//     everything, and nothing is remembered again until Redis confirms the
-//     (re)subscription, so no announcement can be missed unnoticed;
-//   - if no announcement arrived between the round trip that saw the scope
-//     open and the moment it is remembered (a generation counter);
-//   - for at most maxAge (Tuning.OpenCache), which bounds how stale it can
-//     be if the subscription's connection dies silently.
+//   - while the feed is fresh (Feed.Fresh: caught up, its last poll
+//     within two intervals), and the cache live: a feed that goes stale
+//     makes the gate forget everything (Reset(false)), and nothing is
+//     remembered again until the feed caught up from a snapshot
+//     (Reset(true)), so no entry can be missed unnoticed;
+//   - if no entry arrived between the round trip that saw the scope open
+//     and the moment it is remembered (a generation counter);
+//   - for at most maxAge (Tuning.OpenCache), which bounds how late the
+//     admissions no script counted are reported (Uncounted, reported with
+//     the scope's next round trip), and how long a pause recorded by a
+//     process that died before it announced it goes unheard.
 //
-// The staleness in the normal case is the delivery delay of one Redis
-// message, the same order as the round trip it saves.
+// The staleness in the normal case is the feed's poll interval.
 //
 // A fail-closed gate (Config.FailClosed) promises to admit nothing the
-// store cannot vouch for, and a hung Redis (or a silent network) breaks no
-// subscription: it just stops answering. So with FailClosed an entry is
+// store cannot vouch for, and a hung Redis (or a silent network) fails no
+// call at once: it just stops answering. So with FailClosed an entry is
 // also trusted only
 //
 //   - within trustFor (Config.StoreTimeout) of the start of the last store
@@ -52,39 +49,35 @@ import (
 // A fail-open gate keeps neither rule: when the store fails it admits
 // anyway, so the cache changes nothing but the cost.
 type OpenCache struct {
-	rdb      redis.UniversalClient
-	channel  string
+	feed     Feed
 	maxAge   time.Duration
 	trustFor time.Duration // FailClosed: the proof of life's lifetime; 0: no proof needed
 	now      func() time.Time
 
-	mu      sync.Mutex
-	live    bool                 // subscribed, no error since
-	gen     uint64               // bumped by every announcement, subscription change and store failure
-	seen    map[string]time.Time // pause key → when seen open
-	alive   time.Time            // start of the last call Redis answered, with no failure since (trustFor > 0)
-	fails   uint64               // store failures seen (trustFor > 0)
-	started bool                 // the watcher runs
-	ps      *redis.PubSub        // the watcher's subscription, once made
-	closed  bool
-
-	// Set by the gate before first use (newGate: Heard and Resubscribed
-	// feed its memory of the pauses, internal/failover, and Failed
-	// internal/store's topology.go): Heard takes every announcement's
-	// payload, Resubscribed is called when the subscription is confirmed
-	// again after an error (the master may have changed), Failed hears
-	// the subscription's errors.
-	Heard        func(payload string)
-	Resubscribed func()
-	Failed       func(error)
+	mu     sync.Mutex
+	live   bool                 // the feed caught up, and has not gone stale since
+	gen    uint64               // bumped by every entry heard, reset and store failure
+	seen   map[string]time.Time // pause key → when seen open
+	alive  time.Time            // start of the last call Redis answered, with no failure since (trustFor > 0)
+	fails  uint64               // store failures seen (trustFor > 0)
+	closed bool
 }
 
-// NewOpenCache returns the open cache of a gate, announcements arriving
-// on channel: entries trusted for maxAge (Tuning.OpenCache, defaults
-// applied; 0 or less: none), and, when trustFor is positive (a fail-closed
-// gate's Config.StoreTimeout), within trustFor of the proof of life.
-func NewOpenCache(rdb redis.UniversalClient, channel string, maxAge, trustFor time.Duration, now func() time.Time) *OpenCache {
-	return &OpenCache{rdb: rdb, channel: channel, maxAge: maxAge, trustFor: trustFor, now: now}
+// Feed is what the cache needs of the gate's feed (internal/feed's
+// Reader): started on first use, and whether it is fresh.
+type Feed interface {
+	Start()
+	Fresh() bool
+}
+
+// NewOpenCache returns the open cache of a gate whose feed is feed:
+// entries trusted for maxAge (Tuning.OpenCache, defaults applied; 0 or
+// less: none), and, when trustFor is positive (a fail-closed gate's
+// Config.StoreTimeout), within trustFor of the proof of life. The feed
+// tells it what it hears (Forget) and when it goes stale or catches up
+// (Reset).
+func NewOpenCache(feed Feed, maxAge, trustFor time.Duration, now func() time.Time) *OpenCache {
+	return &OpenCache{feed: feed, maxAge: maxAge, trustFor: trustFor, now: now}
 }
 
 // pruneAt is how many entries the cache holds before it drops old ones.
@@ -100,7 +93,7 @@ func (c *OpenCache) Fresh(k string) bool {
 	defer c.mu.Unlock()
 	at, ok := c.seen[k]
 	now := c.now()
-	return ok && c.live && now.Sub(at) < c.maxAge && (c.trustFor <= 0 || now.Sub(c.alive) < c.trustFor)
+	return ok && c.live && now.Sub(at) < c.maxAge && (c.trustFor <= 0 || now.Sub(c.alive) < c.trustFor) && c.feed.Fresh()
 }
 
 // ignoreEnd is the end of a call that Track does not follow.
@@ -134,18 +127,15 @@ func (c *OpenCache) Track() func(error) {
 	}
 }
 
-// Begin starts the subscription on first use and returns the generation to
-// pass to Remember after the round trip.
+// Begin starts the feed on first use and returns the generation to pass
+// to Remember after the round trip.
 func (c *OpenCache) Begin() uint64 {
 	if c.maxAge <= 0 {
 		return 0
 	}
+	c.feed.Start()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.started && !c.closed {
-		c.started = true
-		go c.watch()
-	}
 	return c.gen
 }
 
@@ -174,15 +164,15 @@ func (c *OpenCache) Remember(k string, gen uint64) {
 	c.seen[k] = now
 }
 
-// Live reports whether the subscription is live: confirmed by Redis, no
-// error since.
+// Live reports whether the cache is live: the feed caught up, and has
+// not gone stale since.
 func (c *OpenCache) Live() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.live
 }
 
-// Forget drops k: a pause of its scope was announced.
+// Forget drops k: an entry of its scope was heard.
 func (c *OpenCache) Forget(k string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,82 +180,21 @@ func (c *OpenCache) Forget(k string) {
 	delete(c.seen, k)
 }
 
-// reset forgets everything: the subscription changed.
-func (c *OpenCache) reset(live bool) {
+// Reset forgets everything: the feed went stale (live false: nothing is
+// remembered until it catches up) or caught up from a snapshot (live).
+func (c *OpenCache) Reset(live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.live = live
+	c.live = live && !c.closed
 	clear(c.seen)
 }
 
-// watch subscribes and follows the announcements until close, or until the
-// client is closed (a gate never closed must not leave its watcher behind).
-// Subscribing may block on an unresponsive Redis: it happens here, never
-// under the lock or on a task's path.
-func (c *OpenCache) watch() {
-	ctx := context.Background()
-	ps := c.rdb.Subscribe(ctx, c.channel)
+// Close forgets everything for good: the gate goes on with a round trip
+// per task.
+func (c *OpenCache) Close() {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		ps.Close()
-		return
-	}
-	c.ps = ps
-	c.mu.Unlock()
-	backoff := 10 * time.Millisecond
-	broken := false // an error since the last confirmed subscription
-	for {
-		msg, err := ps.Receive(ctx)
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
-			return
-		}
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			c.reset(m.Kind == "subscribe")
-			backoff = 10 * time.Millisecond
-			if m.Kind == "subscribe" && broken && c.Resubscribed != nil {
-				c.Resubscribed()
-			}
-			broken = false
-		case *redis.Message:
-			c.Forget(failover.ParseAnnouncement(m.Payload).Key)
-			if c.Heard != nil {
-				c.Heard(m.Payload)
-			}
-		}
-		if err != nil && !errors.Is(err, redis.ErrClosed) {
-			broken = true
-			if c.Failed != nil {
-				c.Failed(err)
-			}
-		}
-		if errors.Is(err, redis.ErrClosed) { // the client is closed: nothing to follow any more
-			c.reset(false)
-			ps.Close()
-			return
-		}
-		if err != nil {
-			c.reset(false)
-			time.Sleep(backoff) // go-redis reconnects and resubscribes on the next Receive
-			backoff = min(2*backoff, time.Second)
-		}
-	}
-}
-
-// Close ends the subscription; the gate goes on with a round trip per task.
-func (c *OpenCache) Close() error {
-	c.mu.Lock()
-	ps := c.ps
-	c.closed, c.live, c.ps = true, false, nil
+	defer c.mu.Unlock()
+	c.closed, c.live = true, false
 	clear(c.seen)
-	c.mu.Unlock()
-	if ps == nil {
-		return nil
-	}
-	return ps.Close()
 }

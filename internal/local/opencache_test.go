@@ -7,7 +7,7 @@ import (
 )
 
 // TestOpenCacheTrustSteps: the rules of the proof of life, step by step, on
-// a cache without Redis (its subscription taken as live).
+// a cache without Redis (its feed taken as fresh).
 func TestOpenCacheTrustSteps(t *testing.T) {
 	const trust = 250 * time.Millisecond
 	type step struct {
@@ -34,12 +34,12 @@ func TestOpenCacheTrustSteps(t *testing.T) {
 		now := time.Unix(1_700_000_000, 0)
 		clock := func() time.Time { return now }
 		caches := [2]*OpenCache{
-			NewOpenCache(nil, "ch", time.Hour, trust, clock), // fail closed
-			NewOpenCache(nil, "ch", time.Hour, 0, clock),     // fail open
+			NewOpenCache(freshFeed{}, time.Hour, trust, clock), // fail closed
+			NewOpenCache(freshFeed{}, time.Hour, 0, clock),     // fail open
 		}
 		var late [2]func(error)
 		for _, c := range caches {
-			c.live = true
+			c.Reset(true)
 		}
 		for j, s := range steps {
 			now = now.Add(s.advance)
@@ -65,3 +65,58 @@ func TestOpenCacheTrustSteps(t *testing.T) {
 		}
 	}
 }
+
+// freshFeed is a feed always fresh.
+type freshFeed struct{}
+
+func (freshFeed) Start()      {}
+func (freshFeed) Fresh() bool { return true }
+
+// TestOpenCacheFeed: an entry is trusted only while the cache is live and
+// its feed fresh; a reset forgets every entry, and an entry heard between
+// a round trip and its Remember keeps the scope out.
+func TestOpenCacheFeed(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	f := &switchFeed{fresh: true}
+	c := NewOpenCache(f, time.Hour, 0, func() time.Time { return now })
+	c.Remember("k", c.Begin())
+	if c.Fresh("k") {
+		t.Error("trusted before the feed caught up")
+	}
+	if !f.started {
+		t.Error("Begin did not start the feed")
+	}
+	c.Reset(true)
+	c.Remember("k", c.Begin())
+	if !c.Fresh("k") {
+		t.Error("not trusted with the feed caught up and fresh")
+	}
+	f.fresh = false
+	if c.Fresh("k") {
+		t.Error("trusted with the feed late")
+	}
+	f.fresh = true
+	gen := c.Begin()
+	c.Forget("other") // an entry heard during the round trip
+	c.Remember("j", gen)
+	if c.Fresh("j") {
+		t.Error("remembered across an entry heard during its round trip")
+	}
+	c.Reset(false)
+	c.Reset(true)
+	if c.Fresh("k") {
+		t.Error("an entry outlived the feed's gap")
+	}
+	c.Close()
+	c.Reset(true)
+	c.Remember("k", c.Begin())
+	if c.Fresh("k") {
+		t.Error("trusted after Close")
+	}
+}
+
+// switchFeed is a feed whose freshness the test sets.
+type switchFeed struct{ fresh, started bool }
+
+func (f *switchFeed) Start()      { f.started = true }
+func (f *switchFeed) Fresh() bool { return f.fresh }

@@ -64,7 +64,6 @@ type RefuseRequest struct {
 	MaxPause int64 // ms
 	Kind     int   // Hintless, Hinted or Operator
 	Prec     int64 // µs: the hint's precision
-	Channel  string
 	Counts   int64 // admissions no script counted, reported first
 	Alt      int64 // ms: the hint read as milliseconds (0: not in question)
 	Level    int64 // the refused request's level (Refusal.Level; 0 unknown)
@@ -74,15 +73,14 @@ type RefuseRequest struct {
 // Call returns the keys and arguments of RefuseScript for the scope of k.
 func (r RefuseRequest) Call(k schema.Keys) ([]string, []any) {
 	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start, k.Flight, k.FlightConc},
-		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Channel, r.Counts, r.Alt, r.Level, r.Opens})
+		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Counts, r.Alt, r.Level, r.Opens})
 }
 
 // ObserveCall returns the keys and arguments of ObserveScript recording o
-// for the scope of k, announced on channel, whose configured limits are
-// ls.
-func ObserveCall(k schema.Keys, o Observation, channel string, ls []LimitSpec) ([]string, []any) {
-	return []string{k.Budget, k.Learn, k.Pause, k.Fallback, k.Start, k.Flight},
-		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, channel, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
+// for the scope of k, whose configured limits are ls.
+func ObserveCall(k schema.Keys, o Observation, ls []LimitSpec) ([]string, []any) {
+	return []string{k.Budget, k.Learn, k.Fallback, k.Start, k.Flight},
+		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
 }
 
 // ReassertRequest is a remembered pause to re-assert (ReassertScript).
@@ -91,14 +89,13 @@ type ReassertRequest struct {
 	LeftMs   int64 // the time it has left by the gate's clock, ms (0: the deadline alone counts)
 	SeenMs   int64 // the Redis TIME it was known in force at, ms
 	MaxPause int64 // ms
-	Channel  string
 	Operator bool  // an operator set it (Gate.Pause)
 	SlackMs  int64 // ms: how much later the time left must end to move a deadline in force
 }
 
 // Call returns the keys and arguments of ReassertScript for the scope of k.
 func (r ReassertRequest) Call(k schema.Keys) ([]string, []any) {
-	return []string{k.Pause, k.PauseBy, k.Resumed}, []any{r.UntilMs, r.LeftMs, r.SeenMs, r.MaxPause, r.Channel, boolArg(r.Operator), r.SlackMs}
+	return []string{k.Pause, k.PauseBy, k.Resumed}, []any{r.UntilMs, r.LeftMs, r.SeenMs, r.MaxPause, boolArg(r.Operator), r.SlackMs}
 }
 
 // ReleaseCall returns the keys and arguments of ReleaseScript ending the
@@ -120,17 +117,17 @@ func ReleaseCall(k schema.Keys, ls []LimitSpec, id string, cost int64, answered 
 }
 
 // ResumeCall returns the keys and arguments of ResumeScript for the scope
-// of k, announced on channel: every record that may hold it back, and the
+// of k: every record that may hold it back, and the
 // state of every limit it may have, of every kind at every index below
 // schema.MaxLimits, whichever gate configured it.
-func ResumeCall(k schema.Keys, maxPause int64, channel string) ([]string, []any) {
+func ResumeCall(k schema.Keys, maxPause int64) ([]string, []any) {
 	del := []string{k.Resumed, k.Pause, k.PauseBy, k.Line, k.ILine, k.Class, k.Budget, k.LearnWin, k.LearnLog, k.Fallback, k.Start, k.Flight, k.FlightConc}
 	for i := range schema.MaxLimits {
 		for _, kind := range schema.LimitKinds {
 			del = append(del, k.Limit(i, kind))
 		}
 	}
-	return del, []any{maxPause, channel}
+	return del, []any{maxPause}
 }
 
 // limitArgs appends the keys and arguments of the configured limits ls.

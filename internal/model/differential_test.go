@@ -157,7 +157,6 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix string, ls []Limit, probe time.Duration, evs []diffEvent, seen map[string]int) int {
 	ctx := context.Background()
 	k := schema.ScopeKeys(prefix, "diff", "a")
-	channel := schema.Channel(prefix)
 	p := Params{Hold: (250 * time.Millisecond).Microseconds(), MaxPause: time.Hour.Milliseconds(), Probe: probe.Microseconds(),
 		Answer: diffAnswer.Microseconds(), Reserve: diffReserve, Lend: diffLend.Microseconds()}
 	for _, l := range ls {
@@ -246,7 +245,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.lease < len(admitted) {
 				of = admitted[len(admitted)-1-e.lease]
 			}
-			ks, args := refuseCall(k, channel, ls, e, of)
+			ks, args := refuseCall(k, ls, e, of)
 			v, _ := diffCall(t, rdb, RefuseScript, RefuseReply, ks, args, i, e)
 			now = v["now"]
 			m.Report(p, now, e.counts)
@@ -318,7 +317,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			if e.obs.Opened > 0 && e.obs.Opened == m.fall.probeAt {
 				seen["hintless probe answered"]++
 			}
-			ks, args := ObserveCall(k, e.obs, channel, specsOf(ls))
+			ks, args := ObserveCall(k, e.obs, specsOf(ls))
 			v, _ := diffCall(t, rdb, ObserveScript, ObserveReply, ks, args, i, e)
 			now = v["now"]
 			if w := longestFixed(specsOf(ls)); w > 0 && e.obs.Remaining >= 0 && e.obs.Reset > w+e.obs.Prec {
@@ -370,7 +369,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["flight: raised"]++
 			}
 		case 'z':
-			ks, args := ResumeCall(k, p.MaxPause, channel)
+			ks, args := ResumeCall(k, p.MaxPause)
 			if err := ResumeScript.Run(ctx, rdb, ks, args...).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +456,7 @@ func diffCall(t testing.TB, rdb redis.UniversalClient, script *redis.Script, nam
 
 // refuseCall is the refusal of event e of the admission of, as the gate
 // records it.
-func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent, of Decision) ([]string, []any) {
+func refuseCall(k schema.Keys, ls []Limit, e diffEvent, of Decision) ([]string, []any) {
 	kind := Hintless
 	if e.hinted {
 		kind = Hinted
@@ -466,7 +465,7 @@ func refuseCall(k schema.Keys, channel string, ls []Limit, e diffEvent, of Decis
 		kind = Operator
 	}
 	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
-		Channel: channel, Counts: e.counts, Alt: e.alt, Level: of.Level, Opens: of.Opens}.Call(k)
+		Counts: e.counts, Alt: e.alt, Level: of.Level, Opens: of.Opens}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,

@@ -325,33 +325,34 @@ return reply(REPLY, d)
 // RefuseReply names the fields of the refusal's reply.
 var RefuseReply = []string{"deadline", "now", "moved", "own"}
 
-// RefuseScript records a refusal, or a pause by hand (State.Refuse),
-// and announces the scope's pause key on the gate's channel, with the
-// deadline in force and the Redis TIME (ms), so that open caches forget the
-// scope and gates remember the pause (internal/failover).
+// RefuseScript records a refusal, or a pause by hand (State.Refuse). Its
+// reply's deadline and Redis TIME are what the store announces
+// (internal/feed), unless own says the scope was not paused.
 //
 // KEYS[1] pause  KEYS[2] learn  KEYS[3] lwin  KEYS[4] pauseby  KEYS[5] fallback
 // KEYS[6] llog  KEYS[7] budget (a counter's hint: budgetState.counterPause)
-// KEYS[8] start  KEYS[8+i] the state of the i-th configured limit
+// KEYS[8] start  KEYS[9] flight  KEYS[10] fconc  KEYS[10+i] the state of
+// the i-th configured limit
 // ARGV[1] pause ms (clamped; without a hint, the cap of the hintless
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] kind: Hintless, Hinted
 // or Operator (Gate.Pause)
-// ARGV[4] the hint's precision µs  ARGV[5] channel  ARGV[6] admissions no
-// script counted (State.Report)  ARGV[7] the hint read as
-// milliseconds ms (0: not in question; Refusal.Alt)  ARGV[8] n, then the
-// limits as for AdmitScript
-// returns: refuseReply
+// ARGV[4] the hint's precision µs  ARGV[5] admissions no script counted
+// (State.Report)  ARGV[6] the hint read as milliseconds ms (0: not in
+// question; Refusal.Alt)  ARGV[7] the refused request's level
+// (Refusal.Level)  ARGV[8] its answer id µs (Refusal.Opens)  ARGV[9] n,
+// then the limits as for AdmitScript
+// returns: RefuseReply
 var RefuseScript = script(RefuseReply, luaRefuseBody)
 
 const luaRefuseBody = `
 local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4], fallback = KEYS[5], llog = KEYS[6], budget = KEYS[7],
   start = KEYS[8], flight = KEYS[9], fconc = KEYS[10]}
-local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), channel = ARGV[5],
-  counts = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), level = tonumber(ARGV[8]), opens = tonumber(ARGV[9]), nlim = tonumber(ARGV[10])}
+local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]),
+  counts = tonumber(ARGV[5]), alt = tonumber(ARGV[6]), level = tonumber(ARGV[7]), opens = tonumber(ARGV[8]), nlim = tonumber(ARGV[9])}
 C.maxPause, C.limits = argv.maxPause, argv.nlim
 local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
   level = argv.level, opens = argv.opens}
-local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 10, argv.nlim),
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 9, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
@@ -359,7 +360,6 @@ local verdict, own = state_refuse_flight(s, r, open)
 if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
 if verdict == C.flightSpent then -- the learned window was spent, as known: it teaches nothing
   local deadline = pause_refuse(s.pause, r.pause, false)
-  redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
   return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 end
 local ms = r.pause
@@ -372,7 +372,6 @@ end
 if r.hinted and not r.operator and C.limits == 0 then ms = budget_counter_pause(s.budget, ms, r.prec) end
 local deadline = pause_refuse(s.pause, ms, r.operator)
 if not r.operator then s.start = start_load(keys.start); start_end(s.start); start_save(s.start) end
-redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(deadline) .. ' ' .. num(now_ms))
 for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
 s.learn = learn_load(keys.learn)
 if C.limits == 0 then learn_report(s.learn, argv.counts) end -- State.Report
@@ -391,36 +390,37 @@ return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline
 `
 
 // ObserveReply names the fields of the observation's reply.
-var ObserveReply = []string{"remaining", "reset", "now"}
+var ObserveReply = []string{"remaining", "reset", "now", "announce"}
 
 // ObserveScript records the budget a response advertised
-// (State.Observe), and announces the scope when it has a budget it
-// did not have.
+// (State.Observe); announce says the scope has a budget it did not have,
+// which the store announces (internal/feed): its admissions must now ask
+// Redis.
 //
-// KEYS[1] budget  KEYS[2] learn  KEYS[3] pause (the name announced)
-// KEYS[4] fallback  KEYS[5] start
+// KEYS[1] budget  KEYS[2] learn  KEYS[3] fallback  KEYS[4] start
+// KEYS[5] flight
 // ARGV[1] remaining (-1: none advertised)  ARGV[2] reset µs (0 unknown)
 // ARGV[3] limit (0 unknown)  ARGV[4] the reset's precision µs
-// ARGV[5] the answered request's sequence number (0 unknown)  ARGV[6] channel
-// ARGV[7] the learned window the answered request opened (its instant µs,
+// ARGV[5] the answered request's sequence number (0 unknown)
+// ARGV[6] the learned window the answered request opened (its instant µs,
 // 0 none: see learnState.answer; a hintless episode's probe's, a slow
-// start's admission's, too)  ARGV[8] the longest configured fixed
+// start's admission's, too)  ARGV[7] the longest configured fixed
 // window µs (0: none, then the learned window's; a reset beyond it aligns nothing: State.alignsWithin)
-// ARGV[9] refused (flagOn: the response is a refusal; with budget left it
+// ARGV[8] refused (flagOn: the response is a refusal; with budget left it
 // contradicts the budget: learnState.secondary)
-// ARGV[10] the answered request's round trip µs (0 unknown: Observation.RTT)
-// ARGV[11] the reset read as milliseconds µs (0: not in question)
-// ARGV[12] millis (flagOn: the reset was read as milliseconds from a name
+// ARGV[9] the answered request's round trip µs (0 unknown: Observation.RTT)
+// ARGV[10] the reset read as milliseconds µs (0: not in question)
+// ARGV[11] millis (flagOn: the reset was read as milliseconds from a name
 // of seconds; Observation.Alt, Observation.Millis)
-// returns: observeReply
+// returns: ObserveReply
 var ObserveScript = script(ObserveReply, luaObserveBody)
 
 const luaObserveBody = `
-local keys = {budget = KEYS[1], learn = KEYS[2], pause = KEYS[3], fallback = KEYS[4], start = KEYS[5], flight = KEYS[6]}
+local keys = {budget = KEYS[1], learn = KEYS[2], fallback = KEYS[3], start = KEYS[4], flight = KEYS[5]}
 local o = {remaining = tonumber(ARGV[1]), reset = tonumber(ARGV[2]), limit = tonumber(ARGV[3]), prec = tonumber(ARGV[4]), seq = tonumber(ARGV[5]),
-  opened = tonumber(ARGV[7]), refused = tonumber(ARGV[9]) == C.flagOn, rtt = tonumber(ARGV[10]), alt = tonumber(ARGV[11]),
-  millis = tonumber(ARGV[12]) == C.flagOn}
-local argv = {channel = ARGV[6], longest = tonumber(ARGV[8])}
+  opened = tonumber(ARGV[6]), refused = tonumber(ARGV[8]) == C.flagOn, rtt = tonumber(ARGV[9]), alt = tonumber(ARGV[10]),
+  millis = tonumber(ARGV[11]) == C.flagOn}
+local argv = {longest = tonumber(ARGV[7])}
 C.longestWindow = argv.longest
 local s = {budget = budget_load(keys.budget), learn = learn_load(keys.learn)}
 local u, prec, announce = budget_observe(s.budget, o)
@@ -437,8 +437,7 @@ if o.opened > 0 then -- only a probe's answer tells the learned concurrency limi
   s.flight = flight_load(keys.flight, '', 0)
   flight_answer(s.flight, o.opened, s.learn.limit); flight_save(s.flight)
 end
-if announce then redis.call('PUBLISH', argv.channel, keys.pause) end
-return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us})
+return reply(REPLY, {remaining = s.budget.known and s.budget.remaining or -1, reset = u, now = now_us, announce = announce})
 `
 
 // NamedReply decodes a script's named reply: the fields of names it
@@ -535,18 +534,18 @@ end
 return n
 `
 
-// ResumeScript deletes the records that hold a scope back, notes when
+// ResumeScript deletes the records that hold a scope back and notes when
 // (the gates re-assert no pause known in force only before it:
-// internal/failover) and announces that the scope was resumed.
+// internal/failover); the store announces that the scope was resumed
+// (internal/feed).
 //
 // KEYS[1] resumed  KEYS[2] pause  KEYS[3…] the other records
 // ARGV[1] max pause ms (how long the note is kept: no pause known before
-// it can be in force longer)  ARGV[2] channel
+// it can be in force longer)
 // returns: Redis TIME, Unix µs
 var ResumeScript = redis.NewScript(luaPrelude + `
 redis.call('DEL', unpack(KEYS, 2))
 redis.call('SET', KEYS[1], num(now_ms), 'PX', tonumber(ARGV[1]))
-redis.call('PUBLISH', ARGV[2], KEYS[2] .. ' resumed')
 return now_us
 `)
 
@@ -557,23 +556,23 @@ var ReassertReply = []string{"deadline", "now", "moved", "resumed"}
 // resumed since the pause was known in force, the deadline becomes the
 // later of the one in force, the remembered one and now plus the
 // remaining time the gate measured, within MaxPause (the pause
-// transition, pause_refuse), and a deadline it moved is announced as a
-// refusal's is. The remaining time moves a deadline in force only when it
+// transition, pause_refuse); the store announces a deadline it moved as
+// a refusal's (internal/feed). The remaining time moves a deadline in force only when it
 // ends more than the slack later (as lostFrom: the gate's measure is late
 // by up to an answer's transit, and must not creep).
 //
 // KEYS[1] pause  KEYS[2] pauseby  KEYS[3] resumed
 // ARGV[1] the remembered deadline, Unix ms  ARGV[2] the remaining time by
 // the gate's clock, ms  ARGV[3] the Redis TIME it was known in force at, ms
-// ARGV[4] max pause ms  ARGV[5] channel  ARGV[6] operator (flagOn) or not
-// ARGV[7] the slack, ms
+// ARGV[4] max pause ms  ARGV[5] operator (flagOn) or not
+// ARGV[6] the slack, ms
 // returns: ReassertReply (deadline 0: no pause in force)
 var ReassertScript = script(ReassertReply, luaReassertBody)
 
 const luaReassertBody = `
 local keys = {pause = KEYS[1], pauseby = KEYS[2], resumed = KEYS[3]}
 local argv = {untilMs = tonumber(ARGV[1]), leftMs = tonumber(ARGV[2]), seenMs = tonumber(ARGV[3]), maxPause = tonumber(ARGV[4]),
-  channel = ARGV[5], operator = tonumber(ARGV[6]) == C.flagOn, slackMs = tonumber(ARGV[7])}
+  operator = tonumber(ARGV[5]) == C.flagOn, slackMs = tonumber(ARGV[6])}
 C.maxPause = argv.maxPause
 local pause = pause_load(keys.pause, keys.pauseby)
 local r = int(redis.pcall('GET', keys.resumed))
@@ -588,6 +587,5 @@ if want <= now_ms or pause.untilMs >= want then
   return reply(REPLY, {deadline = pause.untilMs, now = now_us})
 end
 local d = pause_refuse(pause, want - now_ms, argv.operator)
-redis.call('PUBLISH', argv.channel, keys.pause .. ' ' .. num(d) .. ' ' .. num(now_ms))
 return reply(REPLY, {deadline = d, now = now_us, moved = true})
 `

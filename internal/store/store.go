@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/model"
-	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -88,11 +87,11 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 // Timeout is the bound of every call (Config.Timeout).
 func (s *Store) Timeout() time.Duration { return s.timeout }
 
-// Channel is where pauses are announced (see internal/local, OpenCache).
-func (s *Store) Channel() string { return schema.Channel(s.prefix) }
+// Prefix is the prefix of every key (Config.Prefix).
+func (s *Store) Prefix() string { return s.prefix }
 
 // Failed hears a failure of a call the store did not make on its client
-// (the open cache's subscription): one that may mean a master moved has a
+// (the feed's polls: internal/feed): one that may mean a master moved has a
 // cluster client reload its layout, as the store's own failures do
 // (topology.go).
 func (s *Store) Failed(err error) { s.failed(err) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/feed"
+
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 )
@@ -152,7 +154,7 @@ func (r Refusal) kind() int {
 // sent before the pause moves nothing).
 func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (Recorded, error) {
 	ks, args := model.RefuseRequest{Limits: ls, Pause: d.Milliseconds(), MaxPause: s.maxPause.Milliseconds(), Kind: r.kind(),
-		Prec: r.Precision.Microseconds(), Channel: s.Channel(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Opens: r.Opens}.Call(k)
+		Prec: r.Precision.Microseconds(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Opens: r.Opens}.Call(k)
 	var v map[string]int64
 	var err error
 	if s.durable > 0 {
@@ -162,6 +164,9 @@ func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Ref
 	}
 	if err != nil {
 		return Recorded{}, err
+	}
+	if v["own"] != 1 {
+		s.announce(ctx, feed.Entry{Key: k.Pause, UntilMs: v["deadline"], NowMs: v["now"] / 1000})
 	}
 	until := time.UnixMilli(v["deadline"])
 	return Recorded{Until: until, Remaining: until.Sub(time.UnixMicro(v["now"]).Truncate(time.Millisecond)), Moved: v["moved"] == 1,
@@ -192,8 +197,11 @@ func (s *Store) runDurable(ctx context.Context, route string, ks []string, args 
 // Observe records an observation of a scope whose configured limits are
 // ls (see model.ObserveScript).
 func (s *Store) Observe(ctx context.Context, k schema.Keys, o model.Observation, ls ...model.LimitSpec) error {
-	ks, args := model.ObserveCall(k, o, s.Channel(), ls)
-	_, _, err := s.run(ctx, "observe", model.ObserveScript, model.ObserveReply, ks, args...)
+	ks, args := model.ObserveCall(k, o, ls)
+	v, _, err := s.run(ctx, "observe", model.ObserveScript, model.ObserveReply, ks, args...)
+	if err == nil && v["announce"] == 1 {
+		s.announce(ctx, feed.Entry{Key: k.Pause})
+	}
 	return err
 }
 
@@ -217,10 +225,13 @@ func (s *Store) Release(ctx context.Context, k schema.Keys, id string, cost int,
 // the state of every limit, whatever its index or kind and whichever gate
 // configured it (model.ResumeCall).
 func (s *Store) Resume(ctx context.Context, k schema.Keys) error {
-	ks, args := model.ResumeCall(k, s.maxPause.Milliseconds(), s.Channel())
+	ks, args := model.ResumeCall(k, s.maxPause.Milliseconds())
 	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
 		return model.ResumeScript.Run(ctx, s.rdb, ks, args...).Result()
 	})
+	if err == nil {
+		s.announce(ctx, feed.Entry{Key: k.Pause, Resumed: true})
+	}
 	return err
 }
 
@@ -247,7 +258,7 @@ type Reasserted struct {
 func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasserted, error) {
 	left := int64(math.Ceil(float64(e.Left) / float64(time.Millisecond)))
 	ks, args := model.ReassertRequest{UntilMs: e.UntilMs, LeftMs: max(left, 0), SeenMs: e.SeenMs, MaxPause: s.maxPause.Milliseconds(),
-		Channel: s.Channel(), Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.BaseKeys(strings.TrimSuffix(key, "pause")))
+		Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.BaseKeys(strings.TrimSuffix(key, "pause")))
 	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, ks, args...)
 	if err != nil {
 		return Reasserted{}, err
@@ -255,6 +266,9 @@ func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasse
 	r := Reasserted{NowMs: v["now"] / 1000, Moved: v["moved"] == 1, Resumed: v["resumed"] == 1}
 	if v["deadline"] > 0 {
 		r.Until = time.UnixMilli(v["deadline"])
+	}
+	if r.Moved {
+		s.announce(ctx, feed.Entry{Key: key, UntilMs: v["deadline"], NowMs: r.NowMs})
 	}
 	return r, nil
 }
