@@ -366,24 +366,12 @@ var scriptCommands = []string{"cmdstat_eval", "cmdstat_evalsha", "cmdstat_eval_r
 func readRedisCounters(b *testing.B, rdb *redis.Client) redisCounters {
 	b.Helper()
 	ctx := context.Background()
-	cpu, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := redisCounters{cpu: redistest.CPU(b, rdb)}
 	stats, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c redisCounters
-	fields := redistest.ParseInfo(cpu)
-	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
-		s, err := strconv.ParseFloat(fields[f], 64)
-		if err != nil {
-			b.Fatalf("INFO cpu %s: %v", f, err)
-		}
-		c.cpu += time.Duration(s * 1e9)
-	}
-	fields = redistest.ParseInfo(stats)
+	fields := redistest.ParseInfo(stats)
 	for _, cmd := range scriptCommands {
 		calls, usec, err := commandStat(fields[cmd])
 		if err != nil {

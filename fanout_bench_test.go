@@ -1,0 +1,253 @@
+package quotagate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+// BenchmarkFanout measures a fleet on one Redis and on a 3-master Cluster:
+// G gates (each on a client of its own, all in this process) admit tasks
+// of fanoutScopes open scopes (nothing configured) from fanoutWorkers
+// workers, while another gate records fanoutPauses pauses a second on as
+// many other scopes (each for fanoutPauseFor), for fanoutFor. It reports
+//
+//   - redis-core/node: the busiest node's Redis CPU per second of wall
+//     time (INFO cpu, before and after; every node's is logged);
+//   - admits/s, p50-ms, p99-ms: the admissions and their latency;
+//   - trips/admit: the store's scripts the gates sent per admission (the
+//     feed's polls aside);
+//   - know-p50-ms, know-p99-ms: from a pause's recording (its Pause
+//     returned) to a gate's memory of it, over every gate and a sample of
+//     the pauses (one in fanoutSample), looked at every 10 ms;
+//   - all-p99-ms: ... to every gate's;
+//   - missed: sampled pauses some gate did not know within fanoutMiss.
+//
+// A fresh server or Cluster per case. Run:
+//
+//	go test -run '^$' -bench BenchmarkFanout -benchtime 1x .
+func BenchmarkFanout(b *testing.B) {
+	for _, topo := range []string{"redis", "cluster"} {
+		for _, g := range []int{10, 100, 500} {
+			b.Run(fmt.Sprintf("%s/gates=%d", topo, g), func(b *testing.B) {
+				for range b.N {
+					runFanout(b, topo, g)
+				}
+			})
+		}
+	}
+}
+
+const (
+	fanoutScopes   = 10_000
+	fanoutWorkers  = 16
+	fanoutPauses   = 167 // a second: 10,000 scopes pausing once a minute
+	fanoutPauseFor = 2 * time.Second
+	fanoutFor      = 5 * time.Second
+	fanoutSample   = 20
+	fanoutMiss     = 5 * time.Second
+)
+
+// fanoutEnv is one case's Redis: a client per gate, and one per node for
+// INFO.
+type fanoutEnv struct {
+	prefix string
+	client func() redis.UniversalClient // a new client, closed with the case
+	nodes  []*redis.Client
+}
+
+func newFanoutEnv(b *testing.B, topo string) fanoutEnv {
+	switch topo {
+	case "cluster":
+		c := redistest.StartCluster(b)
+		e := fanoutEnv{prefix: c.Prefix(b), client: func() redis.UniversalClient {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, PoolSize: 2})
+			b.Cleanup(func() { rdb.Close() })
+			return rdb
+		}}
+		for _, a := range c.Addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			b.Cleanup(func() { n.Close() })
+			e.nodes = append(e.nodes, n)
+		}
+		return e
+	}
+	srv := redistest.StartPrivate(b)
+	return fanoutEnv{prefix: srv.Prefix(b), nodes: []*redis.Client{srv.Client(b)}, client: func() redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 2})
+		b.Cleanup(func() { rdb.Close() })
+		return rdb
+	}}
+}
+
+// scriptCount counts the store's scripts (EVALSHA) sent on the clients
+// it hooks.
+type scriptCount struct{ atomic.Int64 }
+
+func (*scriptCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (n *scriptCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func runFanout(b *testing.B, topo string, n int) {
+	b.StopTimer()
+	e := newFanoutEnv(b, topo)
+	trips := new(scriptCount)
+	gates := make([]*Gate, n)
+	for i := range gates {
+		rdb := e.client()
+		rdb.AddHook(trips)
+		gates[i] = New(rdb, Config{Prefix: e.prefix, Tuning: Tuning{MaxHold: -1}})
+		b.Cleanup(func() { gates[i].Close() })
+		if err := gates[i].admit(context.Background(), Scope{Provider: "warm", Account: strconv.Itoa(i)}, 1, false); err != nil {
+			b.Fatal(err) // starts its feed
+		}
+	}
+	for _, g := range gates {
+		redistest.Eventually(b, 30*time.Second, "every gate's feed live", g.open.Live)
+	}
+	writer := New(e.client(), Config{Prefix: e.prefix})
+	b.Cleanup(func() { writer.Close() })
+
+	cpu0 := make([]time.Duration, len(e.nodes))
+	for i, nd := range e.nodes {
+		cpu0[i] = redistest.CPU(b, nd)
+	}
+	trips0, start := trips.Load(), time.Now()
+	ctx, stop := context.WithTimeout(context.Background(), fanoutFor)
+	defer stop()
+	b.StartTimer()
+	var wg sync.WaitGroup
+	lat := make([][]time.Duration, fanoutWorkers)
+	for w := range fanoutWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ctx.Err() == nil; i += fanoutWorkers {
+				s := Scope{Provider: "open", Account: strconv.Itoa(rand.IntN(fanoutScopes))}
+				t0 := time.Now()
+				if err := gates[i%n].admit(ctx, s, 1, false); err != nil && ctx.Err() == nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	know := fanoutPausing(ctx, b, writer, gates, e.prefix)
+	wg.Wait()
+	b.StopTimer()
+	wall := time.Since(start)
+	admits := 0
+	var all []time.Duration
+	for _, l := range lat {
+		admits += len(l)
+		all = append(all, l...)
+	}
+	busiest := 0.0
+	for i, nd := range e.nodes {
+		core := float64(redistest.CPU(b, nd)-cpu0[i]) / float64(wall)
+		b.Logf("node %d: %.3f of a core", i, core)
+		busiest = max(busiest, core)
+	}
+	b.ReportMetric(busiest, "redis-core/node")
+	b.ReportMetric(float64(admits)/wall.Seconds(), "admits/s")
+	b.ReportMetric(ms(quantile(all, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(all, 0.99)), "p99-ms")
+	b.ReportMetric(float64(trips.Load()-trips0)/float64(max(admits, 1)), "trips/admit")
+	b.ReportMetric(ms(quantile(know.each, 0.5)), "know-p50-ms")
+	b.ReportMetric(ms(quantile(know.each, 0.99)), "know-p99-ms")
+	b.ReportMetric(ms(quantile(know.every, 0.99)), "all-p99-ms")
+	b.ReportMetric(float64(know.missed), "missed")
+}
+
+// fanoutKnown is how soon the gates knew the sampled pauses: each gate's
+// delay for each, every gate's (the last of them) for each, and the
+// pauses some gate never knew.
+type fanoutKnown struct {
+	each, every []time.Duration
+	missed      int
+}
+
+// fanoutPausing records fanoutPauses pauses a second through writer until
+// ctx ends, and watches the gates learn a sample of them, until every
+// gate knew each or fanoutMiss passed.
+func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gate, prefix string) fanoutKnown {
+	type sample struct {
+		key   string
+		at    time.Time
+		known []bool
+		left  int
+	}
+	var out fanoutKnown
+	var open []*sample
+	tick := time.NewTicker(time.Second / fanoutPauses)
+	defer tick.Stop()
+	look := time.NewTicker(10 * time.Millisecond)
+	defer look.Stop()
+	for i := 0; ctx.Err() == nil || len(open) > 0; {
+		select {
+		case <-tick.C:
+			if ctx.Err() != nil {
+				continue
+			}
+			s := Scope{Provider: "busy", Account: strconv.Itoa(i % fanoutScopes)}
+			if _, err := writer.Pause(context.Background(), s, fanoutPauseFor); err != nil {
+				b.Error(err)
+			}
+			if i%fanoutSample == 0 {
+				open = append(open, &sample{key: scopeKeys(prefix, s).Pause, at: time.Now(), known: make([]bool, len(gates)), left: len(gates)})
+			}
+			i++
+		case now := <-look.C:
+			open = slices.DeleteFunc(open, func(s *sample) bool {
+				for j, g := range gates {
+					if _, ok := g.mem.Get(s.key, now); ok && !s.known[j] {
+						s.known[j], s.left = true, s.left-1
+						out.each = append(out.each, now.Sub(s.at))
+					}
+				}
+				switch {
+				case s.left == 0:
+					out.every = append(out.every, now.Sub(s.at))
+					return true
+				case now.Sub(s.at) > fanoutMiss:
+					out.missed++
+					return true
+				}
+				return false
+			})
+		}
+	}
+	return out
+}
+
+// quantile is the q-quantile of ds (0 for none).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
