@@ -19,8 +19,10 @@ import (
 // BenchmarkFanout measures a fleet on one Redis and on a 3-master Cluster:
 // G gates (each on a client of its own, all in this process) admit tasks
 // of fanoutScopes open scopes (nothing configured) from fanoutWorkers
-// workers, while another gate records fanoutPauses pauses a second on as
-// many other scopes (each for fanoutPauseFor), for fanoutFor. It reports
+// workers (load=admit; none with load=idle, which measures what the
+// pauses alone cost), while another gate records fanoutPauses pauses a
+// second on as many other scopes (each for fanoutPauseFor), for
+// fanoutFor. It reports
 //
 //   - redis-core/node: the busiest node's Redis CPU per second of wall
 //     time (INFO cpu, before and after; every node's is logged);
@@ -38,12 +40,18 @@ import (
 //	go test -run '^$' -bench BenchmarkFanout -benchtime 1x .
 func BenchmarkFanout(b *testing.B) {
 	for _, topo := range []string{"redis", "cluster"} {
-		for _, g := range []int{10, 100, 500} {
-			b.Run(fmt.Sprintf("%s/gates=%d", topo, g), func(b *testing.B) {
-				for range b.N {
-					runFanout(b, topo, g)
-				}
-			})
+		for _, load := range []string{"idle", "admit"} {
+			for _, g := range []int{10, 100, 500} {
+				b.Run(fmt.Sprintf("%s/%s/gates=%d", topo, load, g), func(b *testing.B) {
+					workers := fanoutWorkers
+					if load == "idle" {
+						workers = 0
+					}
+					for range b.N {
+						runFanout(b, topo, g, workers)
+					}
+				})
+			}
 		}
 	}
 }
@@ -107,7 +115,7 @@ func (*scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-func runFanout(b *testing.B, topo string, n int) {
+func runFanout(b *testing.B, topo string, n, workers int) {
 	b.StopTimer()
 	e := newFanoutEnv(b, topo)
 	trips := new(scriptCount)
@@ -136,12 +144,12 @@ func runFanout(b *testing.B, topo string, n int) {
 	defer stop()
 	b.StartTimer()
 	var wg sync.WaitGroup
-	lat := make([][]time.Duration, fanoutWorkers)
-	for w := range fanoutWorkers {
+	lat := make([][]time.Duration, workers)
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; ctx.Err() == nil; i += fanoutWorkers {
+			for i := w; ctx.Err() == nil; i += workers {
 				s := Scope{Provider: "open", Account: strconv.Itoa(rand.IntN(fanoutScopes))}
 				t0 := time.Now()
 				if err := gates[i%n].admit(ctx, s, 1, false); err != nil && ctx.Err() == nil {
