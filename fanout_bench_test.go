@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,10 @@ import (
 //     returned) to a gate's memory of it, over every gate and a sample of
 //     the pauses (one in fanoutSample), looked at every 10 ms;
 //   - all-p99-ms: ... to every gate's;
-//   - missed: sampled pauses some gate did not know within fanoutMiss.
+//   - missed: sampled pauses some gate did not know within fanoutMiss;
+//   - gaps, runs, moved: over every gate, the feed's snapshots beyond the
+//     first (each after a failed or late poll), the failover memory's
+//     re-assertion runs, and the deadlines they moved.
 //
 // A fresh server or Cluster per case. Run:
 //
@@ -138,8 +142,12 @@ func runFanout(b *testing.B, topo string, n, workers int) {
 	cpu0 := make([]time.Duration, len(e.nodes))
 	for i, nd := range e.nodes {
 		cpu0[i] = redistest.CPU(b, nd)
+		if err := nd.ConfigResetStat(context.Background()).Err(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	trips0, start := trips.Load(), time.Now()
+	gaps0, runs0, moved0 := fanoutHealth(gates)
 	ctx, stop := context.WithTimeout(context.Background(), fanoutFor)
 	defer stop()
 	b.StartTimer()
@@ -173,7 +181,7 @@ func runFanout(b *testing.B, topo string, n, workers int) {
 	busiest := 0.0
 	for i, nd := range e.nodes {
 		core := float64(redistest.CPU(b, nd)-cpu0[i]) / float64(wall)
-		b.Logf("node %d: %.3f of a core", i, core)
+		b.Logf("node %d: %.3f of a core; the feed's reads: %s", i, core, fanoutReads(b, nd))
 		busiest = max(busiest, core)
 	}
 	b.ReportMetric(busiest, "redis-core/node")
@@ -185,6 +193,21 @@ func runFanout(b *testing.B, topo string, n, workers int) {
 	b.ReportMetric(ms(quantile(know.each, 0.99)), "know-p99-ms")
 	b.ReportMetric(ms(quantile(know.every, 0.99)), "all-p99-ms")
 	b.ReportMetric(float64(know.missed), "missed")
+	gaps, runs, moved := fanoutHealth(gates)
+	b.ReportMetric(float64(gaps-gaps0), "gaps")
+	b.ReportMetric(float64(runs-runs0), "runs")
+	b.ReportMetric(float64(moved-moved0), "moved")
+}
+
+// fanoutHealth sums, over gates, the feed's snapshots, the failover
+// memory's runs and the deadlines its re-assertions moved.
+func fanoutHealth(gates []*Gate) (snapshots, runs, moved int64) {
+	for _, g := range gates {
+		snapshots += g.feed.Snapshots()
+		runs += g.mem.Runs()
+		moved += g.mem.Reasserted()
+	}
+	return snapshots, runs, moved
 }
 
 // fanoutKnown is how soon the gates knew the sampled pauses: each gate's
@@ -259,3 +282,23 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fanoutReads is what INFO commandstats says of the feed's polls on nd:
+// their commands' calls and µs per call.
+func fanoutReads(b *testing.B, nd *redis.Client) string {
+	stats, err := nd.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []string
+	for k, v := range redistest.ParseInfo(stats) {
+		if k == "cmdstat_xread" || k == "cmdstat_evalsha" {
+			calls, per, _ := strings.Cut(v, ",usec=")
+			_, per, _ = strings.Cut(per, "usec_per_call=")
+			per, _, _ = strings.Cut(per, ",")
+			out = append(out, strings.TrimPrefix(k, "cmdstat_")+" "+calls+" µs/call="+per)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
