@@ -175,7 +175,7 @@ func TestClusterLimit(t *testing.T) {
 // reaches the open cache of another gate, whichever master holds the scope:
 // the pause script runs on the scope's master, its entry goes to the log
 // of the scope's feed group on that group's master, and every gate reads
-// every group's log, one pipelined XREAD per master.
+// every group's log, one pipelined round trip per master.
 func TestClusterAnnouncementsAcrossNodes(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t)

@@ -362,7 +362,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.open = local.NewOpenCache(g.feed, cfg.Tuning.OpenCache, trustFor, now)
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
-		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.Track, Recovered: recovered}})
+		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
 	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Forget})
 	return g
 }
@@ -373,6 +373,15 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 func (g *Gate) heard(e feed.Entry, _ time.Time) {
 	g.open.Forget(e.Key)
 	g.mem.Heard(e, g.now())
+}
+
+// storeRecovered follows the store answering after it failed: a master
+// may have changed, so the feed reloads its snapshot (a new master may
+// have lost some of a log) and the memory re-asserts what the new master
+// may have lost.
+func (g *Gate) storeRecovered() {
+	g.feed.Resync()
+	g.mem.Recovered()
 }
 
 // feedReset follows the feed going stale (live false) or catching up

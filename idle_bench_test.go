@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate"
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
@@ -23,11 +24,10 @@ import (
 // A go-redis hook on the idle gates' clients counts what they send
 // (go-redis's handshake of a new connection aside):
 //
-//   - feed/s/gate: the feed's polls (XREAD) and snapshots (EVAL) per
-//     second per idle gate;
+//   - feed/s/gate: the feed's polls and snapshots per second per idle
+//     gate (internal/feed);
 //   - cmds/s/gate: every other command per second per idle gate;
-//   - scripts/s/gate: of which the store's scripts (EVALSHA):
-//     re-assertions.
+//   - scripts/s/gate: of which the store's scripts: re-assertions.
 //
 // In steady, nothing fails; in recovered, every iteration kills every
 // connection of the idle gates once (CLIENT KILL TYPE normal; their
@@ -61,6 +61,7 @@ func runIdleGates(b *testing.B, idle, inForce int, recover bool) {
 	srv := redistest.StartPrivate(b)
 	prefix := srv.Prefix(b)
 	sent := redistest.NewCommands()
+	sent.Name = feed.CommandName
 	admit := func(g *quotagate.Gate, s quotagate.Scope) error {
 		return g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })).
 			ProcessTask(ctx, quotagate.NewTask("poll", nil, s))
@@ -116,8 +117,9 @@ func runIdleGates(b *testing.B, idle, inForce int, recover bool) {
 			}
 		}
 	}()
-	fed := func() int64 { return sent.Of("xread", "eval") }
-	cmds, feed, scripts, start := sent.Total()-fed(), fed(), sent.Of("evalsha"), time.Now()
+	fed := func() int64 { return sent.Of("feed") }
+	scripted := func() int64 { return sent.Of("evalsha", "eval") }
+	cmds, feeds, scripts, start := sent.Total()-fed(), fed(), scripted(), time.Now()
 	for b.Loop() {
 		if recover {
 			kill()
@@ -125,13 +127,13 @@ func runIdleGates(b *testing.B, idle, inForce int, recover bool) {
 		time.Sleep(time.Second)
 	}
 	secs := time.Since(start).Seconds()
-	cmds, feed, scripts = sent.Total()-fed()-cmds, fed()-feed, sent.Of("evalsha")-scripts
+	cmds, feeds, scripts = sent.Total()-fed()-cmds, fed()-feeds, scripted()-scripts
 	close(stop)
 	done.Wait()
 	if failed > 0 {
 		b.Logf("%d of %d pauses not recorded (the store failed)", failed, n)
 	}
-	b.ReportMetric(float64(feed)/secs/float64(idle), "feed/s/gate")
+	b.ReportMetric(float64(feeds)/secs/float64(idle), "feed/s/gate")
 	b.ReportMetric(float64(cmds)/secs/float64(idle), "cmds/s/gate")
 	b.ReportMetric(float64(scripts)/secs/float64(idle), "scripts/s/gate")
 	b.ReportMetric(float64(n), "pauses")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
@@ -28,6 +29,7 @@ func TestIdleGatesFeedRecovered(t *testing.T) {
 	srv := redistest.StartPrivate(t)
 	prefix := srv.Prefix(t)
 	sent := redistest.NewCommands()
+	sent.Name = feed.CommandName
 	gates := make([]*Gate, idle)
 	for i := range gates {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -65,17 +67,16 @@ func TestIdleGatesFeedRecovered(t *testing.T) {
 
 	// recover fails every feed and returns the scripts and other commands
 	// the idle gates sent until each had ended a run after it caught up,
-	// and how many runs ended: the store's scripts go as EVALSHA; PINGs,
-	// handshakes and the feed's own polls (XREAD) and snapshots (EVAL)
-	// aside.
+	// and how many runs ended: PINGs, handshakes and the feed's own polls
+	// and snapshots aside.
 	recover := func() (scripts, others, runs int64) {
 		t.Helper()
 		before := make([]int64, idle)
 		for i, g := range gates {
 			before[i] = g.mem.Runs()
 		}
-		feedAndPings := func() int64 { return sent.Of("ping", "xread", "eval") }
-		s0, o0 := sent.Of("evalsha"), sent.Total()-feedAndPings()
+		feedAndPings := func() int64 { return sent.Of("ping", "feed") }
+		s0, o0 := sent.Of("evalsha", "eval"), sent.Total()-feedAndPings()
 		if err := srv.Client(t).Do(ctx, "CLIENT", "PAUSE", (3 * time.Second / 2).Milliseconds()).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestIdleGatesFeedRecovered(t *testing.T) {
 		for i, g := range gates {
 			runs += g.mem.Runs() - before[i]
 		}
-		scripts = sent.Of("evalsha") - s0
+		scripts = sent.Of("evalsha", "eval") - s0
 		return scripts, sent.Total() - feedAndPings() - o0 - scripts, runs
 	}
 	// The first time, the pauses a gate remembered before it knew the

@@ -13,30 +13,37 @@ import (
 // half of it has missed none, one that did not reloads the snapshot.
 // Many times the interval, so that a reader slowed by a busy Redis or a
 // short partition catches up from the log; short, so that a log holds a
-// few seconds of pauses, not hours.
+// minute of pauses, not hours.
 const Retain = time.Minute
+
+// Groups is how many groups the feed has on rdb: one on a single node
+// (plain or Sentinel's), schema.FeedGroups on a Cluster or a Ring, where
+// the groups spread over the nodes.
+func Groups(rdb redis.UniversalClient) int {
+	if _, single := rdb.(*redis.Client); single {
+		return 1
+	}
+	return schema.FeedGroups
+}
 
 // appendScript appends an entry to a group's log and brings its snapshot
 // up to date: a pause raises the scope's score to its deadline (never
 // lowers it), a resume removes the scope, and every append removes the
-// scopes whose deadline passed. The log expires Retain after the last
-// append, the snapshot at its last deadline.
+// scopes whose deadline passed. The log keeps the entries of the last
+// Retain (XADD MINID, by the time of their IDs) and expires Retain after
+// the last; the snapshot expires at its last deadline.
 //
 // KEYS[1] log  KEYS[2] snapshot
-// ARGV[1] version  ARGV[2] pause key  ARGV[3] deadline, Unix ms (0: none)
-// ARGV[4] the Redis TIME it was set at, ms  ARGV[5] resumed ("1" or "0")
-// ARGV[6] Retain ms
+// ARGV[1] the entry (encode)  ARGV[2] pause key  ARGV[3] deadline, Unix
+// ms (0: none)  ARGV[4] resumed ("1" or "0")  ARGV[5] Retain ms
 // returns: the entry's ID
 var appendScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local retain = tonumber(ARGV[6])
-local fields = {'v', ARGV[1], 'k', ARGV[2]}
-if ARGV[3] ~= '0' then fields[#fields + 1] = 'u'; fields[#fields + 1] = ARGV[3]; fields[#fields + 1] = 'n'; fields[#fields + 1] = ARGV[4] end
-if ARGV[5] == '1' then fields[#fields + 1] = 'r'; fields[#fields + 1] = '1' end
-local id = redis.call('XADD', KEYS[1], 'MINID', '~', string.format('%.0f', now_ms - retain), '*', unpack(fields))
+local retain = tonumber(ARGV[5])
+local id = redis.call('XADD', KEYS[1], 'MINID', '~', string.format('%.0f', now_ms - retain), '*', 'e', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], retain)
-if ARGV[5] == '1' then
+if ARGV[4] == '1' then
   redis.call('ZREM', KEYS[2], ARGV[2])
 elseif ARGV[3] ~= '0' then
   local old = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[2]) or '0')
@@ -50,12 +57,11 @@ return id
 
 // Append writes e (its Version ignored: this package's is written) to
 // the log of its group under prefix.
-func Append(ctx context.Context, rdb redis.Scripter, prefix string, e Entry) error {
-	log, snap := schema.FeedKeys(prefix, schema.FeedGroup(e.Key))
+func Append(ctx context.Context, rdb redis.UniversalClient, prefix string, e Entry) error {
+	log, snap := schema.FeedKeys(prefix, schema.FeedGroup(e.Key, Groups(rdb)))
 	resumed := "0"
 	if e.Resumed {
 		resumed = "1"
 	}
-	return appendScript.Run(ctx, rdb, []string{log, snap}, schema.FeedVersion, e.Key, e.UntilMs, e.NowMs, resumed,
-		Retain.Milliseconds()).Err()
+	return appendScript.Run(ctx, rdb, []string{log, snap}, encode(e), e.Key, e.UntilMs, resumed, Retain.Milliseconds()).Err()
 }

@@ -10,9 +10,11 @@
 //
 //   - its log, a stream of entries: a scope paused until a deadline, a
 //     scope resumed, or a scope that gained state its admissions must ask
-//     Redis about (a budget advertised). Entries are kept for Retain,
-//     trimmed by their ID's time (XADD MINID), so a log holds what a few
-//     seconds of pauses wrote, however long the pauses are;
+//     Redis about (a budget advertised). An entry is one field, a line
+//     (entry.go), since XREAD builds every field of every entry for every
+//     reader. Entries are kept for Retain, trimmed by their ID's time
+//     (XADD MINID), so a log holds what a minute of pauses wrote, however
+//     long the pauses are;
 //   - its snapshot, a sorted set of the pause keys waiting, scored by
 //     their deadline (Unix ms of Redis TIME), only ever raised, the
 //     scopes resumed or past their deadline removed.
@@ -25,12 +27,13 @@
 // # The reader
 //
 // Each process reads the feed with one Reader, every Interval: one XREAD
-// of every group's log from the last entry it read (one command on a
-// single Redis; one per group, pipelined, one round trip per master, on a
-// Cluster, where a command may not read keys of several slots). Redis
-// does work per reader and interval, whatever the number of pauses: a
-// poll that finds nothing costs it a few microseconds, and the entries a
-// poll finds are the pauses of one interval, read once per process.
+// of the log from the last entry it read on a single node, which has one
+// group (Groups); one XREAD per group, pipelined, one round trip per
+// master, on a Cluster, where a command may not read keys of several
+// slots and the 16 groups spread the reads over the masters. Redis does
+// work per reader and interval, whatever the number of pauses: a poll
+// that finds nothing costs it a microsecond or less, and the entries a
+// poll finds are the pauses of one interval, built once per reader.
 //
 // The reader is fresh while its last poll that succeeded began within
 // twice the interval (Fresh): a gate trusts what it knows of a scope
@@ -42,8 +45,9 @@
 // gap is lost, and none is needed, since a pause the snapshot holds is
 // heard from it and what else the gap held (resumes, budgets) the gate
 // forgot when it went stale. A reader that could not read for Retain/2
-// (its logs may have been trimmed past what it read) reloads the snapshot
-// too.
+// (its logs may have been trimmed past what it read), or whose store
+// recovered from a failure (Resync: a new master may have lost entries
+// it read) reloads the snapshot too.
 //
 // # What it does not cover
 //

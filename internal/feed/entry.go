@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/quotagate/quotagate/internal/schema"
 
@@ -24,20 +26,84 @@ type Entry struct {
 // its deadline and its Redis TIME mean what Entry says.
 func (e Entry) Current() bool { return e.Version == schema.FeedVersion }
 
-// The fields of an entry in a log.
-const (
-	fieldVersion = "v"
-	fieldKey     = "k"
-	fieldUntil   = "u"
-	fieldNow     = "n"
-	fieldResumed = "r"
-)
+// An entry of a log is one field of a stream's entry, e, one line: the
+// envelope, which every format keeps, then its format's payload, which
+// holds no newline:
+//
+//	<version> <length of the key> <key> <payload>\n
+//
+// This format's payload is "<deadline ms> <Redis TIME ms> <resumed: 1 or 0>".
+// The key is counted, not delimited: an account may hold any byte.
 
-// entryOf decodes a log's message: a field missing or malformed is zero
-// (a message without a key names no scope: the zero Entry).
-func entryOf(m redis.XMessage) Entry {
-	str := func(f string) string { s, _ := m.Values[f].(string); return s }
-	num := func(f string) int64 { n, _ := strconv.ParseInt(str(f), 10, 64); return n }
-	return Entry{Key: str(fieldKey), UntilMs: num(fieldUntil), NowMs: num(fieldNow), Resumed: str(fieldResumed) == "1",
-		Version: int(num(fieldVersion))}
+// encode is e's line in a log, of this package's format.
+func encode(e Entry) string {
+	resumed := "0"
+	if e.Resumed {
+		resumed = "1"
+	}
+	return strconv.Itoa(schema.FeedVersion) + " " + strconv.Itoa(len(e.Key)) + " " + e.Key + " " +
+		strconv.FormatInt(e.UntilMs, 10) + " " + strconv.FormatInt(e.NowMs, 10) + " " + resumed + "\n"
+}
+
+// errFraming is a log's bytes that are not whole entries.
+var errFraming = errors.New("quotagate: the feed's log is not whole entries")
+
+// fieldEntry is the stream field an entry is in.
+const fieldEntry = "e"
+
+// entryOf decodes a log's message: nothing (ok false) when it holds no
+// whole entry.
+func entryOf(m redis.XMessage) (Entry, bool) {
+	b, _ := m.Values[fieldEntry].(string)
+	es, err := decode(b)
+	if err != nil || len(es) != 1 {
+		return Entry{}, false
+	}
+	return es[0], true
+}
+
+// decode splits a log's bytes into entries. An entry of another format
+// has its key and version only; bytes that are not whole entries are
+// errFraming, with the entries before them.
+func decode(b string) ([]Entry, error) {
+	var out []Entry
+	for b != "" {
+		e, rest, ok := decodeOne(b)
+		if !ok {
+			return out, errFraming
+		}
+		out, b = append(out, e), rest
+	}
+	return out, nil
+}
+
+// decodeOne reads the entry b begins with, and returns the bytes after it.
+func decodeOne(b string) (e Entry, rest string, ok bool) {
+	v, b, ok1 := strings.Cut(b, " ")
+	n, b, ok2 := strings.Cut(b, " ")
+	version, err1 := strconv.Atoi(v)
+	keyLen, err2 := strconv.Atoi(n)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || keyLen <= 0 || len(b) < keyLen+1 || b[keyLen] != ' ' {
+		return e, "", false
+	}
+	e.Key, e.Version = b[:keyLen], version
+	payload, rest, ok := strings.Cut(b[keyLen+1:], "\n")
+	if !ok {
+		return e, "", false
+	}
+	if !e.Current() {
+		return e, rest, true
+	}
+	f := strings.Fields(payload)
+	if len(f) != 3 {
+		return e, "", false
+	}
+	var err3 error
+	e.UntilMs, err1 = strconv.ParseInt(f[0], 10, 64)
+	e.NowMs, err2 = strconv.ParseInt(f[1], 10, 64)
+	e.Resumed, err3 = f[2] == "1", nil
+	if err1 != nil || err2 != nil || err3 != nil || (f[2] != "0" && f[2] != "1") {
+		return e, "", false
+	}
+	return e, rest, true
 }

@@ -2,6 +2,8 @@ package feed
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -124,7 +126,7 @@ func TestSnapshotKeepsTheLatest(t *testing.T) {
 	ctx := context.Background()
 	now := c.Now.UnixMilli()
 	k := schema.ScopeKeys("qg", "ups", "a").Pause
-	_, snap := schema.FeedKeys("qg", schema.FeedGroup(k))
+	_, snap := schema.FeedKeys("qg", schema.FeedGroup(k, Groups(rdb)))
 	score := func() float64 {
 		s, err := rdb.ZScore(ctx, snap, k).Result()
 		if err == redis.Nil {
@@ -189,10 +191,10 @@ func TestStaleAndBack(t *testing.T) {
 	if err := Append(context.Background(), rdb, prefix, Entry{Key: k, UntilMs: now + 60_000, NowMs: now}); err != nil {
 		t.Fatal(err)
 	}
-	redistest.Eventually(t, 10*time.Second, "the reader live again", r.Fresh)
-	if got := h.of(k); len(got) == 0 || got[len(got)-1].UntilMs != now+60_000 {
-		t.Errorf("the pause recorded during the gap: %+v", got)
-	}
+	redistest.Eventually(t, 10*time.Second, "the reader live again, the pause recorded during the gap heard", func() bool {
+		got := h.of(k)
+		return r.Fresh() && len(got) > 0 && got[len(got)-1].UntilMs == now+60_000
+	})
 	if got := h.resetsSoFar(); len(got) < 3 || got[0] != true || got[1] != false || got[len(got)-1] != true {
 		t.Errorf("resets %v, want true, false, …, true", got)
 	}
@@ -201,22 +203,84 @@ func TestStaleAndBack(t *testing.T) {
 	}
 }
 
-// TestEntryOf: a log's message decodes field by field; what is missing
-// or malformed is zero.
-func TestEntryOf(t *testing.T) {
-	cases := []struct {
-		in   map[string]any
-		want Entry
-	}{
-		{map[string]any{"v": "1", "k": "qg:{ups:a}:pause", "u": "1700000015000", "n": "1700000000000"},
-			Entry{Key: "qg:{ups:a}:pause", UntilMs: 1700000015000, NowMs: 1700000000000, Version: 1}},
-		{map[string]any{"v": "1", "k": "qg:{ups:a}:pause", "r": "1"}, Entry{Key: "qg:{ups:a}:pause", Resumed: true, Version: 1}},
-		{map[string]any{"v": "2", "k": "qg:{ups:a}:pause", "u": "x"}, Entry{Key: "qg:{ups:a}:pause", Version: 2}},
-		{map[string]any{"u": "5"}, Entry{UntilMs: 5}},
+// TestEncodeDecode: entries decode as they were encoded, one after
+// another, whatever bytes the key holds; an entry of another format gives
+// its key and version; bytes that are not whole entries are errFraming,
+// with the entries before them.
+func TestEncodeDecode(t *testing.T) {
+	es := []Entry{
+		{Key: "qg:{ups:a}:pause", UntilMs: 1700000015000, NowMs: 1700000000000, Version: schema.FeedVersion},
+		{Key: "qg:{ups:a b\n 7 x}:pause", Resumed: true, Version: schema.FeedVersion},
+		{Key: "qg:{ups:c}:pause", Version: schema.FeedVersion},
 	}
-	for _, c := range cases {
-		if got := entryOf(redis.XMessage{Values: c.in}); got != c.want {
-			t.Errorf("entryOf(%v) = %+v, want %+v", c.in, got, c.want)
+	var b string
+	for _, e := range es {
+		b += encode(e)
+	}
+	got, err := decode(b)
+	if err != nil || !slices.Equal(got, es) {
+		t.Errorf("decode(encode(...)) = %+v, %v; want %+v", got, err, es)
+	}
+	future := "2 16 qg:{ups:d}:pause whatever the format says\n"
+	got, err = decode(future + encode(es[0]))
+	if err != nil || len(got) != 2 || got[0] != (Entry{Key: "qg:{ups:d}:pause", Version: 2}) || got[1] != es[0] {
+		t.Errorf("an entry of another format: %+v, %v", got, err)
+	}
+	for _, bad := range []string{
+		encode(es[0])[5:],               // read from inside an entry
+		"1 16 qg:{ups:a}:pause 5 6\n",   // a payload short of a field
+		"1 99 qg:{ups:a}:pause 5 6 0\n", // a key longer than the bytes
+		"1 16 qg:{ups:a}:pause 5 6 0",   // no end
+		"1 16 qg:{ups:a}:pause 5 6 2\n", // resumed neither 0 nor 1
+	} {
+		got, err := decode(encode(es[2]) + bad)
+		if !errors.Is(err, errFraming) || len(got) != 1 || got[0] != es[2] {
+			t.Errorf("decode(... %q) = %+v, %v; want the entry before it and errFraming", bad, got, err)
+		}
+	}
+}
+
+// TestResyncReloads: a reader told to resync (its store recovered: a
+// master may have changed) goes stale and loads the snapshot again at
+// once, and hears what is appended after.
+func TestResyncReloads(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	prefix := srv.Prefix(t)
+	k := schema.ScopeKeys(prefix, "ups", "a").Pause
+	var h heardLog
+	r := NewReader(h.config(rdb, prefix))
+	r.Start()
+	defer r.Close()
+	redistest.Eventually(t, 5*time.Second, "the reader live", r.Fresh)
+	r.Resync()
+	redistest.Eventually(t, 5*time.Second, "the snapshot loaded again", func() bool { return r.Snapshots() >= 2 && r.Fresh() })
+	if got := h.resetsSoFar(); len(got) < 3 || !got[0] || got[1] || !got[2] {
+		t.Errorf("resets %v, want true, false, true", got)
+	}
+	now := redisMs(t, rdb)
+	if err := Append(context.Background(), rdb, prefix, Entry{Key: k, UntilMs: now + 60_000, NowMs: now}); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 5*time.Second, "the entry appended after heard", func() bool { return len(h.of(k)) == 1 })
+}
+
+// TestEntryOf: a log's message holds one whole entry in its field e, or
+// nothing the reader hears.
+func TestEntryOf(t *testing.T) {
+	e := Entry{Key: "qg:{ups:a}:pause", UntilMs: 5, NowMs: 4, Version: schema.FeedVersion}
+	for _, c := range []struct {
+		values map[string]any
+		ok     bool
+	}{
+		{map[string]any{"e": encode(e)}, true},
+		{map[string]any{"e": encode(e) + encode(e)}, false},
+		{map[string]any{"k": "qg:{ups:a}:pause"}, false},
+		{map[string]any{"e": "garbage"}, false},
+	} {
+		got, ok := entryOf(redis.XMessage{Values: c.values})
+		if ok != c.ok || ok && got != e {
+			t.Errorf("entryOf(%v) = %+v, %v; want %v", c.values, got, ok, c.ok)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,20 +50,20 @@ const pollTimeout = time.Second
 // A Reader follows the feed under a prefix for one process (see the
 // package doc). Start it on first use; Close it when done.
 type Reader struct {
-	cfg    Config
-	single bool // one node: one XREAD reads every log
-	logs   [schema.FeedGroups]string
-	snaps  [schema.FeedGroups]string
+	cfg   Config
+	logs  []string // of each group (Groups)
+	snaps []string
 
 	once      sync.Once
 	stop      chan struct{}
 	done      chan struct{}
 	snapshots atomic.Int64
 
-	mu   sync.Mutex
-	ok   time.Time // the start of the last poll that succeeded
-	live bool      // caught up from a snapshot, no failure since
-	ids  [schema.FeedGroups]string
+	mu     sync.Mutex
+	ok     time.Time // the start of the last poll that succeeded
+	live   bool      // caught up from a snapshot, no failure since
+	resync bool      // the next round loads the snapshot (Resync)
+	ids    []string  // the last entry read of each log
 }
 
 // NewReader returns a reader of the feed under cfg.Prefix, not yet
@@ -74,9 +75,9 @@ func NewReader(cfg Config) *Reader {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	_, single := cfg.Client.(*redis.Client)
-	r := &Reader{cfg: cfg, single: single, stop: make(chan struct{}), done: make(chan struct{})}
-	for g := range schema.FeedGroups {
+	n := Groups(cfg.Client)
+	r := &Reader{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), logs: make([]string, n), snaps: make([]string, n)}
+	for g := range n {
 		r.logs[g], r.snaps[g] = schema.FeedKeys(cfg.Prefix, g)
 	}
 	return r
@@ -145,13 +146,24 @@ func (r *Reader) round() error {
 	defer cancel()
 	began := r.cfg.Now()
 	r.mu.Lock()
-	catchUp := !r.live || began.Sub(r.ok) >= Retain/2
+	catchUp := !r.live || r.resync || began.Sub(r.ok) >= Retain/2
+	r.resync = false
 	r.mu.Unlock()
 	if catchUp {
 		r.stale()
 		return r.finish(began, r.snapshot(ctx), true)
 	}
 	return r.finish(began, r.poll(ctx), false)
+}
+
+// Resync has the next round load the snapshot, as after a gap: the gate
+// calls it when a master may have changed (its store recovered from a
+// failure), since a new master may have lost entries the reader read, and
+// give the next ones IDs below them.
+func (r *Reader) Resync() {
+	r.mu.Lock()
+	r.resync = true
+	r.mu.Unlock()
 }
 
 // stale makes the reader stale, telling Reset once.
@@ -204,11 +216,11 @@ func (r *Reader) poll(ctx context.Context) error {
 // pollOnce is one read of every log; more: a log had pollCount entries.
 func (r *Reader) pollOnce(ctx context.Context) (more bool, err error) {
 	r.mu.Lock()
-	ids := r.ids
+	ids := slices.Clone(r.ids)
 	r.mu.Unlock()
 	var streams []redis.XStream
-	if r.single {
-		streams, err = r.readAll(ctx, ids)
+	if len(r.logs) == 1 {
+		streams, err = r.readOne(ctx, ids[0])
 	} else {
 		streams, err = r.readEach(ctx, ids)
 	}
@@ -222,7 +234,9 @@ func (r *Reader) pollOnce(ctx context.Context) (more bool, err error) {
 			continue
 		}
 		for _, m := range st.Messages {
-			r.heard(entryOf(m), recv)
+			if e, ok := entryOf(m); ok {
+				r.heard(e, recv)
+			}
 		}
 		r.mu.Lock()
 		r.ids[g] = st.Messages[len(st.Messages)-1].ID
@@ -232,10 +246,9 @@ func (r *Reader) pollOnce(ctx context.Context) (more bool, err error) {
 	return more, nil
 }
 
-// readAll reads every log in one XREAD (one node holds them all).
-func (r *Reader) readAll(ctx context.Context, ids [schema.FeedGroups]string) ([]redis.XStream, error) {
-	args := append(append(make([]string, 0, 2*schema.FeedGroups), r.logs[:]...), ids[:]...)
-	st, err := r.cfg.Client.XRead(ctx, &redis.XReadArgs{Streams: args, Count: pollCount, Block: -1}).Result()
+// readOne reads the log of a single node's one group.
+func (r *Reader) readOne(ctx context.Context, id string) ([]redis.XStream, error) {
+	st, err := r.cfg.Client.XRead(ctx, &redis.XReadArgs{Streams: []string{r.logs[0], id}, Count: pollCount, Block: -1}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -244,10 +257,10 @@ func (r *Reader) readAll(ctx context.Context, ids [schema.FeedGroups]string) ([]
 
 // readEach reads every log with an XREAD of its own, pipelined: one
 // round trip per node (a Cluster's command reads the keys of one slot).
-func (r *Reader) readEach(ctx context.Context, ids [schema.FeedGroups]string) ([]redis.XStream, error) {
+func (r *Reader) readEach(ctx context.Context, ids []string) ([]redis.XStream, error) {
 	pipe := r.cfg.Client.Pipeline()
-	cmds := make([]*redis.XStreamSliceCmd, schema.FeedGroups)
-	for g := range schema.FeedGroups {
+	cmds := make([]*redis.XStreamSliceCmd, len(r.logs))
+	for g := range r.logs {
 		cmds[g] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{r.logs[g], ids[g]}, Count: pollCount, Block: -1})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -288,7 +301,9 @@ func (r *Reader) groupOf(key string) int {
 // KEYS[1] log  KEYS[2] snapshot
 // returns: {Redis TIME ms, the last entry's ID ("0-0": none), then each
 // pause key waiting and its deadline ms}
-var snapshotScript = redis.NewScript(`
+var snapshotScript = redis.NewScript(snapshotSource)
+
+const snapshotSource = `
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
@@ -296,20 +311,20 @@ local out = {string.format('%.0f', now_ms), last[1] and last[1][1] or '0-0'}
 local waiting = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now_ms), '+inf', 'WITHSCORES')
 for _, v in ipairs(waiting) do out[#out + 1] = v end
 return out
-`)
+`
 
 // snapshot loads every group's snapshot, its pauses heard, and sets the
 // IDs the logs are read from.
 func (r *Reader) snapshot(ctx context.Context) error {
 	pipe := r.cfg.Client.Pipeline()
-	cmds := make([]*redis.Cmd, schema.FeedGroups)
-	for g := range schema.FeedGroups {
+	cmds := make([]*redis.Cmd, len(r.logs))
+	for g := range r.logs {
 		cmds[g] = snapshotScript.Eval(ctx, pipe, []string{r.logs[g], r.snaps[g]})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	var ids [schema.FeedGroups]string
+	ids := make([]string, len(r.logs))
 	var waiting []Entry
 	for g, c := range cmds {
 		id, es, err := snapshotOf(c.Val())
@@ -352,4 +367,48 @@ func snapshotOf(v any) (id string, waiting []Entry, err error) {
 		waiting = append(waiting, Entry{Key: s[i], UntilMs: int64(until), NowMs: now, Version: schema.FeedVersion})
 	}
 	return s[1], waiting, nil
+}
+
+// Owns reports whether cmd is one of the feed's own reads (a poll or a
+// snapshot), for a hook that counts what else a gate asks of Redis.
+func Owns(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	switch cmd.Name() {
+	case "xread":
+		return true // the gates read no other stream
+	case "eval":
+		return len(args) > 1 && args[1] == snapshotSource
+	case "evalsha":
+		return len(args) > 1 && args[1] == snapshotScript.Hash()
+	}
+	return false
+}
+
+// CommandName is cmd's name, or "feed" for the feed's own reads (Owns):
+// a name for a hook that counts commands by name.
+func CommandName(cmd redis.Cmder) string {
+	if Owns(cmd) {
+		return "feed"
+	}
+	return cmd.Name()
+}
+
+// Entries returns the entries every log under prefix holds now (the last
+// Retain of them), group by group: what a reader starting from nothing
+// would read, for tests and operators.
+func Entries(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]Entry, error) {
+	var out []Entry
+	for g := range Groups(rdb) {
+		log, _ := schema.FeedKeys(prefix, g)
+		ms, err := rdb.XRange(ctx, log, "-", "+").Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if e, ok := entryOf(m); ok {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }

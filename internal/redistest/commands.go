@@ -16,6 +16,10 @@ import (
 //	...
 //	scripts := sent.Of("evalsha", "eval")
 type Commands struct {
+	// Name, when set, names a command as it is counted (to tell apart
+	// scripts by what they are); nil: cmd.Name().
+	Name func(redis.Cmder) string
+
 	mu sync.Mutex
 	n  map[string]int64
 }
@@ -45,8 +49,12 @@ func (c *Commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (c *Commands) add(cmd redis.Cmder) {
+	name := cmd.Name()
+	if c.Name != nil {
+		name = c.Name(cmd)
+	}
 	c.mu.Lock()
-	c.n[cmd.Name()]++
+	c.n[name]++
 	c.mu.Unlock()
 }
 

@@ -205,11 +205,13 @@ func BasePattern(base string) string { return globEscaper.Replace(base) + "*" }
 // so a gate of another format is never trusted, only asked.
 const FeedVersion = 1
 
-// FeedGroups is how many groups the feed spreads the scopes over, each
-// group's log and snapshot sharing one hash tag: enough for a Cluster to
-// spread the feed over its masters, few enough that a gate reads them
-// all in one round trip per master and interval. It is part of the
-// format: every gate of one FeedVersion agrees on it.
+// FeedGroups is how many groups the feed spreads the scopes over on a
+// Cluster (or a Ring), each group's log and snapshot sharing one hash
+// tag: enough for a Cluster to spread the feed over its masters, few
+// enough that a gate reads them all in one round trip per master and
+// interval. A single node holds one group: a gate reads its log in one
+// command. It is part of the format: every gate of one FeedVersion
+// agrees on it.
 const FeedGroups = 16
 
 // FeedKeys are the keys of group g of the feed under prefix: its log
@@ -221,9 +223,9 @@ func FeedKeys(prefix string, g int) (log, snap string) {
 	return base + "log", base + "snap"
 }
 
-// FeedGroup is the group of the feed that carries the scope of pause key
-// k: its CRC-32 (IEEE) modulo FeedGroups.
-func FeedGroup(k string) int { return int(crc32.ChecksumIEEE([]byte(k)) % FeedGroups) }
+// FeedGroup is the group, of n, of the feed that carries the scope of
+// pause key k: its CRC-32 (IEEE) modulo n.
+func FeedGroup(k string, n int) int { return int(crc32.ChecksumIEEE([]byte(k)) % uint32(n)) }
 
 var braceEscaper = strings.NewReplacer("{", "%7B", "}", "%7D")
 
