@@ -79,31 +79,44 @@ func decode(b string) ([]Entry, error) {
 
 // decodeOne reads the entry b begins with, and returns the bytes after it.
 func decodeOne(b string) (e Entry, rest string, ok bool) {
-	v, b, ok1 := strings.Cut(b, " ")
-	n, b, ok2 := strings.Cut(b, " ")
-	version, err1 := strconv.Atoi(v)
-	keyLen, err2 := strconv.Atoi(n)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil || keyLen <= 0 || len(b) < keyLen+1 || b[keyLen] != ' ' {
-		return e, "", false
-	}
-	e.Key, e.Version = b[:keyLen], version
-	payload, rest, ok := strings.Cut(b[keyLen+1:], "\n")
+	e, payload, rest, ok := decodeHeader(b)
 	if !ok {
 		return e, "", false
 	}
 	if !e.Current() {
 		return e, rest, true
 	}
-	f := strings.Fields(payload)
-	if len(f) != 3 {
-		return e, "", false
-	}
-	var err3 error
-	e.UntilMs, err1 = strconv.ParseInt(f[0], 10, 64)
-	e.NowMs, err2 = strconv.ParseInt(f[1], 10, 64)
-	e.Resumed, err3 = f[2] == "1", nil
-	if err1 != nil || err2 != nil || err3 != nil || (f[2] != "0" && f[2] != "1") {
+	if !decodePayload(&e, payload) {
 		return e, "", false
 	}
 	return e, rest, true
+}
+
+// decodeHeader reads an entry's "<version> <key length> <key> " and the
+// payload up to the newline that ends it.
+func decodeHeader(b string) (e Entry, payload, rest string, ok bool) {
+	v, b, ok1 := strings.Cut(b, " ")
+	n, b, ok2 := strings.Cut(b, " ")
+	version, err1 := strconv.Atoi(v)
+	keyLen, err2 := strconv.Atoi(n)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || keyLen <= 0 || len(b) < keyLen+1 || b[keyLen] != ' ' {
+		return e, "", "", false
+	}
+	e.Key, e.Version = b[:keyLen], version
+	payload, rest, ok = strings.Cut(b[keyLen+1:], "\n")
+	return e, payload, rest, ok
+}
+
+// decodePayload reads the current format's "<until ms> <now ms> <0|1>"
+// into e.
+func decodePayload(e *Entry, payload string) bool {
+	f := strings.Fields(payload)
+	if len(f) != 3 || (f[2] != "0" && f[2] != "1") {
+		return false
+	}
+	var err1, err2 error
+	e.UntilMs, err1 = strconv.ParseInt(f[0], 10, 64)
+	e.NowMs, err2 = strconv.ParseInt(f[1], 10, 64)
+	e.Resumed = f[2] == "1"
+	return err1 == nil && err2 == nil
 }
