@@ -312,10 +312,11 @@ func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict
 	return s.flight.refuse(now, r, open), ceilMs(now) + ms
 }
 
-// luaFlight is the learned concurrency limit's transaction, flightState's
-// methods as flight_* functions of the record s (its fields as
-// FlightFields name them, full a boolean, and conc, the key of its
-// leases), each named as its Go twin. A scope with limits configured
+// luaFlight is the learned concurrency limit's record and its
+// probation's start (luaFlightAnswer the rest), flightState's methods as
+// flight_* functions of the record s (its fields as FlightFields name
+// them, full a boolean, and conc, the key of its leases), each named as
+// its Go twin. A scope with limits configured
 // (nlim) has none, and reads nothing of it (flight_load); its leases are
 // read only while admissions take them (flight_lease).
 const luaFlight = `
@@ -363,6 +364,13 @@ local function flight_beyond(s, cost, held)
   if s.acks == 0 then return held == 0 and s.sent == 0 end
   return s.sent - s.acks + cost <= C.flightProbes
 end
+`
+
+// luaFlightAnswer is the rest of the learned concurrency limit's
+// transaction: a probe sent, the answers that confirm or raise the limit,
+// and the refusals that lower it (flightState's probe, answer, released,
+// lower and refuse).
+const luaFlightAnswer = `
 local function flight_probe(s, at, cost)
   if s.since == 0 then s.since = at end
   s.sent, s.last, s.dirty = s.sent + cost, at, true

@@ -120,7 +120,7 @@ const ExpiryMargin = time.Second
 // fragments are the concerns' Lua in the order a script defines them: a
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
-	luaWindow, luaWindowAdmit, luaLimitRecord, luaFlight, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
+	luaWindow, luaWindowAdmit, luaLimitRecord, luaFlight, luaFlightAnswer, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
 	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
 
 // script composes a script from the prelude, the functions of the
