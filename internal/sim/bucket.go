@@ -74,3 +74,25 @@ func (c *concurrency) Release(time.Time) {
 		c.inFlight--
 	}
 }
+
+// capped is a rate's Model with a cap on the requests in flight
+// (Quota.InFlight): the cap is asked first, so a request it refuses spends
+// nothing of the rate, and one the rate refuses leaves the flight at once.
+// Its State is the rate's, which is what the dialects advertise.
+type capped struct {
+	Model
+	cap concurrency
+}
+
+func (c *capped) Take(now time.Time) Decision {
+	if !c.cap.Take(now).OK {
+		return Decision{}
+	}
+	d := c.Model.Take(now)
+	if !d.OK {
+		c.cap.Release(now)
+	}
+	return d
+}
+
+func (c *capped) Release(now time.Time) { c.cap.Release(now) }

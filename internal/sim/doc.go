@@ -26,6 +26,10 @@
 //	                 until their turn, up to Burst of them; refused beyond
 //	concurrency      N in flight (Rate); refused beyond
 //
+// Any shape but concurrency may also cap its requests in flight
+// (Quota.InFlight): a provider that limits a rate and concurrent requests
+// both, named shape+concurrency in the matrix.
+//
 // A Dialect writes what a provider says: its headers on every response and
 // its refusal's status and body (see Dialects). Server applies one Quota
 // and one Dialect per credential on an injectable clock and latency, and

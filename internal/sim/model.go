@@ -85,6 +85,13 @@ type Quota struct {
 	Burst int
 	// Window is the length of a window (fixed, fixed-first, sliding-*).
 	Window time.Duration
+	// InFlight caps the requests in flight beside the shape's own count,
+	// as a provider that limits both a rate and its concurrent requests
+	// (GitHub's primary and secondary limits): a request is accepted only
+	// when both accept it, and one refused for the cap spends nothing of
+	// the rate. 0: no such cap; a concurrency shape has none (its Rate is
+	// the cap).
+	InFlight int
 }
 
 // Validate reports a quota that cannot be simulated.
@@ -100,6 +107,8 @@ func (q Quota) Validate() error {
 		return fmt.Errorf("sim: burst %d: want at least 0", q.Burst)
 	case q.windowed() && q.Window < time.Millisecond:
 		return fmt.Errorf("sim: window %v: want at least 1ms", q.Window)
+	case q.InFlight < 0 || q.InFlight > 0 && q.Shape == Concurrency:
+		return fmt.Errorf("sim: in flight %d on %s: want 0, or at least 1 beside a rate", q.InFlight, q.Shape)
 	}
 	return nil
 }
@@ -127,6 +136,23 @@ func (q Quota) interval() time.Duration { return time.Second / time.Duration(q.R
 
 // String describes the quota in a table's words.
 func (q Quota) String() string {
+	if q.InFlight > 0 {
+		return fmt.Sprintf("%s, at most %d in flight", q.rate(), q.InFlight)
+	}
+	return q.rate()
+}
+
+// Name is the quota's name in the matrix: its shape, and +concurrency
+// where it caps the requests in flight too.
+func (q Quota) Name() string {
+	if q.InFlight > 0 {
+		return string(q.Shape) + "+concurrency"
+	}
+	return string(q.Shape)
+}
+
+// rate describes the shape's own count.
+func (q Quota) rate() string {
 	switch q.Shape {
 	case TokenBucket:
 		return fmt.Sprintf("token bucket, %d tokens/s, burst %d", q.Rate, q.Burst)
@@ -155,6 +181,15 @@ func (q Quota) New(origin time.Time) Model {
 	if err := q.Validate(); err != nil {
 		panic(err)
 	}
+	m := q.shape(origin)
+	if q.InFlight > 0 {
+		return &capped{Model: m, cap: concurrency{n: q.InFlight}}
+	}
+	return m
+}
+
+// shape returns a fresh model of the shape's own count.
+func (q Quota) shape(origin time.Time) Model {
 	switch q.Shape {
 	case FixedFirst:
 		return &fixedFirst{n: q.Rate, w: q.Window}
@@ -191,8 +226,10 @@ func (q Quota) New(origin time.Time) Model {
 func (q Quota) Ideal(accepted int) time.Duration { return q.IdealLatency(accepted, 0) }
 
 // IdealLatency is Ideal when every accepted request stays in flight for
-// latency: only a concurrency limit depends on it, whose ideal is
-// (⌈P/N⌉ − 1) · latency.
+// latency: only a limit on requests in flight depends on it. A
+// concurrency limit's ideal is (⌈P/N⌉ − 1) · latency; a rate with
+// InFlight sends each request at the earliest instant both accept it: the
+// rate's, and latency after the request InFlight before it.
 func (q Quota) IdealLatency(accepted int, latency time.Duration) time.Duration {
 	if q.Shape == Concurrency {
 		if accepted <= 0 {
@@ -201,14 +238,18 @@ func (q Quota) IdealLatency(accepted int, latency time.Duration) time.Duration {
 		return time.Duration((accepted+q.Rate-1)/q.Rate-1) * latency
 	}
 	origin := time.Unix(0, 0)
-	m, t, last := q.New(origin), origin, origin
-	for n := 0; n < accepted; {
+	m, t, last := q.shape(origin), origin, origin
+	var sent []time.Time
+	for len(sent) < accepted {
+		if k := len(sent) - q.InFlight; q.InFlight > 0 && k >= 0 && t.Before(sent[k].Add(latency)) {
+			t = sent[k].Add(latency)
+		}
 		d := m.Take(t)
 		if !d.OK {
 			t = t.Add(d.Wait)
 			continue
 		}
-		n++
+		sent = append(sent, t)
 		if end := t.Add(d.Delay); end.After(last) {
 			last = end
 		}

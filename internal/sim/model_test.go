@@ -178,6 +178,32 @@ func TestConcurrency(t *testing.T) {
 	})
 }
 
+// TestCappedRate: a fixed window of 3 per second with at most 2 in
+// flight. A request the cap refuses spends nothing of the window; one the
+// window refuses takes no place in the flight.
+func TestCappedRate(t *testing.T) {
+	q := Quota{Shape: FixedClock, Rate: 3, Window: time.Second, InFlight: 2}
+	runSteps(t, "3 per second, 2 in flight", q.New(t0.Truncate(time.Second)), []step{
+		{at: 0, ok: true},
+		{at: 0, ok: true},
+		{at: 0}, // the cap: no wait is known, and the window keeps its third
+		{at: 10 * ms, release: true},
+		{at: 10 * ms, ok: true}, // the window's third
+		{at: 20 * ms, release: true},
+		{at: 20 * ms, wait: 980 * ms}, // the window: the flight has room
+		{at: 20 * ms, release: true},
+		{at: time.Second, ok: true},
+		{at: time.Second, ok: true},
+		{at: time.Second},
+	})
+	if got, want := q.Name(), "fixed+concurrency"; got != want {
+		t.Errorf("Name = %q, want %q", got, want)
+	}
+	if got := q.New(t0.Truncate(time.Second)).State(t0.Truncate(time.Second)); got.Limit != 3 || got.Remaining != 3 {
+		t.Errorf("State = %+v, want the window's: limit 3, remaining 3", got)
+	}
+}
+
 func TestState(t *testing.T) {
 	type sstep struct {
 		at   time.Duration
@@ -262,8 +288,21 @@ func TestIdeal(t *testing.T) {
 			t.Errorf("%v: Ideal(%d) = %v, want %v", c.q, c.n, got, c.want)
 		}
 	}
-	if got := (Quota{Shape: Concurrency, Rate: 5}).IdealLatency(200, 25*ms); got != 39*25*ms {
-		t.Errorf("concurrency: IdealLatency(200, 25ms) = %v, want %v", got, 39*25*ms)
+	for _, c := range []struct {
+		q    Quota
+		n    int
+		want time.Duration
+	}{
+		{Quota{Shape: Concurrency, Rate: 5}, 200, 39 * 25 * ms},
+		// Each window's 40 go 5 at a time: the last window's last 5 are
+		// sent 7 latencies after it opens.
+		{Quota{Shape: FixedClock, Rate: 40, Window: 5 * time.Second, InFlight: 5}, 200, 20*time.Second + 7*25*ms},
+		// The bucket binds: 8/s is far below the cap's 5 per 25 ms.
+		{Quota{Shape: TokenBucket, Rate: 8, Burst: 10, InFlight: 5}, 200, 23750 * ms},
+	} {
+		if got := c.q.IdealLatency(c.n, 25*ms); got != c.want {
+			t.Errorf("%v: IdealLatency(%d, 25ms) = %v, want %v", c.q, c.n, got, c.want)
+		}
 	}
 }
 
@@ -275,6 +314,8 @@ func TestValidate(t *testing.T) {
 		{Shape: TokenBucket, Rate: 1},
 		{Shape: GCRA, Rate: 1, Burst: -1},
 		{Shape: SlidingCounter, Rate: 1, Window: time.Microsecond},
+		{Shape: FixedClock, Rate: 1, Window: time.Second, InFlight: -1},
+		{Shape: Concurrency, Rate: 5, InFlight: 2},
 	} {
 		if q.Validate() == nil {
 			t.Errorf("%+v: Validate = nil, want an error", q)
