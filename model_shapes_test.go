@@ -227,17 +227,16 @@ func shapeSend(provider sim.Model, d sim.Dialect, at time.Time) (*http.Response,
 	return &http.Response{StatusCode: status, Header: h}, body, decision.Delay, rep
 }
 
-// shapeCell is a cell of the matrix: its provider, and the limit its
-// gate+limit mode configures (has: it configures one).
+// shapeCell is a cell of the matrix: its provider, and the limits its
+// gate+limit mode configures (none: it configures none).
 type shapeCell struct {
-	name  string
-	quota sim.Quota
-	limit Limit
-	has   bool
+	name   string
+	quota  sim.Quota
+	limits []Limit
 }
 
-// shapeCells are the matrix's cells (example/bench.go), with the limit its
-// gate+limit mode configures (example/quota.go's configuredLimit).
+// shapeCells are the matrix's cells (example/bench.go), with the limits
+// its gate+limit mode configures (example/quota.go's configuredLimits).
 var shapeCells = func() []shapeCell {
 	fixed40 := sim.Quota{Shape: sim.FixedClock, Rate: 40, Window: 5 * time.Second}
 	bucket8 := sim.Quota{Shape: sim.TokenBucket, Rate: 8, Burst: 10}
@@ -247,18 +246,21 @@ var shapeCells = func() []shapeCell {
 	var out []cell
 	add := func(q sim.Quota, dialects ...string) {
 		for _, d := range dialects {
-			c := cell{name: string(q.Shape) + "/" + d, quota: q}
+			c := cell{name: q.Name() + "/" + d, quota: q}
 			switch q.Shape {
 			case sim.TokenBucket, sim.GCRA, sim.GCRADelay:
-				c.limit, c.has = PerSecond(q.Rate, q.Burst), true
+				c.limits = []Limit{PerSecond(q.Rate, q.Burst)}
 			case sim.FixedClock, sim.FixedFirst:
-				c.limit, c.has = FixedWindow(q.Rate, q.Window), true
+				c.limits = []Limit{FixedWindow(q.Rate, q.Window)}
 			case sim.SlidingLog:
-				c.limit, c.has = SlidingWindow(q.Rate, q.Window), true
+				c.limits = []Limit{SlidingWindow(q.Rate, q.Window)}
 			case sim.SlidingCounter:
-				c.limit, c.has = SlidingCounterWindow(q.Rate, q.Window), true
+				c.limits = []Limit{SlidingCounterWindow(q.Rate, q.Window)}
 			case sim.Concurrency:
-				c.limit, c.has = Concurrent(q.Rate), true
+				c.limits = []Limit{Concurrent(q.Rate)}
+			}
+			if q.InFlight > 0 {
+				c.limits = append(c.limits, Concurrent(q.InFlight))
 			}
 			out = append(out, c)
 		}
@@ -271,6 +273,9 @@ var shapeCells = func() []shapeCell {
 	add(with(fixed40, sim.SlidingLog), "window")
 	add(with(fixed40, sim.SlidingCounter), "httprate")
 	add(sim.Quota{Shape: sim.Concurrency, Rate: 5}, "retry-after")
+	fixed40.InFlight = 5
+	add(fixed40, "retry-after")
+	fixed40.InFlight = 0
 	// Not in the matrix: providers that refuse with no hint at all beside
 	// gcra/none, to see what hintless learning does on other shapes.
 	add(fixed40, "none")
@@ -280,7 +285,7 @@ var shapeCells = func() []shapeCell {
 	// nginx's limit_req without a burst (its default): 20 r/s, one at a
 	// time. A learned window of n per second sent at once gets one of each
 	// burst accepted (see docs/design.md, Hintless pause).
-	out = append(out, cell{name: "gcra-burst0/none", quota: sim.Quota{Shape: sim.GCRA, Rate: 20, Burst: 0}, limit: PerSecond(20, 0), has: true})
+	out = append(out, cell{name: "gcra-burst0/none", quota: sim.Quota{Shape: sim.GCRA, Rate: 20, Burst: 0}, limits: []Limit{PerSecond(20, 0)}})
 	return out
 }()
 

@@ -43,8 +43,8 @@ func TestModelShapes(t *testing.T) {
 		}
 		pl, g := run("pause", nil, true), run("gate", nil, false)
 		var cf shapeRun
-		if c.has {
-			cf = run("limit", []Limit{c.limit}, false)
+		if len(c.limits) > 0 {
+			cf = run("limit", c.limits, false)
 		}
 		f := func(r shapeRun) string {
 			if r.accepted < 200 {

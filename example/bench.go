@@ -35,6 +35,9 @@ var (
 	bucket8      = sim.Quota{Shape: sim.TokenBucket, Rate: 8, Burst: 10}
 	gcra8        = sim.Quota{Shape: sim.GCRA, Rate: 8, Burst: 10}
 	concurrency5 = sim.Quota{Shape: sim.Concurrency, Rate: 5}
+	// fixed40concurrency5 limits both: 40 per 5 s, and 5 in flight within
+	// each window's burst (GitHub's primary and secondary limits).
+	fixed40concurrency5 = sim.Quota{Shape: sim.FixedClock, Rate: 40, Window: 5 * time.Second, InFlight: 5}
 )
 
 func withShape(q sim.Quota, s sim.Shape) sim.Quota { q.Shape = s; return q }
@@ -71,12 +74,14 @@ var scenarios = []scenario{
 //	sliding-log (40 per 5 s)           window (the whole window as hint)
 //	sliding-counter (40 per 5 s)       httprate
 //	concurrency (5 in flight)          retry-after
+//	fixed+concurrency (40 per 5 s,     retry-after (the window's exact
+//	5 in flight)                       wait, or 1 s for the flight)
 //
 // Every cell runs every mode (-modes): local (asynq's wiki pattern), pause
 // (the plain shared pause, pause.go), gate (quotagate as shipped, nothing
 // configured), gate+limit (Config.Limits at the quota as documented:
-// configuredLimit), beside the quota's ideal. A mode gives up after
-// -timeout (90 s by default with -matrix); 21 cells × 4 modes take about
+// configuredLimits), beside the quota's ideal. A mode gives up after
+// -timeout (90 s by default with -matrix); 22 cells × 4 modes take about
 // 30–40 minutes for one run.
 var matrix = []scenario{
 	{Quota: fixed40, Dialect: "prose"},
@@ -100,11 +105,12 @@ var matrix = []scenario{
 	{Quota: withShape(fixed40, sim.SlidingLog), Dialect: "window"},
 	{Quota: withShape(fixed40, sim.SlidingCounter), Dialect: "httprate"},
 	{Quota: concurrency5, Dialect: "retry-after"},
+	{Quota: fixed40concurrency5, Dialect: "retry-after"},
 }
 
 func init() {
 	for i := range matrix {
-		matrix[i].Name = string(matrix[i].Quota.Shape) + "/" + matrix[i].Dialect
+		matrix[i].Name = matrix[i].Quota.Name() + "/" + matrix[i].Dialect
 	}
 }
 
@@ -249,7 +255,7 @@ var modeHeads = map[string]string{
 	"local":      "local (asynq wiki pattern: each task waits its own hint)",
 	"pause":      "pause (the plain shared pause: the article's algorithm alone)",
 	"gate":       "gate, nothing configured",
-	"gate+limit": "gate+limit (configuredLimit)",
+	"gate+limit": "gate+limit (configuredLimits)",
 }
 
 // printBench writes the issues' table: per scenario and mode, requests per

@@ -137,8 +137,8 @@ func priorityOnce(ctx context.Context, e env, label string, m mode, classes bool
 	if classes {
 		gcfg.Reserve, gcfg.InteractiveQueues = 0, []string{iq} // the default reserve
 	}
-	if l, ok := configuredLimit(s.quota); ok && m.Limit {
-		gcfg.Limits = map[string][]quotagate.Limit{constrained: {l}}
+	if ls := configuredLimits(s.quota); len(ls) > 0 && m.Limit {
+		gcfg.Limits = map[string][]quotagate.Limit{constrained: ls}
 	}
 	g := quotagate.New(e.rdb, gcfg)
 	defer g.Close()

@@ -67,9 +67,24 @@ func defaultDialect(shape sim.Shape, headers bool) string {
 // has a billion requests in flight.
 var unlimited = sim.Quota{Shape: sim.Concurrency, Rate: math.MaxInt32}
 
-// configuredLimit is the gate's Limit at the carrier's quota as its
-// documentation would state it, the one place the gate+limit mode's limit
-// is chosen; ok is false when the gate has no such limit.
+// configuredLimits are the gate's Limits at the carrier's quota as its
+// documentation would state it, the one place the gate+limit mode's
+// limits are chosen: its rate (configuredLimit) and, where the quota caps
+// its requests in flight too, a concurrency limit of that many. nil when
+// the gate has no such limit.
+func configuredLimits(q sim.Quota) []quotagate.Limit {
+	var ls []quotagate.Limit
+	if l, ok := configuredLimit(q); ok {
+		ls = append(ls, l)
+	}
+	if q.InFlight > 0 {
+		ls = append(ls, quotagate.Concurrent(q.InFlight))
+	}
+	return ls
+}
+
+// configuredLimit is the Limit of the quota's own shape (see
+// configuredLimits); ok is false when the gate has no such limit.
 func configuredLimit(q sim.Quota) (quotagate.Limit, bool) {
 	switch q.Shape {
 	case sim.TokenBucket, sim.GCRA, sim.GCRADelay:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +214,11 @@ func TestConfiguredLimit(t *testing.T) {
 		if got, ok := configuredLimit(c.q); got != c.want || ok != c.ok {
 			t.Errorf("configuredLimit(%v) = %+v, %v; want %+v, %v", c.q, got, ok, c.want, c.ok)
 		}
+	}
+	// A rate that caps its requests in flight too is configured as both.
+	want := []quotagate.Limit{quotagate.FixedWindow(40, 5*time.Second), quotagate.Concurrent(5)}
+	if got := configuredLimits(fixed40concurrency5); !slices.Equal(got, want) {
+		t.Errorf("configuredLimits(%v) = %+v, want %+v", fixed40concurrency5, got, want)
 	}
 }
 

@@ -220,8 +220,8 @@ func (r *run) server(e env, queue, prefix string, resolve func(http.RoundTripper
 			Logger: slog.New(slog.DiscardHandler),
 			Tuning: quotagate.Tuning{MaxHold: r.s.hold, MaxHolders: r.s.holders},
 		}
-		if l, ok := configuredLimit(r.s.quota); ok && r.mode.Limit {
-			gcfg.Limits = map[string][]quotagate.Limit{constrained: {l}}
+		if ls := configuredLimits(r.s.quota); len(ls) > 0 && r.mode.Limit {
+			gcfg.Limits = map[string][]quotagate.Limit{constrained: ls}
 		}
 		g := quotagate.New(e.rdb, gcfg)
 		closeGate = func() { g.Close() }

@@ -344,31 +344,12 @@ func mergeIntervals(list []interval) []interval {
 	return out
 }
 
-// capacity is when the quota accepts each of n requests at the earliest,
-// all sent greedily from the start of its first window (as
-// sim.Quota.IdealLatency counts them): the line no run's accepted requests
-// can rise above. nil when the quota is not one (a hand-made timeline).
+// capacity is when the quota accepts each of n requests at the earliest
+// (sim.Quota.Schedule): the line no run's accepted requests can rise
+// above. nil when the quota is not one (a hand-made timeline).
 func capacity(q sim.Quota, n int, latency time.Duration) []time.Duration {
 	if q.Validate() != nil || n <= 0 {
 		return nil
 	}
-	out := make([]time.Duration, 0, n)
-	if q.Shape == sim.Concurrency {
-		// Rate at once, then Rate more as each flight lands.
-		for k := range n {
-			out = append(out, time.Duration(k/q.Rate)*latency)
-		}
-		return out
-	}
-	origin := time.Unix(0, 0)
-	m, t := q.New(origin), origin
-	for len(out) < n {
-		d := m.Take(t)
-		if !d.OK {
-			t = t.Add(max(d.Wait, time.Millisecond))
-			continue
-		}
-		out = append(out, t.Sub(origin))
-	}
-	return out
+	return q.Schedule(n, latency)
 }

@@ -242,6 +242,7 @@ func TestCapacity(t *testing.T) {
 		{sim.Quota{Shape: sim.FixedClock, Rate: 2, Window: time.Second}, 5, []time.Duration{0, 0, time.Second, time.Second, 2 * time.Second}},
 		{sim.Quota{Shape: sim.TokenBucket, Rate: 4, Burst: 2}, 4, []time.Duration{0, 0, ms(250), ms(500)}},
 		{sim.Quota{Shape: sim.Concurrency, Rate: 2}, 3, []time.Duration{0, 0, ms(25)}},
+		{sim.Quota{Shape: sim.FixedClock, Rate: 2, Window: time.Second, InFlight: 1}, 3, []time.Duration{0, ms(25), time.Second}},
 		{sim.Quota{}, 3, nil},
 	} {
 		got := capacity(c.q, c.n, ms(25))

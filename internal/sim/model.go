@@ -226,33 +226,66 @@ func (q Quota) shape(origin time.Time) Model {
 func (q Quota) Ideal(accepted int) time.Duration { return q.IdealLatency(accepted, 0) }
 
 // IdealLatency is Ideal when every accepted request stays in flight for
-// latency: only a limit on requests in flight depends on it. A
-// concurrency limit's ideal is (⌈P/N⌉ − 1) · latency; a rate with
-// InFlight sends each request at the earliest instant both accept it: the
-// rate's, and latency after the request InFlight before it.
+// latency: only a limit on requests in flight depends on it; a
+// concurrency limit's ideal is (⌈P/N⌉ − 1) · latency. It is the last
+// instant of Schedule, with a gcra-delay's Delay.
 func (q Quota) IdealLatency(accepted int, latency time.Duration) time.Duration {
-	if q.Shape == Concurrency {
-		if accepted <= 0 {
-			return 0
-		}
-		return time.Duration((accepted+q.Rate-1)/q.Rate-1) * latency
+	var last time.Duration
+	for _, at := range q.schedule(accepted, latency) {
+		last = max(last, at.arrival+at.delay)
 	}
+	return last
+}
+
+// Schedule is when the quota accepts each of n requests at the earliest,
+// all sent greedily from the start of its first window, each staying in
+// flight for latency: the instant of its arrival after the first
+// window's start. No run's accepted requests can rise above this line.
+func (q Quota) Schedule(n int, latency time.Duration) []time.Duration {
+	out := make([]time.Duration, 0, n)
+	for _, at := range q.schedule(n, latency) {
+		out = append(out, at.arrival)
+	}
+	return out
+}
+
+// slot is a request of schedule: its arrival, and a gcra-delay's Delay.
+type slot struct{ arrival, delay time.Duration }
+
+// schedule sends each of n requests at the earliest instant the quota
+// accepts it: the shape's, and, under a cap on requests in flight (a
+// concurrency limit's Rate, or InFlight), latency after the request the
+// cap's size before it.
+func (q Quota) schedule(n int, latency time.Duration) []slot {
 	origin := time.Unix(0, 0)
-	m, t, last := q.shape(origin), origin, origin
-	var sent []time.Time
-	for len(sent) < accepted {
-		if k := len(sent) - q.InFlight; q.InFlight > 0 && k >= 0 && t.Before(sent[k].Add(latency)) {
-			t = sent[k].Add(latency)
+	var m Model
+	capN := q.InFlight
+	if q.Shape == Concurrency {
+		capN = q.Rate
+	} else {
+		m = q.shape(origin)
+	}
+	out := make([]slot, 0, max(n, 0))
+	t := origin
+	for len(out) < n {
+		if k := len(out) - capN; capN > 0 && k >= 0 {
+			t = maxTime(t, origin.Add(out[k].arrival+latency))
 		}
-		d := m.Take(t)
-		if !d.OK {
-			t = t.Add(d.Wait)
+		var d Decision
+		if m == nil {
+			d = Decision{OK: true}
+		} else if d = m.Take(t); !d.OK {
+			t = t.Add(max(d.Wait, time.Nanosecond)) // exact: positive for a refusal
 			continue
 		}
-		sent = append(sent, t)
-		if end := t.Add(d.Delay); end.After(last) {
-			last = end
-		}
+		out = append(out, slot{arrival: t.Sub(origin), delay: d.Delay})
 	}
-	return last.Sub(origin)
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
