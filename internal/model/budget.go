@@ -997,7 +997,6 @@ local function budget_load(key)
   return s
 end
 local function budget_save(s)
-  if not s.dirty then return end
   hsave(s, budgetFields, not s.known and 'remaining' or nil) -- remaining absent: nothing advertised
 end
 `

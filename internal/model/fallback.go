@@ -96,11 +96,7 @@ func (s *fallbackState) answer(at int64) {
 // changed it.
 const luaFallback = `
 local function fallback_load(key) return hrecord(key, fallbackFields) end
-local function fallback_save(s)
-  if not s.dirty then return end
-  hsave(s, fallbackFields)
-  s.dirty = false
-end
+local function fallback_save(s) hsave(s, fallbackFields) end
 local function fallback_refuse(s, capMs, open)
   if not open then return 0 end
   local level = C.fallbackFirst

@@ -330,11 +330,7 @@ local function flight_load(key, conc, nlim)
   s.full, s.conc = s.full == C.flagOn, conc
   return s
 end
-local function flight_save(s)
-  if not s.dirty then return end
-  hsave(s, flightFields)
-  s.dirty = false
-end
+local function flight_save(s) hsave(s, flightFields) end
 local function flight_reset(s, phase, limit, frozen, expires)
   for _, f in ipairs(flightFields) do s[f] = 0 end
   s.full, s.phase, s.limit, s.frozen, s.expires, s.dirty = false, phase, limit, frozen, expires, true

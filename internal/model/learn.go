@@ -569,11 +569,7 @@ end
 // LimitSpec is a table of its fields, an alignment {at, prec}.
 const luaLearnRecord = `
 local function learn_load(key) return hrecord(key, learnFields) end
-local function learn_save(s)
-  if not s.dirty then return end
-  hsave(s, learnFields)
-  s.dirty = false
-end
+local function learn_save(s) hsave(s, learnFields) end
 local function learn_spec(s) return {fixed = true, per = s.window, n = s.limit}, s.limit > 0 and s.window > 0 end
 local function learn_log_spec(s)
   return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and s.window > C.hold

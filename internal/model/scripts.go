@@ -475,9 +475,10 @@ func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]
 // luaHash is the load and save of a record hash: hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
 // 0 when its expires has passed (a record past it is none); hsave writes
-// the fields of the record s (a boolean as C.flagOn or C.flagOff) over
-// those of s.key, all but skip, which it removes, expiring a margin after
-// s.expires (µs); a record whose expires is 0 is deleted. Every field is
+// the record s when a rule changed it (s.dirty, which it clears), its
+// fields (a boolean as C.flagOn or C.flagOff) over those of s.key, all
+// but skip, which it removes, expiring a margin after s.expires (µs); a
+// record whose expires is 0 is deleted. Every field is
 // written, so none of an earlier save is left but skip (and hload dropped
 // a key of another type).
 const luaHash = `
@@ -491,6 +492,8 @@ local function hrecord(key, fields)
   return s
 end
 local function hsave(s, fields, skip)
+  if not s.dirty then return end
+  s.dirty = false
   if s.expires == 0 then redis.call('DEL', s.key); return end
   if skip then redis.call('HDEL', s.key, skip) end
   local args = {}

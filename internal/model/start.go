@@ -125,11 +125,7 @@ local function start_load(key)
   s.over = s.over == C.flagOn
   return s
 end
-local function start_save(s)
-  if not s.dirty then return end
-  hsave(s, startFields)
-  s.dirty = false
-end
+local function start_save(s) hsave(s, startFields) end
 local function start_on(s, b, learned)
   if C.limits > 0 or not b.silent or learned or s.over then return false end
   return s.began == 0 or now_us < s.last + C.answer
