@@ -48,7 +48,10 @@ package model
 //     pause the scope, the refused request waits its own hint, and c
 //     becomes at most the level below the refused one, and c − 1 (lower).
 //     A refusal of a request alone is no concurrency limit's: the scope is
-//     rate-limited (rate), and the refusal pauses it.
+//     rate-limited (rate), and the refusal pauses it. It teaches the
+//     learned window its alignment only (State.learnRefusal): the cycle
+//     it ends was paced by c, not by the window, so what it admitted is
+//     no window's quota.
 //  5. Raise. Confirmed, every c answers without a refusal, counted while
 //     the limit was full (an admission took its last slot), raise c by one
 //     (raise): additive increase, at most once per round trip of the
