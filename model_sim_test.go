@@ -399,6 +399,45 @@ func TestModelLearningOnlyHelpsShapes(t *testing.T) {
 	}
 }
 
+// TestModelWindowNotConcurrency: a small fixed window on the clock, which
+// the first refusals teach as a learned window aligned to their deadline
+// rather than to the provider's clock, with nothing configured, on the
+// shapes model: the gate is no slower than the plain shared pause by more
+// than 5% + 0.5 s and wastes no more than it. The probation's probes
+// beyond the spent learned window meet the provider's next window, which
+// has room: they must not confirm a concurrency limit (flight.go's
+// answer asks for more than a window of n could accept), and a refusal of
+// a cycle the learned concurrency limit paced must not teach the window a
+// lower n (State.learnRefusal), or the scope runs at a fraction of its
+// quota.
+func TestModelWindowNotConcurrency(t *testing.T) {
+	for _, dn := range []string{"prose", "retry-after"} {
+		d, _ := sim.DialectNamed(dn)
+		for _, rate := range []int{5, 10} {
+			for _, workers := range []int{20, 30} {
+				for _, latency := range []int64{25_000, 50_000, 60_000, 80_000} {
+					q := sim.Quota{Shape: sim.FixedClock, Rate: rate, Window: time.Second}
+					name := q.Name() + "/" + dn + "/" + strconv.Itoa(rate) + "per1s/" + strconv.Itoa(workers) + "workers/" + strconv.FormatInt(latency/1000, 10) + "ms"
+					t.Run(name, func(t *testing.T) {
+						plain := simulateShape(q, d, nil, workers, 200, latency, true, 200_000_000)
+						gate := simulateShape(q, d, nil, workers, 200, latency, false, 200_000_000)
+						t.Logf("plain: %.3fx in %.1fs; gate: %.3fx in %.1fs", plain.waste(), float64(plain.end)/1e6, gate.waste(), float64(gate.end)/1e6)
+						if gate.accepted < 200 || plain.accepted < 200 {
+							t.Fatalf("accepted %d (plain %d) of 200", gate.accepted, plain.accepted)
+						}
+						if gate.waste() > plain.waste() {
+							t.Errorf("the gate wastes %.3fx, more than the plain pause's %.3fx", gate.waste(), plain.waste())
+						}
+						if float64(gate.end) > float64(plain.end)*1.05+500_000 {
+							t.Errorf("the gate took %.1fs, the plain pause %.1fs", float64(gate.end)/1e6, float64(plain.end)/1e6)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // simOutage refuses every request without a hint until until (µs), then
 // accepts every one; refused counts its refusals.
 type simOutage struct{ until, refused int64 }

@@ -111,12 +111,17 @@
 //     with every answer (as the slow start's).
 //  17. answer, refuse: a refused probe says the window is the provider's
 //     (rate-limited: it paces the scope as before, and the refusal teaches
-//     it nothing); n probes answered say the provider limits requests in
-//     flight: the concurrency limit is confirmed and the window no longer
-//     applies.
+//     it nothing); n + 1 probes beyond one learned window answered say the
+//     provider limits requests in flight (a fixed window of n, however it
+//     lies across the learned one, accepts at most n beyond it): the
+//     concurrency limit is confirmed and the window no longer applies. A
+//     probe beyond a later window starts the count again (probe).
 //  18. lower: confirmed, a refusal above level 1 does not pause the scope:
 //     the refused request waits its own hint, and c goes below its level,
-//     and to c − 1; a refusal of a request alone says rate-limited.
+//     and to c − 1; a refusal of a request alone says rate-limited, and
+//     teaches the learned window its alignment only (learnRefusal): the
+//     cycle it ends was c's, and a lower n learned from it would hold the
+//     scope below what the provider was seen to accept.
 //  19. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
 //

@@ -31,16 +31,27 @@ package model
 //     probe's is (Decision.Opens).
 //  3. The verdict. A window refuses the probe: the scope is rate-limited
 //     (rate), its learned window paces it as before, and it sends no more
-//     probes. flightConfirm probes answered without a refusal say the
+//     probes. More than n probes beyond one learned window (n + 1, and
+//     at least flightConfirm), answered without a refusal, say the
 //     provider accepts requests its window would not, as long as fewer
 //     than c are in flight: the scope is concurrency-limited (confirmed),
-//     and its learned window no longer applies. A probe costs a rate
-//     limit one refused request, once per what it learns.
+//     and its learned window no longer applies. Fewer say nothing: the
+//     learned window lies where the refusal's deadline put it, not
+//     necessarily where the provider's lies, and the provider's next
+//     window may begin within the learned one and accept up to n of them;
+//     but a fixed window of n, however it lies, accepts at most 2n within
+//     one span of the learned window, whose own n took their share. The
+//     count starts again with the first probe beyond a later window. A
+//     probe costs a rate limit one refused request, once per what it
+//     learns.
 //  4. Confirmed, a refusal at a level above 1 is the limit's: it does not
 //     pause the scope, the refused request waits its own hint, and c
 //     becomes at most the level below the refused one, and c − 1 (lower).
 //     A refusal of a request alone is no concurrency limit's: the scope is
-//     rate-limited (rate), and the refusal pauses it.
+//     rate-limited (rate), and the refusal pauses it. It teaches the
+//     learned window its alignment only (State.learnRefusal): the cycle
+//     it ends was paced by c, not by the window, so what it admitted is
+//     no window's quota.
 //  5. Raise. Confirmed, every c answers without a refusal, counted while
 //     the limit was full (an admission took its last slot), raise c by one
 //     (raise): additive increase, at most once per round trip of the
@@ -71,11 +82,12 @@ const (
 // back within a minute.
 const flightLease = 60_000_000
 
-// flightConfirm is how many probes beyond a spent window, answered
-// without a refusal, confirm a concurrency limit: one could be a token a
-// bucket refilled, or a slot a sliding log freed, while the window was
-// spent; two in a row, each sent alone beyond the window, are what only a
-// limit on requests in flight grants at once.
+// flightConfirm is the fewest probes beyond a spent window, answered
+// without a refusal, that confirm a concurrency limit, however small n
+// (answer asks for n + 1): one could be a token a bucket refilled, or a
+// slot a sliding log freed, while the window was spent; two in a row,
+// each sent alone beyond the window, are what only a limit on requests in
+// flight grants at once.
 const flightConfirm = 2
 
 // flightProbes is how many probes beyond the window go at a time once the
@@ -153,10 +165,14 @@ func (f flightState) beyond(p Params, now, cost, held int64) bool {
 	return f.sent-f.acks+cost <= flightProbes
 }
 
-// probe records a probe of cost admitted at at.
-func (f *flightState) probe(at, cost int64) {
-	if f.since == 0 {
-		f.since = at
+// probe records a probe of cost admitted at at, beyond the learned window
+// that began at start. The first beyond a window later than the one the
+// probes counted went beyond starts their count again (since, sent,
+// acks): only probes beyond one window tell a concurrency limit from a
+// window (answer).
+func (f *flightState) probe(at, cost, start int64) {
+	if f.since < start {
+		f.since, f.sent, f.acks = at, 0, 0
 	}
 	f.sent, f.last = f.sent+cost, at
 }
@@ -169,13 +185,17 @@ func (f flightState) probed(at int64) bool {
 
 // answer records at now the answer, without a refusal, of the request
 // admitted at at, n the learned window's limit: a probe's counts toward
-// the verdict (rule 3), which n of them confirm.
+// the verdict (rule 3), which n + 1 of them, beyond one learned window,
+// confirm. A fixed window of n per w, however it lies across the learned
+// one, accepts at most 2n requests within it, n of them the learned
+// window's own: n probes beyond it may be the provider's next window's,
+// and only one more is what no window of n grants.
 func (f *flightState) answer(now, at, n int64) {
 	if !f.probed(at) {
 		return
 	}
 	f.acks, f.last = f.acks+1, now
-	if f.acks >= max(n, flightConfirm) {
+	if f.acks >= max(n+1, flightConfirm) {
 		*f = flightState{limit: f.limit, phase: flightConfirmed, frozen: f.frozen, expires: max(f.expires, now+LearnTTL)}
 	}
 }
@@ -272,7 +292,9 @@ func (a admission) awaitProbe(d Decision, at int64) Decision {
 // cycle: it is beyond the window, and teaches the window nothing.
 func (a admission) commitBeyond(d Decision) Decision {
 	s := a.s
-	s.flight.probe(a.now, a.cost)
+	l, _ := s.learn.spec()
+	start, _ := s.lwin.window(l, a.p, a.al, a.now)
+	s.flight.probe(a.now, a.cost, start)
 	d.Opens = a.now
 	s.lease.spend(s.flight.spec(), a.p, a.al, a.now, a.now, a.cost, a.id)
 	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
@@ -367,15 +389,15 @@ end
 // and the refusals that lower it (flightState's probe, answer, released,
 // lower and refuse).
 const luaFlightAnswer = `
-local function flight_probe(s, at, cost)
-  if s.since == 0 then s.since = at end
+local function flight_probe(s, at, cost, start)
+  if s.since < start then s.since, s.sent, s.acks = at, 0, 0 end
   s.sent, s.last, s.dirty = s.sent + cost, at, true
 end
 local function flight_probed(s, at) return s.phase == C.flightProbation and s.since > 0 and at >= s.since end
 local function flight_answer(s, at, n)
   if not flight_probed(s, at) then return end
   s.acks, s.last, s.dirty = s.acks + 1, now_us, true
-  if s.acks >= math.max(n, C.flightConfirm) then
+  if s.acks >= math.max(n + 1, C.flightConfirm) then
     flight_reset(s, C.flightConfirmed, s.limit, s.frozen, math.max(s.expires, now_us + C.learnTTL))
   end
 end
@@ -428,7 +450,7 @@ end
 local function admission_commit_beyond(a, d)
   if a.dry then return d end
   local s = a.s
-  flight_probe(s.flight, now_us, a.cost)
+  flight_probe(s.flight, now_us, a.cost, window(s.lwin, a.al, now_us))
   d.opens = now_us
   limit_spend(s.lease, a.al, now_us, a.cost, a.id); limit_save(s.lease)
   d.leased, d.level = true, conc_held(s.lease, now_us)

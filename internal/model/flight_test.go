@@ -28,7 +28,7 @@ func TestFlightSteps(t *testing.T) {
 				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false) }, flightPause, begun},
 			{"the window spent, one still in flight: the first probe waits to go alone", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 1) }, false, begun},
 			{"nothing in flight: it goes", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 0) }, true, begun},
-			{"it is sent", func(f *flightState) any { f.probe(T0+sec, 1); return nil }, nil,
+			{"it is sent", func(f *flightState) any { f.probe(T0+sec, 1, T0); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
 			{"a second waits for its answer", func(f *flightState) any { return f.beyond(p, T0+sec+ms, 1, 0) }, false,
 				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
@@ -40,19 +40,36 @@ func TestFlightSteps(t *testing.T) {
 			{"no more probes", func(f *flightState) any { return f.beyond(p, T0+2*sec, 1, 0) }, false, flightState{phase: flightRate}},
 		}},
 		{"a concurrency limit: the probes are answered", begun, []step{
-			{"a probe", func(f *flightState) any { f.probe(T0, 1); return nil }, nil,
+			{"a probe beyond the window that began half a second ago", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, last: T0}},
 			{"answered: two more may go, beside each other", func(f *flightState) any { f.answer(T0+25*ms, T0, 3); return f.beyond(p, T0+25*ms, 2, 1) }, true,
 				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
 			{"the answer of a request admitted before the probes counts nothing",
 				func(f *flightState) any { f.answer(T0+26*ms, T0-ms, 3); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
-			{"two more", func(f *flightState) any { f.probe(T0+25*ms, 2); return nil }, nil,
+			{"two more", func(f *flightState) any { f.probe(T0+25*ms, 2, T0-sec/2); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 1, last: T0 + 25*ms}},
-			{"one answered", func(f *flightState) any { f.answer(T0+50*ms, T0+25*ms, 3); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 2, last: T0 + 50*ms}},
-			{"n = 3 answered confirm the limit, c as it was",
-				func(f *flightState) any { f.answer(T0+51*ms, T0+25*ms, 3); return nil }, nil,
+			{"both answered: n = 3, what the provider's next window could grant, is no verdict",
+				func(f *flightState) any { f.answer(T0+50*ms, T0+25*ms, 3); f.answer(T0+51*ms, T0+25*ms, 3); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 3, last: T0 + 51*ms}},
+			{"a probe beyond the next window counts again from it",
+				func(f *flightState) any { f.probe(T0+sec/2+ms, 1, T0+sec/2); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, last: T0 + sec/2 + ms}},
+			{"the answer of a probe beyond the window before counts nothing",
+				func(f *flightState) any { f.answer(T0+sec/2+2*ms, T0+25*ms, 3); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, last: T0 + sec/2 + ms}},
+			{"three answered beyond it, and three more sent",
+				func(f *flightState) any {
+					f.answer(T0+sec/2+26*ms, T0+sec/2+ms, 3)
+					f.probe(T0+sec/2+26*ms, 2, T0+sec/2)
+					f.answer(T0+sec/2+51*ms, T0+sec/2+26*ms, 3)
+					f.answer(T0+sec/2+51*ms, T0+sec/2+26*ms, 3)
+					f.probe(T0+sec/2+51*ms, 1, T0+sec/2)
+					return nil
+				}, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 4, acks: 3, last: T0 + sec/2 + 51*ms}},
+			{"n + 1 answered beyond one window confirm the limit, c as it was",
+				func(f *flightState) any { f.answer(T0+sec/2+76*ms, T0+sec/2+51*ms, 3); return nil }, nil,
 				flightState{limit: 4, phase: flightConfirmed}},
 			{"a refusal at level 5 is the limit's: c ≤ 4, and c − 1",
 				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Level: 5, Pause: 1000}, true) }, flightOwn,

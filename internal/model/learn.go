@@ -271,7 +271,8 @@ func (r Refusal) teaching(configured bool) Refusal {
 // refuse learns from a refusal at now whose deadline in force is D (µs).
 // open tells whether the scope was open (the refusal ends a cycle) or
 // paused (a request on its way when it paused); configured whether limits
-// are configured (nothing is learned then but the alignment). It reports
+// are configured, or the learned concurrency limit paced the cycle
+// (nothing is learned then but the alignment). It reports
 // whether the learned windows' counts are over (they were refused), and the
 // instant of the learned window's probe it refused (0 none): its entry
 // leaves the learned log (State.Refuse).

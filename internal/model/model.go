@@ -589,6 +589,7 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	s.Normalize(p, now)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
+	paced := s.flight.phase == flightConfirmed // the learned concurrency limit paced the cycle (learnRefusal)
 	switch v, own := s.refuseFlight(p, now, r, open); v {
 	case flightOwn:
 		return own, false
@@ -603,7 +604,7 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	for i, l := range p.Limits {
 		s.limits[i].refuse(l, now, r.Hinted)
 	}
-	s.learnRefusal(p, now, deadline, r, open)
+	s.learnRefusal(p, now, deadline, r, open, paced)
 	return deadline, open || deadline > before
 }
 
@@ -631,9 +632,16 @@ func (s *State) refusedPause(p Params, now int64, r *Refusal, open bool) int64 {
 // deadline (ms), teaches: the learned limit and its windows and log
 // (learnState.refuse), and, once it taught a limit, the probation of the
 // learned concurrency limit (flightState.begin).
-func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open bool) {
+//
+// A refusal of a scope its confirmed concurrency limit paced (paced)
+// teaches the learned limit its alignment only, as configured limits
+// do: the learned window did not apply, so the cycle's admissions are
+// what c let go, not what the provider's window accepted, and learning n
+// from them would hold the scope below what the provider was seen to
+// accept.
+func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open, paced bool) {
 	w := s.learn.window
-	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0, &s.lwin)
+	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0 || paced, &s.lwin)
 	if over {
 		s.lwin = windowState{}
 	}

@@ -282,3 +282,34 @@ func TestLearnFromSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnRefusalSteps walks what State.learnRefusal lets a refusal
+// teach the learned window: n = 5 per second aligned at T0, one admission
+// counted in the window from T0 + 1 s, and a request alone refused in it
+// with "1 second". On probation the learned window paced the cycle: the
+// refusal at its end says what it got accepted. Confirmed, the learned
+// concurrency limit paced it: the refusal aligns the window to its
+// deadline, and n and w stay what the provider was seen to accept.
+func TestLearnRefusalSteps(t *testing.T) {
+	sec := 1000 * ms
+	now := T0 + sec + 60*ms
+	for _, st := range []struct {
+		name      string
+		phase     int64
+		wantPhase int64
+		wantN     int64
+	}{
+		{"on probation: n is what the window got accepted", flightProbation, flightRate, 1},
+		{"confirmed: n and w stay, the window realigned", flightConfirmed, flightRate, 5},
+	} {
+		var s State
+		s.learn = learnState{limit: 5, window: sec, alignAt: T0, alignPrec: sec, since: T0, refused: T0 - sec, expires: T0 + LearnTTL}
+		s.lwin = windowState{counts: map[int64]int64{T0 + sec: 1}}
+		s.flight = flightState{limit: 1, phase: st.phase, expires: T0 + LearnTTL}
+		D, _ := s.Refuse(Params{MaxPause: 3600 * 1000}, now, Refusal{Pause: 1000, Hinted: true, Prec: sec, Level: 1})
+		if s.flight.phase != st.wantPhase || s.learn.limit != st.wantN || s.learn.window != sec || s.learn.alignAt != D*1000 {
+			t.Errorf("%s: phase %d, learned %d per %d aligned at %d; want phase %d, %d per %d aligned at the deadline %d",
+				st.name, s.flight.phase, s.learn.limit, s.learn.window, s.learn.alignAt, st.wantPhase, st.wantN, sec, D*1000)
+		}
+	}
+}

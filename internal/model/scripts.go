@@ -356,6 +356,7 @@ local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(ke
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
+local paced = s.flight.phase == C.flightConfirmed -- the learned concurrency limit paced the cycle (State.learnRefusal)
 local verdict, own = state_refuse_flight(s, r, open)
 if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
 if verdict == C.flightSpent then -- the learned window was spent, as known: it teaches nothing
@@ -377,7 +378,7 @@ s.learn = learn_load(keys.learn)
 if C.limits == 0 then learn_report(s.learn, argv.counts) end -- State.Report
 s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
 local w = s.learn.window
-local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0, s.lwin)
+local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0 or paced, s.lwin)
 if over then redis.call('DEL', keys.lwin) end
 if probe > 0 then sliding_drop(keys.llog, probe) end -- the provider counted nothing for the refused probe
 if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window
