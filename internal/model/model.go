@@ -644,7 +644,7 @@ func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open bool
 		s.llog = limitState{sliding: true}
 	}
 	if l, ok := s.learn.spec(); ok && r.Hinted && !r.Operator && open {
-		s.flight.begin(now, l.n, r.Level, len(p.Limits) > 0 || s.budget.known)
+		s.flight.begin(now, l.n, r.Level, s.start.most, len(p.Limits) > 0 || s.budget.known)
 	}
 }
 

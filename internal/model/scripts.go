@@ -384,7 +384,7 @@ if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log'
 learn_save(s.learn)
 local l, learned = learn_spec(s.learn)
 if learned and r.hinted and not r.operator and open then
-  flight_begin(s.flight, l.n, r.level, C.limits > 0 or s.budget.known); flight_save(s.flight)
+  flight_begin(s.flight, l.n, r.level, s.start.most, C.limits > 0 or s.budget.known); flight_save(s.flight)
 end
 return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
