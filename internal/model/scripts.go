@@ -244,7 +244,7 @@ func pick(need, done []bool) string {
 
 // AdmitReply names the fields of the admission's reply (see Decision).
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
-	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight"}
+	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight", "slots"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
