@@ -68,6 +68,7 @@ type admission struct {
 	byOperator bool          // the pause was set by Gate.Pause
 	leased     bool          // it took a lease on the learned concurrency limit: release it
 	level      int64         // its level (model.Decision.Level): a refusal of it tells it
+	slots      bool          // paused, it reopens into a learned concurrency limit's slots (model.Decision.Slots)
 
 	// The reply's instants as the model has them (Unix µs, the deadline in
 	// ms), for the differential test.
@@ -81,7 +82,7 @@ func admissionOf(a store.Admission) admission {
 	r := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond,
 		now: time.UnixMicro(a.Now), reopen: d.Reopen, cacheable: d.Cache, limited: d.Limited,
 		probe: d.Probe, opens: d.Opens, seq: d.Seq, byOperator: d.ByOp, spread: d.Spread, unreserved: d.Unreserved,
-		leased: d.Leased, level: d.Level, nowMicros: a.Now, untilDeadline: d.Until}
+		leased: d.Leased, level: d.Level, slots: d.Slots, nowMicros: a.Now, untilDeadline: d.Until}
 	if d.Until != 0 {
 		r.until = time.UnixMilli(d.Until)
 	}
@@ -116,7 +117,9 @@ type verdict struct {
 //  3. paused, ending within maxHold + one asynq tick: hold, if one of the
 //     scope's places is free, so the scope reopens at the deadline's
 //     millisecond. Places: as many as the reopening can use (the budget the
-//     scope learned), at most maxHolders. Without a place the task is paced:
+//     scope learned), at most maxHolders; every worker when it reopens into
+//     a learned concurrency limit's slots (as rule 6). Without a place the
+//     task is paced:
 //     deferred to the deadline plus a jitter within a tenth of the wait (at
 //     most jitter), or, with a limit, to its slot in the reopening line.
 //  4. paused for longer, without a GCRA limit (fixed windows open at once):
@@ -214,9 +217,13 @@ func slotWake(a admission, p policy, wait time.Duration) time.Duration {
 
 // places decides how many workers of the scope may hold: as many as the
 // reopening can use (a.reopen), at most maxHolders; every worker for a
-// slot in flight, whose releases wake one waiting worker each.
+// slot in flight, whose releases wake one waiting worker each, and for a
+// pause that reopens into a learned concurrency limit's slots (a.slots):
+// at its deadline they wait for slots as well, and a task deferred
+// instead would come back at asynq's next whole second, after the slots
+// it could have taken.
 func places(a admission, p policy) int {
-	if a.reason == model.ReasonInFlight && p.maxHolders > 0 {
+	if (a.reason == model.ReasonInFlight || a.slots) && p.maxHolders > 0 {
 		return math.MaxInt32
 	}
 	if a.reopen > 0 {

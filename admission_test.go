@@ -27,7 +27,8 @@ func TestDecide(t *testing.T) {
 	withLimit := func(a admission) admission { a.limited, a.spread = true, a.code != model.Admitted; return a }
 	withWindow := func(a admission) admission { a.limited = true; return a } // fixed windows: no spread
 	reopening := func(a admission, n int64) admission { a.reopen = n; return a }
-	inFlight := func(wait time.Duration) admission { // a concurrency limit with every slot taken
+	intoSlots := func(a admission) admission { a.slots = true; return a } // on the learned concurrency limit's probation
+	inFlight := func(wait time.Duration) admission {                      // a concurrency limit with every slot taken
 		return admission{code: model.Limited, reason: model.ReasonInFlight, wait: wait, now: now, limited: true, unreserved: true}
 	}
 	plain := policy{maxHold: 1500 * ms, jitter: time.Second, maxHolders: 12}
@@ -54,6 +55,7 @@ func TestDecide(t *testing.T) {
 		{"pause ending within maxHold + a tick: hold", pausedFor(2500*ms, 2500*ms), plain, 0, holdPause, 2500 * ms, 12, 2500 * ms, ReasonPaused},
 		{"holders: as many as the reopening can use", reopening(pausedFor(time.Second, time.Second), 8), plain, 0, holdPause, time.Second, 8, time.Second, ReasonPaused},
 		{"holders: at most maxHolders", reopening(pausedFor(time.Second, time.Second), 40), plain, 0, holdPause, time.Second, 12, time.Second, ReasonPaused},
+		{"holders: every worker when it reopens into a learned concurrency limit's slots", intoSlots(reopening(pausedFor(time.Second, time.Second), 8)), plain, 0, holdPause, time.Second, math.MaxInt32, time.Second, ReasonPaused},
 		{"in flight: hold a poll, in as many places as there are workers", inFlight(20 * ms), plain, 0, holdPause, 20 * ms, math.MaxInt32, 20 * ms, ReasonInFlight},
 		{"in flight beside a bucket: hold until its slot, reserved nothing", withLimit(inFlight(480 * ms)), plain, 0, holdPause, 480 * ms, math.MaxInt32, 480 * ms, ReasonInFlight},
 		{"in flight without holding: deferred", inFlight(20 * ms), noHold, 0, deferTask, 20 * ms, 0, 20 * ms, ReasonInFlight},

@@ -231,7 +231,7 @@ func (w *simWorkers) admit(m *model.State, p model.Params, e simEvent) (model.De
 	id := "l" + strconv.Itoa(w.leases)
 	d := m.AdmitLease(p, e.at, 1, model.Background, id)
 	a := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond, now: time.UnixMicro(e.at),
-		reopen: d.Reopen, limited: d.Limited, spread: d.Spread, unreserved: d.Unreserved}
+		reopen: d.Reopen, limited: d.Limited, spread: d.Spread, unreserved: d.Unreserved, slots: d.Slots}
 	if d.Until != 0 {
 		a.until = time.UnixMilli(d.Until)
 	}

@@ -174,5 +174,5 @@ func AdmitDecision(v map[string]int64) (d Decision, now int64) {
 	return Decision{Code: v["code"], Reason: Reason(v["reason"]), Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
 		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
 		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn,
-		Leased: v["leased"] == flagOn, Level: v["level"]}, v["now"]
+		Leased: v["leased"] == flagOn, Level: v["level"], Slots: v["slots"] == flagOn}, v["now"]
 }

@@ -555,7 +555,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 	s.fall = fallbackState{level: num(f["level"]), probeAt: num(f["probeAt"]), expires: num(f["expires"])}
 	g := hash(k.Start)
 	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
-		over: g["over"] == "1", expires: num(g["expires"])}
+		run: num(g["run"]), along: num(g["along"]), most: num(g["most"]), over: g["over"] == "1", expires: num(g["expires"])}
 	h := hash(k.Flight)
 	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]),
 		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), expires: num(h["expires"])}

@@ -105,7 +105,9 @@
 //
 //  15. begin, below: a hinted refusal that teaches the learned limit puts
 //     the scope on probation under it and a limit of c in flight, c below
-//     every refused level; a refused request alone says rate-limited.
+//     every refused level but no lower than the most requests the slow
+//     start saw accepted at once (startState.most); a refused request
+//     alone says rate-limited.
 //  16. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).

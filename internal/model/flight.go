@@ -22,8 +22,12 @@ package model
 //     concurrency limit refuses it; the scope is rate-limited). The scope
 //     then runs under its learned window and, beside it, a limit of c
 //     requests in flight, c one below the lowest level refused (every
-//     refusal on probation lowers it so), the leases shared through Redis
-//     as a configured Concurrent(c)'s are.
+//     refusal on probation lowers it so), but at first no lower than the
+//     most requests the slow start saw accepted at once: requests admitted
+//     in the same moment reach the provider in any order, so the first
+//     refused may be counted below the level the provider refused it at.
+//     The leases are shared through Redis as a configured Concurrent(c)'s
+//     are.
 //  2. The probe beyond the window (beyond). On probation, a request that
 //     only the learned window holds back (its window spent, a slot of c
 //     free, nothing else holding the scope) goes at once as the flight's
@@ -125,8 +129,13 @@ func (f flightState) leasing() bool {
 // request at level taught it the learned limit n (rule 1), with nothing
 // configured and no budget (configured), and nothing learned of its
 // concurrency yet. A refusal whose level is unknown (0) begins nothing:
-// without it no c can be set, nor the probation's experiment told.
-func (f *flightState) begin(now, n, level int64, configured bool) {
+// without it no c can be set, nor the probation's experiment told. c is
+// below the refused level, but not below seen, the most requests the
+// provider was seen to accept at once (startState.most), at most n: a
+// request's level counts those admitted before it, and those admitted
+// with it in the same moment may reach the provider first, so a level
+// alone would hold the scope below what the provider accepts.
+func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 	switch {
 	case configured || f.phase != flightNone || n <= 0 || level <= 0:
 	case level == 1:
@@ -134,6 +143,7 @@ func (f *flightState) begin(now, n, level int64, configured bool) {
 	default:
 		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, expires: now + LearnTTL}
 		f.below(level)
+		f.limit = max(f.limit, min(n, seen))
 	}
 }
 
@@ -370,11 +380,12 @@ end
 local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
 end
-local function flight_begin(s, n, level, configured)
+local function flight_begin(s, n, level, seen, configured)
   if configured or s.phase ~= C.flightNone or n <= 0 or level <= 0 then return end
   if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
   flight_below(s, level)
+  s.limit = math.max(s.limit, math.min(n, seen))
 end
 local function flight_beyond(s, cost, held)
   if s.phase ~= C.flightProbation then return false end

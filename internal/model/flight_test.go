@@ -23,7 +23,7 @@ func TestFlightSteps(t *testing.T) {
 	}{
 		{"a window: the probe is refused", flightState{}, []step{
 			{"a refusal at level 5 that taught n = 17 begins the probation, c one below the level",
-				func(f *flightState) any { f.begin(T0, 17, 5, false); return nil }, nil, begun},
+				func(f *flightState) any { f.begin(T0, 17, 5, 0, false); return nil }, nil, begun},
 			{"a refusal on its way, at level 7, lowers nothing below 4",
 				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false) }, flightPause, begun},
 			{"the window spent, one still in flight: the first probe waits to go alone", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 1) }, false, begun},
@@ -103,12 +103,20 @@ func TestFlightSteps(t *testing.T) {
 			{"the next one after the freeze raises",
 				func(f *flightState) any { f.released(T0+sec, true); return nil }, nil, flightState{limit: 4, phase: flightConfirmed, frozen: T0 + sec}},
 		}},
+		{"a refused level below what was accepted at once: c no lower than that", flightState{}, []step{
+			{"a refusal at level 5, after 5 accepted at once, keeps c at 5",
+				func(f *flightState) any { f.begin(T0, 17, 5, 5, false); return nil }, nil, flightState{limit: 5, phase: flightProbation}},
+		}},
+		{"what was accepted at once, above n: c is n", flightState{}, []step{
+			{"a refusal at level 5 that taught n = 3, after 6 accepted at once",
+				func(f *flightState) any { f.begin(T0, 3, 5, 6, false); return nil }, nil, flightState{limit: 3, phase: flightProbation}},
+		}},
 		{"a lone request refused at first contact: rate-limited at once", flightState{}, []step{
-			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, false); return nil }, nil, flightState{phase: flightRate}},
+			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, 0, false); return nil }, nil, flightState{phase: flightRate}},
 		}},
 		{"configured limits or a budget, or an unknown level: nothing begins", flightState{}, []step{
-			{"begin at level 0", func(f *flightState) any { f.begin(T0, 10, 0, false); return nil }, nil, flightState{}},
-			{"begin", func(f *flightState) any { f.begin(T0, 10, 5, true); return nil }, nil, flightState{}},
+			{"begin at level 0", func(f *flightState) any { f.begin(T0, 10, 0, 0, false); return nil }, nil, flightState{}},
+			{"begin", func(f *flightState) any { f.begin(T0, 10, 5, 0, true); return nil }, nil, flightState{}},
 		}},
 	} {
 		f := tc.start

@@ -99,6 +99,12 @@ type Decision struct {
 	// learned concurrency limit's leases, or a slow start's requests
 	// unanswered (0: neither); a refusal of it tells it (Refusal.Level)
 	Level int64
+	// Slots: paused while the learned concurrency limit is on probation
+	// (flight.go): the scope reopens into its slots, so the workers held
+	// for the deadline are no herd (each waits for a slot then), and
+	// every one of them may hold rather than defer to asynq's next whole
+	// second (admission.go's places)
+	Slots bool
 }
 
 const (
@@ -304,6 +310,7 @@ func (a admission) paused(d Decision, h held) Decision {
 	d.Code, d.Reason = Paused, h.why
 	d.Until = ceilMs(h.at)
 	d.Wait = h.at - a.now
+	d.Slots = a.s.flight.phase == flightProbation
 	if h.why == ReasonPause {
 		d.Until, d.ByOp = a.s.pause.untilMs, a.s.pause.operator
 	}
@@ -652,7 +659,7 @@ func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open, pac
 		s.llog = limitState{sliding: true}
 	}
 	if l, ok := s.learn.spec(); ok && r.Hinted && !r.Operator && open {
-		s.flight.begin(now, l.n, r.Level, len(p.Limits) > 0 || s.budget.known)
+		s.flight.begin(now, l.n, r.Level, s.start.most, len(p.Limits) > 0 || s.budget.known)
 	}
 }
 
@@ -1074,6 +1081,7 @@ local function admission_paused(a, d, h)
   d.code, d.reason = C.paused, h.why
   d.deadline = math.ceil(h.at / 1000)
   d.wait = h.at - now_us
+  d.slots = a.s.flight.phase == C.flightProbation
   if h.why == C.reasonPause then d.deadline, d.byOp = a.s.pause.untilMs, pause_operator(a.s.pause) end
   if #a.lim > 0 then d.wait, d.spread = admission_defer_to(a, h.at) end
   return d

@@ -244,7 +244,7 @@ func pick(need, done []bool) string {
 
 // AdmitReply names the fields of the admission's reply (see Decision).
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
-	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight"}
+	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight", "slots"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
@@ -385,7 +385,7 @@ if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log'
 learn_save(s.learn)
 local l, learned = learn_spec(s.learn)
 if learned and r.hinted and not r.operator and open then
-  flight_begin(s.flight, l.n, r.level, C.limits > 0 or s.budget.known); flight_save(s.flight)
+  flight_begin(s.flight, l.n, r.level, s.start.most, C.limits > 0 or s.budget.known); flight_save(s.flight)
 end
 return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `

@@ -26,6 +26,14 @@ package model
 // start's round trips save (a carrier without quota beside a paced one had
 // its first tasks deferred: TestModesEndToEnd).
 //
+// The start also tells what the provider was seen to accept at once
+// (most): a run of answers without a refusal is of requests all admitted
+// before its first answer, so all were in flight together at that
+// instant; an answer of a request admitted since begins the next run.
+// A concurrency limit's probation starts no lower (flightState.begin):
+// a refused request's level counts the requests admitted before it, but
+// those admitted with it in the same moment may reach the provider first.
+//
 // The start ends at the first refusal (what the refusals teach paces the
 // scope from there: learn.go, fallback.go), after startAnswers
 // answers, or when no answer came for the answer timeout (Params.Answer),
@@ -66,6 +74,9 @@ type startState struct {
 	last     int64 // µs: its last answer (or its first admission)
 	sent     int64 // units admitted in it
 	answered int64 // requests admitted in it answered without a refusal
+	run      int64 // µs: the first answer of the current run (0: none)
+	along    int64 // the answers of the current run
+	most     int64 // the most answers of one run: requests accepted at once
 	over     bool  // it ended: a refusal, or it no longer held the scope back
 	expires  int64 // µs: forgotten at (0: empty)
 }
@@ -105,7 +116,19 @@ func (s *startState) answer(now, at int64) {
 		s.answered++
 		s.last = now
 		s.over = s.answered >= startAnswers
+		s.runs(now, at)
 	}
+}
+
+// runs counts at now the answer of the request admitted at at in its run:
+// the current one if it was admitted before the run's first answer (it
+// was in flight then), or a new run from now.
+func (s *startState) runs(now, at int64) {
+	if s.run == 0 || at >= s.run {
+		s.run, s.along = now, 0
+	}
+	s.along++
+	s.most = max(s.most, s.along)
 }
 
 // end ends the start at now: a refusal of its provider.
@@ -136,13 +159,22 @@ local function start_earliest(s, cost)
   return math.min(s.last + C.answer, now_us + C.concurrentPoll)
 end
 local function start_spend(s, at, cost)
-  if s.began == 0 then s.began, s.last, s.sent, s.answered, s.over, s.expires = at, at, 0, 0, false, at + C.learnTTL end
+  if s.began == 0 then
+    s.began, s.last, s.sent, s.answered, s.over, s.expires = at, at, 0, 0, false, at + C.learnTTL
+    s.run, s.along, s.most = 0, 0, 0
+  end
   s.sent, s.dirty = s.sent + cost, true
+end
+local function start_runs(s, at)
+  if s.run == 0 or at >= s.run then s.run, s.along = now_us, 0 end
+  s.along = s.along + 1
+  s.most = math.max(s.most, s.along)
 end
 local function start_answer(s, at)
   if at > 0 and s.began > 0 and at >= s.began and not s.over then
     s.answered, s.last, s.dirty = s.answered + 1, now_us, true
     s.over = s.answered >= C.startAnswers
+    start_runs(s, at)
   end
 end
 local function start_end(s)

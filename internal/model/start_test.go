@@ -81,3 +81,27 @@ func TestStartSteps(t *testing.T) {
 		t.Errorf("still on after %d answers: %+v", startAnswers, a)
 	}
 }
+
+// TestStartRuns walks the start's runs: the answers of requests all
+// admitted before the run's first answer, which were in flight together
+// then (startState.most).
+func TestStartRuns(t *testing.T) {
+	var s startState
+	s.spend(T0, 4)
+	for _, st := range []struct {
+		name      string
+		now, at   int64 // the answer at now of the admission at at
+		run, most int64
+	}{
+		{"the first answer begins a run", T0 + 25*ms, T0, 1, 1},
+		{"one admitted before it is of its run", T0 + 26*ms, T0, 2, 2},
+		{"and another", T0 + 26*ms, T0 + ms, 3, 3},
+		{"one admitted at the run's first answer begins the next", T0 + 51*ms, T0 + 25*ms, 1, 3},
+		{"one admitted before that answer is of it", T0 + 52*ms, T0 + 50*ms, 2, 3},
+	} {
+		s.answer(st.now, st.at)
+		if s.along != st.run || s.most != st.most {
+			t.Fatalf("%s: run %d, most %d; want %d, %d (%+v)", st.name, s.along, s.most, st.run, st.most, s)
+		}
+	}
+}

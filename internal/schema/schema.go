@@ -63,7 +63,7 @@ var ClassFields = []string{"seen", "claims", "claimed"}
 var FallbackFields = []string{"level", "probeAt", "expires"}
 
 // StartFields are the fields of the start hash, as startState names them.
-var StartFields = []string{"began", "last", "sent", "answered", "over", "expires"}
+var StartFields = []string{"began", "last", "sent", "answered", "run", "along", "most", "over", "expires"}
 
 // FlightFields are the fields of the flight hash, as flightState names
 // them.
