@@ -412,3 +412,45 @@ func commandStat(v string) (calls, usec int64, err error) {
 	}
 	return calls, usec, nil
 }
+
+// BenchmarkRedisCPUFloor is what any round trip costs Redis on this
+// machine, beside which BenchmarkRedisCPU's figures are read: Redis's CPU
+// (INFO cpu) per PING, and per call of a script that only returns, sent
+// with the admission's twelve keys and twelve arguments. Whatever an
+// admission's script does, its round trip costs at least the latter.
+//
+//	go test -run '^$' -bench BenchmarkRedisCPUFloor -benchtime 20000x .
+func BenchmarkRedisCPUFloor(b *testing.B) {
+	trivial := redis.NewScript("return 1")
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = "floor:{s}:" + strconv.Itoa(i)
+	}
+	args := []any{1, 0, 43_200_000, 0, 0, 0, 0, 0, 0, 0, "", 0}
+	for _, c := range []struct {
+		name string
+		call func(context.Context, *redis.Client) error
+	}{
+		{"ping", func(ctx context.Context, rdb *redis.Client) error { return rdb.Ping(ctx).Err() }},
+		{"script", func(ctx context.Context, rdb *redis.Client) error { return trivial.Run(ctx, rdb, keys, args...).Err() }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rdb := redistest.StartPrivate(b).Client(b)
+			ctx := context.Background()
+			for range 1000 { // warm-up: the connection, the script's cache
+				if err := c.call(ctx, rdb); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before, n := redistest.CPU(b, rdb), 0
+			for b.Loop() {
+				if err := c.call(ctx, rdb); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((redistest.CPU(b, rdb)-before).Nanoseconds())/1e3/float64(n), "redis-µs/call")
+		})
+	}
+}
