@@ -95,12 +95,12 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	case rec.Own: // the scope is not paused: the refused task waits its own hint
 		g.metrics.inFlightRefusal(s.Provider)
 		g.cfg.Logger.Debug("quotagate: provider refused a request too many in flight; its learned concurrency limit is lowered",
-			"scope", s.String(), "hint", hint, "until", until)
+			"scope", s.String(), "hint", hint, "until", until, "level", gr.level)
 		return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 	case rec.Moved:
 		g.metrics.refusal(s.Provider)
 		g.notePause(k, until, rem, false)
-		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until}
+		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until, "level", gr.level}
 		if facts.Alt > 0 { // the hint may be milliseconds: until says which was read
 			attrs = append(attrs, "hint_as_ms", facts.Alt)
 		}
@@ -109,7 +109,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		g.metrics.refusal(s.Provider)
 		g.notePause(k, until, rem, false)
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
-			"until", until, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))
+			"until", until, "level", gr.level, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))
 	}
 	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 }
