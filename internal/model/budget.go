@@ -984,15 +984,9 @@ end
 // a transition changed it.
 const luaBudgetRecord = `
 local function budget_load(key)
-  local v = hload(key, budgetFields)
-  local s = {key = key}
-  for _, f in ipairs(budgetFields) do s[f] = int(v[f]) or 0 end
-  s.known, s.silent, s.held, s.down, s.millis = v.remaining ~= nil and int(v.remaining) ~= nil, s.silent == C.flagOn, s.held == C.flagOn, s.down == C.flagOn, s.millis == C.flagOn
-  if s.expires <= now_us then
-    s = {key = key}
-    for _, f in ipairs(budgetFields) do s[f] = 0 end
-    s.known, s.silent, s.held, s.down, s.millis = false, false, false, false, false
-  end
+  local s, v = hrecord(key, budgetFields)
+  s.known = s.expires > 0 and int(v.remaining) ~= nil
+  s.silent, s.held, s.down, s.millis = s.silent == C.flagOn, s.held == C.flagOn, s.down == C.flagOn, s.millis == C.flagOn
   budget_roll(s)
   return s
 end

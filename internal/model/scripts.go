@@ -475,7 +475,8 @@ func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]
 
 // luaHash is the load and save of a record hash: hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
-// 0 when its expires has passed (a record past it is none); hsave writes
+// 0 when its expires has passed (a record past it is none), and returns
+// the fields as read too (a field's presence); hsave writes
 // the record s when a rule changed it (s.dirty, which it clears), its
 // fields (a boolean as C.flagOn or C.flagOff) over those of s.key, all
 // but skip, which it removes, expiring a margin after s.expires (µs); a
@@ -490,7 +491,7 @@ local function hrecord(key, fields)
   if s.expires <= now_us then
     for _, f in ipairs(fields) do s[f] = 0 end
   end
-  return s
+  return s, v
 end
 local function hsave(s, fields, skip)
   if not s.dirty then return end
