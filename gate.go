@@ -402,6 +402,7 @@ func (g *Gate) Close() error {
 	g.mem.Close()
 	g.open.Close()
 	g.feed.Close()
+	g.store.FlushAnswers(context.Background())
 	return nil
 }
 

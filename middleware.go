@@ -96,11 +96,7 @@ func (g *Gate) answer(ctx context.Context, s Scope, ta *taskAdmission) {
 	if ta.grant.opens == 0 || !ta.answered.CompareAndSwap(false, true) {
 		return
 	}
-	if err := g.store.Observe(context.WithoutCancel(ctx), ta.keys, model.Observation{Remaining: -2, Opened: ta.grant.opens}); err != nil {
-		g.cfg.Logger.Warn("quotagate: could not report the answer of a learned window's first request", "provider", s.Provider, "err", err)
-		return
-	}
-	g.slots.Wake(ta.keys.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
+	_ = g.tellAnswer(ctx, s, ta.keys, model.Observation{Remaining: -2, Opened: ta.grant.opens}) // logged
 }
 
 // releaseTask releases the lease of the task's admission, unless its

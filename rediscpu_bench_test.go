@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate"
@@ -84,6 +85,7 @@ type cpuKind struct {
 	// a budget. (A gate with a Transport probes the scopes it knows
 	// nothing about and starts them slowly: see Gate.Transport.)
 	transport bool
+	silent    bool // the provider advertises nothing (with transport)
 	request   bool // the handler makes one request through the Transport
 	want      cpuOutcome
 	cached    bool // the open cache is on: fewer script calls than admissions is the point
@@ -123,6 +125,12 @@ var cpuKinds = []cpuKind{
 	// The same, each task's handler making its request through the
 	// Transport: the admission and the response's observation.
 	{name: "budget-transport", scopes: 1000, prepare: adviseBudgets, transport: true, request: true},
+	// A provider that advertises nothing, each task's handler making its
+	// request through the Transport: every scope's first contact is a
+	// probe, then it starts slowly (its first 32 answers each tell Redis:
+	// internal/model/start.go), the answers sent with the scope's next
+	// admission or flushed together (internal/store/answers.go).
+	{name: "silent-transport", scopes: 1000, transport: true, silent: true, request: true},
 	// Refused with a hint after learnedAdmissions admissions: a limit
 	// learned, in force once the pause is over.
 	{name: "learned", scopes: learnedScopes, prepare: learnLimits},
@@ -160,7 +168,11 @@ func newCPUEnv(b *testing.B, k cpuKind) *cpuEnv {
 	e.gate = quotagate.New(e.rdb, e.cfg)
 	b.Cleanup(func() { e.gate.Close() })
 	if k.transport {
-		provider := httptest.NewServer(http.HandlerFunc(advertiseBudget))
+		answer := advertiseBudget
+		if k.silent {
+			answer = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+		}
+		provider := httptest.NewServer(http.HandlerFunc(answer))
 		b.Cleanup(provider.Close)
 		e.url, e.http = provider.URL, &http.Client{Transport: e.gate.Transport(provider.Client().Transport)}
 	}
@@ -315,6 +327,7 @@ func runCPUKind(b *testing.B, k cpuKind) {
 			b.Fatalf("warm-up: %v", err)
 		}
 	}
+	trips := roundTrips(b, e.gate)
 	before := readRedisCounters(b, e.rdb)
 	n := 0
 	for b.Loop() {
@@ -324,8 +337,35 @@ func runCPUKind(b *testing.B, k cpuKind) {
 		n++
 	}
 	b.StopTimer()
+	e.gate.Close() // the answers still kept go now
 	after := readRedisCounters(b, e.rdb)
+	b.ReportMetric(float64(roundTrips(b, e.gate)-trips)/float64(n), "trips/admission")
 	reportRedisCPU(b, k, n, after.minus(before))
+}
+
+// roundTrips is how many round trips to Redis g has made for its tasks
+// and responses (the samples of quotagate_store_duration_seconds; a
+// pipeline is one): the reads of a scrape (state, scan), which Gather
+// itself makes, are left out.
+func roundTrips(b *testing.B, g *quotagate.Gate) uint64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(g.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "quotagate_store_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if op := m.GetLabel()[0].GetValue(); op != "state" && op != "scan" {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }
 
 // reportRedisCPU reports the counters' movement d over n admissions, and

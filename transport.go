@@ -29,7 +29,10 @@ import (
 // admitted spends that admission instead of a second round trip.
 //
 // Every response is observed (see Observe): the budget the provider
-// advertises becomes shared state of the scope. When the response is a
+// advertises becomes shared state of the scope. A response that advertises
+// nothing but answers a slow start's admission (or a probe) is told to
+// Redis with the scope's next admission, in the same round trip, or with
+// the other answers of the moment within 10 ms. When the response is a
 // refusal (429, or 503 with Retry-After) the transport also records the
 // pause itself, once (when the handler then returns a Refusal for it, the
 // Middleware does not record it again), with the hint read by hint.From from
@@ -87,7 +90,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	opened := openedBy(sc, gr, taskGrant, refused)
 	o := responseObservation(resp, t.g.now())
 	o.Seq, o.Opened, o.RTT = gr.seq, opened, rtt.Microseconds()
-	t.g.observe(ctx, sc.scope, k, o, gr.probe || opened > 0)
+	t.g.observe(ctx, sc.scope, k, o, gr.probe, opened > 0)
 	if refused {
 		t.recordRefusal(ctx, sc, k, resp, o, gr)
 	}
@@ -187,7 +190,7 @@ func (g *Gate) Observe(ctx context.Context, s Scope, resp *http.Response) error 
 	}
 	o := responseObservation(resp, g.now())
 	o.Seq = gr.seq
-	if err := g.observe(ctx, s, k, o, report); err != nil {
+	if err := g.observe(ctx, s, k, o, report, false); err != nil {
 		return fmt.Errorf("quotagate: observe %s: %w", s.Provider, err)
 	}
 	return nil
@@ -262,16 +265,21 @@ const silentPrune = 1000
 const silentFor = 10 * time.Minute
 
 // observe records o, a response's observation (responseObservation). A
-// response that advertises nothing is recorded only when report is set: it
-// answers a first contact's probe (the scope's peers wait for it), or
-// Observe has not told Redis in a while.
-func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Observation, report bool) error {
-	if o.Remaining >= 0 {
+// response that advertises nothing is recorded only when report is set
+// (it answers a first contact's probe, whose peers wait for it, or
+// Observe has not told Redis in a while), or, when answers is set (it
+// answers a slow start's admission or a probe, o.Opened), as an answer
+// (tellAnswer).
+func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Observation, report, answers bool) error {
+	switch {
+	case o.Remaining >= 0:
 		g.silent.Delete(k.Pause)
-	} else if !report {
-		return nil
-	} else {
+	case report:
 		g.rememberSilent(k.Pause)
+	case answers:
+		return g.tellAnswer(ctx, s, k, o)
+	default:
+		return nil
 	}
 	err := g.store.Observe(context.WithoutCancel(ctx), k, o, specs(g.limitsOf(s))...)
 	if err != nil {
@@ -284,5 +292,28 @@ func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Obse
 	if o.Remaining >= 0 {
 		g.metrics.budgetObserved(s.Provider)
 	}
+	return nil
+}
+
+// tellAnswer records o, an observation that carries nothing but an
+// answer (o.Opened: a slow start's admission or a probe answered, no
+// budget advertised). It costs no round trip of its own: it goes with the
+// scope's next one (store.ObserveLater), unless a worker of this process
+// holds in one of the scope's places, waiting for the room the answer
+// makes. Then it goes at once and the workers are woken after it, as they
+// would otherwise each find the room only if the first of them carried
+// the answer before the others asked.
+func (g *Gate) tellAnswer(ctx context.Context, s Scope, k schema.Keys, o model.Observation) error {
+	ls := specs(g.limitsOf(s))
+	if g.holders.Held(k.Pause) == 0 {
+		g.store.ObserveLater(k, o, ls...)
+		g.slots.Wake(k.Pause, model.StartAnswerWakes) // one between two looks carries it
+		return nil
+	}
+	if err := g.store.Observe(context.WithoutCancel(ctx), k, o, ls...); err != nil {
+		g.cfg.Logger.Warn("quotagate: could not report a request's answer", "scope", s.String(), "err", err)
+		return err
+	}
+	g.slots.Wake(k.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 	return nil
 }

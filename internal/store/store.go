@@ -73,6 +73,8 @@ type Store struct {
 	// maxRunning).
 	running atomic.Int32
 	failing atomic.Bool
+
+	answers answers // observations kept for their scope's next round trip (answers.go)
 }
 
 // New returns the store of c.

@@ -93,6 +93,8 @@ func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admis
 	var err error
 	if r.Dry {
 		v, _, err = s.run(ctx, "state", model.AdmitScript, model.AdmitReply, ks, args...)
+	} else if as := s.answers.take(k.Pause); len(as) > 0 {
+		v, err = s.admitAfter(ctx, as, ks, args)
 	} else {
 		v, _, err = s.run(ctx, "admit", model.AdmitScript, model.AdmitReply, ks, args...)
 	}
@@ -155,6 +157,9 @@ func (r Refusal) kind() int {
 func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (Recorded, error) {
 	ks, args := model.RefuseRequest{Limits: ls, Pause: d.Milliseconds(), MaxPause: s.maxPause.Milliseconds(), Kind: r.kind(),
 		Prec: r.Precision.Microseconds(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Opens: r.Opens}.Call(k)
+	if as := s.answers.take(k.Pause); len(as) > 0 { // the answers came before the refusal
+		s.sendAnswers(ctx, as)
+	}
 	var v map[string]int64
 	var err error
 	if s.durable > 0 {
@@ -225,6 +230,7 @@ func (s *Store) Release(ctx context.Context, k schema.Keys, id string, cost int,
 // the state of every limit, whatever its index or kind and whichever gate
 // configured it (model.ResumeCall).
 func (s *Store) Resume(ctx context.Context, k schema.Keys) error {
+	s.answers.take(k.Pause) // what they would teach, the scope forgets
 	ks, args := model.ResumeCall(k, s.maxPause.Milliseconds())
 	_, err := bounded(ctx, s, "resume", func(ctx context.Context) (any, error) {
 		return model.ResumeScript.Run(ctx, s.rdb, ks, args...).Result()
