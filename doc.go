@@ -114,6 +114,7 @@
 // (reassert.go). Below it, each layer importing only those under it:
 //
 //	internal/local   what one process keeps about scopes between round trips: the open cache, the holders, the slot wakers
+//	internal/metrics  the gate's Prometheus series (their names and labels are documented on Collector)
 //	internal/failover  what a process remembers of the pauses in force, and their re-assertion after a failover
 //	internal/store   running the scripts against Redis: bounded calls, durable writes, the topology
 //	internal/model   the admission model: the Go rules, their Lua fragments, the scripts

@@ -14,6 +14,7 @@ import (
 	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/local"
+	"github.com/quotagate/quotagate/internal/metrics"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 	"github.com/quotagate/quotagate/internal/store"
@@ -317,7 +318,7 @@ type Gate struct {
 	inside      atomic.Int64     // tasks inside the Middleware (see local.Holders)
 	uncounted   local.Uncounted
 	inflight    local.InFlight // this process's tasks in flight, per scope (the level of a refusal the records know none of)
-	metrics     *metrics
+	metrics     *metrics.Metrics
 	observed    atomic.Bool   // Transport or Observe is in use: responses teach the budget
 	silent      sync.Map      // pause key → when its provider last advertised no budget
 	silentNotes atomic.Uint64 // notes taken in silent (see rememberSilent)
@@ -362,7 +363,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.open = local.NewOpenCache(g.feed, cfg.Tuning.OpenCache, trustFor, now)
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
-		Hooks: store.Hooks{RoundTrip: m.roundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
+		Hooks: store.Hooks{RoundTrip: m.RoundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
 	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Forget})
 	return g
 }

@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"github.com/quotagate/quotagate/internal/metrics"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -35,7 +36,7 @@ func collectorDoc(t *testing.T) string {
 }
 
 // TestMetricsDocumented: the op and outcome values the Collector doc lists
-// are storeOps and outcomes, in order.
+// are metrics.StoreOps and metrics.Outcomes, in order.
 func TestMetricsDocumented(t *testing.T) {
 	doc := collectorDoc(t)
 	m := regexp.MustCompile(`op is the store operation: ([^.]+)\.`).FindStringSubmatch(doc)
@@ -43,8 +44,8 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatalf("the Collector doc has no \"op is the store operation: ...\":\n%s", doc)
 	}
 	documented := strings.FieldsFunc(strings.ReplaceAll(m[1], " or ", ", "), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' })
-	if !slices.Equal(documented, storeOps) {
-		t.Errorf("the doc lists the ops %q, storeOps is %q", documented, storeOps)
+	if !slices.Equal(documented, metrics.StoreOps) {
+		t.Errorf("the doc lists the ops %q, metrics.StoreOps is %q", documented, metrics.StoreOps)
 	}
 
 	_, list, ok := strings.Cut(doc, "outcome is one of\n")
@@ -52,18 +53,18 @@ func TestMetricsDocumented(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatalf("the Collector doc has no outcome list:\n%s", doc)
 	}
-	var listed []outcome
+	var listed []metrics.Outcome
 	for _, m := range regexp.MustCompile(`(?m)^\t    ([a-z_]+)  `).FindAllStringSubmatch(list, -1) {
-		listed = append(listed, outcome(m[1]))
+		listed = append(listed, metrics.Outcome(m[1]))
 	}
-	if !slices.Equal(listed, outcomes) {
-		t.Errorf("the doc lists the outcomes %q, outcomes is %q", listed, outcomes)
+	if !slices.Equal(listed, metrics.Outcomes) {
+		t.Errorf("the doc lists the outcomes %q, metrics.Outcomes is %q", listed, metrics.Outcomes)
 	}
 }
 
 // TestMetricsOpsInSource: the op of every store call in the storage
 // layer's source (internal/store: the op argument of run and bounded) is
-// in storeOps, and every one of storeOps is used: the label's values are
+// in metrics.StoreOps, and every one of metrics.StoreOps is used: the label's values are
 // the ones documented.
 func TestMetricsOpsInSource(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("internal", "store", "*.go"))
@@ -111,8 +112,8 @@ func TestMetricsOpsInSource(t *testing.T) {
 					t.Errorf("%v: op %s is not a string", fset.Position(a.Pos()), a.Value)
 				}
 				used[op] = true
-				if !slices.Contains(storeOps, op) {
-					t.Errorf("%v: op %q is not in storeOps %q (add it there: the doc and the zero series follow)", fset.Position(a.Pos()), op, storeOps)
+				if !slices.Contains(metrics.StoreOps, op) {
+					t.Errorf("%v: op %q is not in metrics.StoreOps %q (add it there: the doc and the zero series follow)", fset.Position(a.Pos()), op, metrics.StoreOps)
 				}
 			case *ast.Ident:
 				if a.Name != "op" { // run passes its own op on to bounded
@@ -127,15 +128,15 @@ func TestMetricsOpsInSource(t *testing.T) {
 	if len(used) == 0 {
 		t.Fatal("no store call (run, bounded) found in internal/store's source: where are round trips timed now?")
 	}
-	for _, op := range storeOps {
+	for _, op := range metrics.StoreOps {
 		if !used[op] {
-			t.Errorf("storeOps has %q, which no store call uses", op)
+			t.Errorf("metrics.StoreOps has %q, which no store call uses", op)
 		}
 	}
 }
 
 // TestMetricsOpsEmitted: the public operations of a gate time their round
-// trips under exactly the ops storeOps lists.
+// trips under exactly the ops metrics.StoreOps lists.
 func TestMetricsOpsEmitted(t *testing.T) {
 	_, rdb := newMini(t)
 	ctx := context.Background()
@@ -175,8 +176,8 @@ func TestMetricsOpsEmitted(t *testing.T) {
 		}
 	}
 	slices.Sort(emitted)
-	if !slices.Equal(emitted, storeOps) {
-		t.Errorf("round trips timed under the ops %q, storeOps is %q", emitted, storeOps)
+	if !slices.Equal(emitted, metrics.StoreOps) {
+		t.Errorf("round trips timed under the ops %q, metrics.StoreOps is %q", emitted, metrics.StoreOps)
 	}
 }
 
@@ -190,7 +191,7 @@ func TestMetricsZeroFromTheStart(t *testing.T) {
 	defer g.Close()
 
 	first := scrape(t, g)
-	for _, op := range storeOps {
+	for _, op := range metrics.StoreOps {
 		for _, name := range []string{"quotagate_store_errors_total{op=" + op + "}", "quotagate_store_duration_seconds{op=" + op + "}_count"} {
 			if v, ok := first[name]; !ok || (v != 0 && op != "scan") {
 				t.Errorf("first scrape: %s = %v, %v; want a zero series", name, v, ok)
@@ -204,16 +205,16 @@ func TestMetricsZeroFromTheStart(t *testing.T) {
 	}
 
 	// Met by an admission, by a refusal, by an observed budget.
-	g.metrics.admission("acme", Background, outcomeAdmitted)
-	g.metrics.refusal("swift")
-	g.metrics.budgetObserved("ups")
+	g.metrics.Admission("acme", Background.String(), metrics.Admitted)
+	g.metrics.Refusal("swift")
+	g.metrics.BudgetObserved("ups")
 	got := scrape(t, g)
 	for _, p := range []string{"acme", "swift", "ups"} {
 		for _, c := range classes {
-			for _, o := range outcomes {
+			for _, o := range metrics.Outcomes {
 				name := "quotagate_admissions_total{class=" + c.String() + ",outcome=" + string(o) + ",provider=" + p + "}"
 				want := 0.0
-				if p == "acme" && o == outcomeAdmitted && c == Background {
+				if p == "acme" && o == metrics.Admitted && c == Background {
 					want = 1
 				}
 				if v, ok := got[name]; !ok || v != want {

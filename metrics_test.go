@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/quotagate/quotagate/internal/metrics"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/store"
 )
@@ -181,7 +182,7 @@ func TestMetricsCallerCancel(t *testing.T) {
 func scrape2(t *testing.T, g *Gate) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range (collector{g}).vecs() {
+	for _, c := range g.metrics.Collectors() {
 		reg.MustRegister(c)
 	}
 	mfs, err := reg.Gather()
@@ -213,8 +214,8 @@ func TestMetricsNilSafe(t *testing.T) {
 	if _, err := st.Admit(context.Background(), scopeKeys("qgtest", Scope{Provider: "acme"}), r); err != nil {
 		t.Fatal(err)
 	}
-	var m *metrics
-	m.admission("acme", Background, outcomeAdmitted)
-	m.refusal("acme")
-	m.budgetObserved("acme")
+	var m *metrics.Metrics
+	m.Admission("acme", Background.String(), metrics.Admitted)
+	m.Refusal("acme")
+	m.BudgetObserved("acme")
 }

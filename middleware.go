@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/internal/local"
+	"github.com/quotagate/quotagate/internal/metrics"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
 
@@ -191,7 +192,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.Fresh(k.Pause) {
 		g.uncounted.Add(k.Pause, int64(cost))
-		g.metrics.admission(s.Provider, c, outcomeAdmitted)
+		g.metrics.Admission(s.Provider, c.String(), metrics.Admitted)
 		return gr, nil
 	}
 	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
@@ -226,8 +227,8 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		case holdPause:
 			err = g.holdInPlace(ctx, q, a, v, w, &inFlight)
 		case hold:
-			g.metrics.admission(s.Provider, c, outcomeHeld)
-			g.metrics.wait(s.Provider, c, v.wait)
+			g.metrics.Admission(s.Provider, c.String(), metrics.Held)
+			g.metrics.Wait(s.Provider, c.String(), v.wait)
 			err = sleep(ctx, v.wait) // a last attempt: joined whatever the count
 			w.leave()
 		case deferTask:
@@ -348,8 +349,8 @@ func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time
 	if a.cacheable {
 		g.open.Remember(q.k.Pause, gen)
 	}
-	g.metrics.admission(q.s.Provider, q.c, outcomeAdmitted)
-	g.metrics.wait(q.s.Provider, q.c, wait)
+	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Admitted)
+	g.metrics.Wait(q.s.Provider, q.c.String(), wait)
 	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, level: a.level}
 	if a.leased || q.configuredLease {
 		gr.lease = q.lease
@@ -373,8 +374,8 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 		w.leave()
 		return g.deferred(q.s, q.c, v.deferral)
 	}
-	g.metrics.admission(q.s.Provider, q.c, outcomeHeld)
-	g.metrics.wait(q.s.Provider, q.c, v.wait)
+	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Held)
+	g.metrics.Wait(q.s.Provider, q.c.String(), v.wait)
 	var err error
 	if slot {
 		t0 := g.now()
@@ -407,8 +408,8 @@ func concurrent(ls []Limit) bool {
 // deferred returns the deferral d of scope s and class c, counted.
 func (g *Gate) deferred(s Scope, c Class, d Deferral) *Deferral {
 	d.Scope, d.Class = s, c
-	g.metrics.admission(s.Provider, c, deferredOutcome(d.Reason))
-	g.metrics.wait(s.Provider, c, d.Delay)
+	g.metrics.Admission(s.Provider, c.String(), deferredOutcome(d.Reason))
+	g.metrics.Wait(s.Provider, c.String(), d.Delay)
 	return &d
 }
 
@@ -416,12 +417,12 @@ func (g *Gate) deferred(s Scope, c Class, d Deferral) *Deferral {
 func (g *Gate) storeFailed(s Scope, c Class, op string, err error) error {
 	if g.cfg.FailClosed {
 		delay := g.cfg.Tuning.FailClosedDelay
-		g.metrics.admission(s.Provider, c, outcomeFailClosed)
+		g.metrics.Admission(s.Provider, c.String(), metrics.FailClosed)
 		g.cfg.Logger.Error("quotagate: store unavailable, deferring task (fail closed)",
 			"op", op, "scope", s.String(), "delay", delay, "err", err)
 		return &Deferral{Scope: s, Class: c, Delay: delay, RetryAt: g.now().Add(delay), Reason: ReasonStoreDown}
 	}
-	g.metrics.admission(s.Provider, c, outcomeFailOpen)
+	g.metrics.Admission(s.Provider, c.String(), metrics.FailOpen)
 	g.cfg.Logger.Warn("quotagate: store unavailable, running task unchecked (fail open)",
 		"op", op, "scope", s.String(), "err", err)
 	return nil

@@ -93,12 +93,12 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	}
 	switch {
 	case rec.Own: // the scope is not paused: the refused task waits its own hint
-		g.metrics.inFlightRefusal(s.Provider)
+		g.metrics.InFlightRefusal(s.Provider)
 		g.cfg.Logger.Debug("quotagate: provider refused a request too many in flight; its learned concurrency limit is lowered",
 			"scope", s.String(), "hint", hint, "until", until, "level", gr.level)
 		return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
 	case rec.Moved:
-		g.metrics.refusal(s.Provider)
+		g.metrics.Refusal(s.Provider)
 		g.notePause(k, until, rem, false)
 		attrs := []any{"scope", s.String(), "hint", hint, "remaining", rem, "until", until, "level", gr.level}
 		if facts.Alt > 0 { // the hint may be milliseconds: until says which was read
@@ -106,7 +106,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		}
 		g.cfg.Logger.Info("quotagate: provider refused, scope paused", attrs...)
 	default: // a request already on its way when the scope paused
-		g.metrics.refusal(s.Provider)
+		g.metrics.Refusal(s.Provider)
 		g.notePause(k, until, rem, false)
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
 			"until", until, "level", gr.level, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))

@@ -290,7 +290,7 @@ func (g *Gate) observe(ctx context.Context, s Scope, k schema.Keys, o model.Obse
 		g.slots.Wake(k.Pause, model.StartAnswerWakes) // a slow start's answer lets two more go
 	}
 	if o.Remaining >= 0 {
-		g.metrics.budgetObserved(s.Provider)
+		g.metrics.BudgetObserved(s.Provider)
 	}
 	return nil
 }
