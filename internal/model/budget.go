@@ -21,37 +21,36 @@ import "math"
 //  4. probeUnanswered: a probe of a scope that knows no budget, unanswered
 //     past its timeout, marks the provider silent (markSilent).
 //  5. probeAsks: past the reset, or at first contact, one probe asks.
-//  6. refillsWhole: with probes off, past its reset the budget is whole.
 //
 // A response (observe) is read by these, in this order:
 //
-//  7. answersNothing: a probe answered with no budget marks the provider
+//  6. answersNothing: a probe answered with no budget marks the provider
 //     silent (markSilent).
-//  8. stale: the answer of a request admitted before the last probe or
+//  7. stale: the answer of a request admitted before the last probe or
 //     refill is ignored.
-//  9. inMillis (readsMillis): a reset in milliseconds under a name of
+//  8. inMillis (readsMillis): a reset in milliseconds under a name of
 //     seconds is read as milliseconds.
-//  10. roundsDown: a probe refused just past its reset shows resets
+//  9. roundsDown: a probe refused just past its reset shows resets
 //     written rounded down.
-//  11. endsEarly: a counter's next window, read before its reset, rolls
+//  10. endsEarly: a counter's next window, read before its reset, rolls
 //     its budget at once.
-//  12. lowered (sameWindow, overtaken, above): an answer's remaining, less
+//  11. lowered (sameWindow, overtaken, above): an answer's remaining, less
 //     the admissions after its request, read up by those that overtook it.
-//  13. counts: the first answer after a reset shows a sliding window
+//  12. counts: the first answer after a reset shows a sliding window
 //     counter.
-//  14. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
+//  13. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
 //     the budget was spent is a bucket's fill time; the budget refills.
-//  15. keptReset: of two readings of one window the earlier reset is
+//  14. keptReset: of two readings of one window the earlier reset is
 //     kept, the first where resets are rounded down.
-//  16. counterLowers: a counter's reading lowers its budget, never raises
+//  15. counterLowers: a counter's reading lowers its budget, never raises
 //     it.
-//  17. pace (becomesCounter): how the budget refills from the reading on.
-//  18. noteReading: what the evidence of 13 and 14 needs of the reading.
+//  16. pace (becomesCounter): how the budget refills from the reading on.
+//  17. noteReading: what the evidence of 12 and 13 needs of the reading.
 //
 // Between them:
 //
-//  19. roll: at its reset a counter's budget rolls on, without a probe.
-//  20. counterPause: a counter's whole-window hint pauses the scope until
+//  18. roll: at its reset a counter's budget rolls on, without a probe.
+//  19. counterPause: a counter's whole-window hint pauses the scope until
 //     the budget's next unit.
 //
 // avail, refillAt and settle are a refilling budget's arithmetic.
@@ -163,14 +162,14 @@ type budgetVerdict struct {
 	why    Reason // reasonBudget or reasonProbe, with at
 	probe  bool   // the admission is a probe
 	spend  bool   // it spends remaining
-	refill bool   // it finds the budget whole again (no probe possible)
 	silent bool   // the probe brought nothing back: the provider is silent
 }
 
 // earliest is what the budget says of an admission of cost at now that
 // leaves k unspent (class.go): a silent provider's budget holds nothing;
 // else the first of its rules that applies answers (untilReset,
-// awaitingProbe, probeUnanswered, probeAsks, refillsWhole).
+// awaitingProbe, probeUnanswered, probeAsks); when none does, nothing is
+// held.
 func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict {
 	if s.silent {
 		return budgetVerdict{}
@@ -184,10 +183,8 @@ func (s budgetState) earliest(p Params, now, cost int64, k keeper) budgetVerdict
 	if s.probeUnanswered() {
 		return budgetVerdict{silent: true}
 	}
-	if v, ok := s.probeAsks(p, now, k); ok {
-		return v
-	}
-	return s.refillsWhole(cost, k)
+	v, _ := s.probeAsks(p, now, k)
+	return v
 }
 
 // untilReset is the window's budget: until its reset (or, with no reset
@@ -258,21 +255,6 @@ func (s budgetState) probeAsks(p Params, now int64, k keeper) (v budgetVerdict, 
 	return budgetVerdict{probe: true}, true
 }
 
-// refillsWhole is the budget past its reset when no probe may ask (probes
-// off: responses are not observed, nothing would tell the budget's size):
-// it is read whole again, its limit, as a window's is after its end; what
-// k alone holds back of it is asked for again at k's lapse.
-func (s budgetState) refillsWhole(cost int64, k keeper) budgetVerdict {
-	kept := k.of(s.limit)
-	switch {
-	case s.known && s.limit-kept >= cost:
-		return budgetVerdict{refill: true}
-	case s.known && s.limit >= cost:
-		return budgetVerdict{at: k.lapse, why: ReasonBudget}
-	}
-	return budgetVerdict{}
-}
-
 // spend commits an admission at now that v allowed, and returns whether
 // it is a probe and its sequence number (0 when it spends no budget).
 func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe bool, seq int64) {
@@ -285,10 +267,6 @@ func (s *budgetState) spend(p Params, now, cost int64, v budgetVerdict) (probe b
 		s.probeAt = now
 		s.expires = max(s.expires, now+LearnTTL)
 		return true, s.seq
-	case v.refill:
-		s.remaining, s.reset, s.refilled, s.per, s.at, s.answered = s.limit-cost, 0, s.seq, 0, 0, 0
-		s.seq += cost
-		return false, s.seq
 	case v.spend:
 		s.settle(now)
 		s.remaining -= cost
@@ -789,8 +767,8 @@ end
 
 // luaBudgetRules is the admission's rules of the budget, in earliest's
 // order (budgetState.untilReset, awaitingProbe, probeUnanswered,
-// probeAsks, refillsWhole; markSilent, quiet): each answers a verdict
-// (budgetVerdict), or nil when it does not apply.
+// probeAsks; markSilent, quiet): each answers a verdict (budgetVerdict),
+// or nil when it does not apply.
 const luaBudgetRules = `
 local function budget_until_reset(s, cost, k)
   if not s.known or (s.reset ~= 0 and s.reset <= now_us) then return nil end
@@ -814,12 +792,6 @@ local function budget_probe_asks(s, k)
   if k.claims > 0 then return {at = math.min(k.lapse, now_us + C.probePoll), why = C.reasonProbe} end
   return {at = 0, probe = true}
 end
-local function budget_refills_whole(s, cost, k)
-  local kept = keeper_of(k, s.limit)
-  if s.known and s.limit - kept >= cost then return {at = 0, refill = true} end
-  if s.known and s.limit >= cost then return {at = k.lapse, why = C.reasonBudget} end
-  return {at = 0}
-end
 local function budget_mark_silent(s)
   s.silent, s.probeAt, s.expires, s.dirty = true, 0, now_us + C.learnTTL, true
 end
@@ -837,9 +809,7 @@ local function budget_earliest(s, cost, k)
   v = budget_awaiting_probe(s)
   if v then return v end
   if budget_probe_unanswered(s) then return {at = 0, silent = true} end
-  v = budget_probe_asks(s, k)
-  if v then return v end
-  return budget_refills_whole(s, cost, k)
+  return budget_probe_asks(s, k) or {at = 0}
 end
 local function budget_spend(s, cost, v)
   if v.silent then
@@ -848,10 +818,6 @@ local function budget_spend(s, cost, v)
     s.refilled, s.answered, s.seq, s.probeAt = s.seq, 0, s.seq + cost, now_us
     s.expires, s.dirty = math.max(s.expires, now_us + C.learnTTL), true
     return true, s.seq
-  elseif v.refill then
-    s.remaining, s.reset, s.refilled, s.per, s.at, s.answered = s.limit - cost, 0, s.seq, 0, 0, 0
-    s.seq, s.dirty = s.seq + cost, true
-    return false, s.seq
   elseif v.spend then
     budget_settle(s)
     s.remaining, s.seq, s.dirty = s.remaining - cost, s.seq + cost, true

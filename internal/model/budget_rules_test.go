@@ -9,7 +9,7 @@ import "testing"
 // applies, in the order of budget.go's list; every earlier rule passes.
 func TestBudgetEarliestRules(t *testing.T) {
 	sec := 1000 * ms
-	on, off := Params{Probe: 2500 * ms}, Params{}
+	on := Params{Probe: 2500 * ms}
 	type rule struct {
 		name string
 		f    func(s budgetState, p Params, now, cost int64, k keeper) (budgetVerdict, bool)
@@ -29,9 +29,6 @@ func TestBudgetEarliestRules(t *testing.T) {
 		}},
 		{"probeAsks", func(s budgetState, p Params, now, _ int64, k keeper) (budgetVerdict, bool) {
 			return s.probeAsks(p, now, k)
-		}},
-		{"refillsWhole", func(s budgetState, _ Params, _, cost int64, k keeper) (budgetVerdict, bool) {
-			return s.refillsWhole(cost, k), true
 		}},
 	}
 	now := T0 + 10*sec
@@ -69,10 +66,6 @@ func TestBudgetEarliestRules(t *testing.T) {
 		{"first contact: a probe", budgetState{}, on, 1, keeper{}, "probeAsks", budgetVerdict{probe: true}},
 		{"past the reset: a probe", past, on, 1, keeper{}, "probeAsks", budgetVerdict{probe: true}},
 		{"past the reset, claims waiting: no probe until their lapse", past, on, 1, claims, "probeAsks", budgetVerdict{at: now + 20*ms, why: ReasonProbe}},
-		{"past the reset, probes off: whole again", past, off, 1, keeper{}, "refillsWhole", budgetVerdict{refill: true}},
-		{"probes off, whole but kept: until k's lapse", past, off, 6, keep, "refillsWhole", budgetVerdict{at: now + 300*ms, why: ReasonBudget}},
-		{"probes off, beyond the limit: nothing held", past, off, 11, keeper{}, "refillsWhole", budgetVerdict{}},
-		{"probes off, nothing known: nothing held", budgetState{}, off, 1, keeper{}, "refillsWhole", budgetVerdict{}},
 	} {
 		if v := c.s.earliest(c.p, now, c.cost, c.k); v != c.want {
 			t.Errorf("%s: earliest = %+v, want %+v", c.name, v, c.want)
