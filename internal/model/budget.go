@@ -26,31 +26,29 @@ import "math"
 //
 //  6. answersNothing: a probe answered with no budget marks the provider
 //     silent (markSilent).
-//  7. stale: the answer of a request admitted before the last probe or
-//     refill is ignored.
-//  8. inMillis (readsMillis): a reset in milliseconds under a name of
+//  7. inMillis (readsMillis): a reset in milliseconds under a name of
 //     seconds is read as milliseconds.
-//  9. roundsDown: a probe refused just past its reset shows resets
+//  8. roundsDown: a probe refused just past its reset shows resets
 //     written rounded down.
-//  10. endsEarly: a counter's next window, read before its reset, rolls
+//  9. endsEarly: a counter's next window, read before its reset, rolls
 //     its budget at once.
-//  11. lowered (sameWindow, overtaken, above): an answer's remaining, less
+//  10. lowered (sameWindow, overtaken, above): an answer's remaining, less
 //     the admissions after its request, read up by those that overtook it.
-//  12. counts: the first answer after a reset shows a sliding window
+//  11. counts: the first answer after a reset shows a sliding window
 //     counter.
-//  13. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
+//  12. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
 //     the budget was spent is a bucket's fill time; the budget refills.
-//  14. keptReset: of two readings of one window the earlier reset is
+//  13. keptReset: of two readings of one window the earlier reset is
 //     kept, the first where resets are rounded down.
-//  15. counterLowers: a counter's reading lowers its budget, never raises
+//  14. counterLowers: a counter's reading lowers its budget, never raises
 //     it.
-//  16. pace (becomesCounter): how the budget refills from the reading on.
-//  17. noteReading: what the evidence of 12 and 13 needs of the reading.
+//  15. pace (becomesCounter): how the budget refills from the reading on.
+//  16. noteReading: what the evidence of 11 and 12 needs of the reading.
 //
 // Between them:
 //
-//  18. roll: at its reset a counter's budget rolls on, without a probe.
-//  19. counterPause: a counter's whole-window hint pauses the scope until
+//  17. roll: at its reset a counter's budget rolls on, without a probe.
+//  18. counterPause: a counter's whole-window hint pauses the scope until
 //     the budget's next unit.
 //
 // avail, refillAt and settle are a refilling budget's arithmetic.
@@ -324,9 +322,6 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 		}
 		return 0, 0, false
 	}
-	if s.stale(o) {
-		return 0, 0, false
-	}
 	o = s.inMillis(now, o)
 	// first contact with no probe out: a scope open caches may keep as
 	// quiet (see quiet) now has a budget
@@ -385,13 +380,6 @@ func (s budgetState) readingOf(now int64, o Observation) reading {
 // (probeUnanswered).
 func (s budgetState) answersNothing(o Observation) bool {
 	return o.Remaining == -1 && s.probeAt > 0 && !s.known
-}
-
-// stale reports whether o answers a request admitted before the last probe
-// or refill (its sequence number at most refilled): it speaks of a window
-// that is over, and is ignored.
-func (s budgetState) stale(o Observation) bool {
-	return o.Seq > 0 && s.refilled > 0 && o.Seq <= s.refilled
 }
 
 // inMillis is o with its reset read as milliseconds when it is (o.Alt,
@@ -828,13 +816,11 @@ end
 `
 
 // luaBudgetRead is the reading of a response's budget (budgetState's
-// answersNothing, stale, readsMillis, inMillis, roundsDown, readingOf,
-// endsEarly, sameWindow, overtaken, above, lowered); o is the
-// observation (Observation's fields, lower-cased), rd the reading (see
-// reading).
+// answersNothing, readsMillis, inMillis, roundsDown, readingOf, endsEarly,
+// sameWindow, overtaken, above, lowered); o is the observation
+// (Observation's fields, lower-cased), rd the reading (see reading).
 const luaBudgetRead = `
 local function budget_answers_nothing(s, o) return o.remaining == -1 and s.probeAt > 0 and not s.known end
-local function budget_stale(s, o) return o.seq > 0 and s.refilled > 0 and o.seq <= s.refilled end
 local function budget_reads_millis(s, o)
   return s.millis or s.known and s.reset > now_us and math.abs(now_us + o.alt - s.reset) < o.prec
     and o.reset > C.millisRatio * math.max(s.reset - now_us, o.prec)
@@ -923,7 +909,6 @@ local function budget_observe(s, o)
     if budget_answers_nothing(s, o) then budget_mark_silent(s) end
     return 0, 0, false
   end
-  if budget_stale(s, o) then return 0, 0, false end
   o = budget_in_millis(s, o)
   local fresh = not s.known and s.probeAt == 0
   if budget_rounds_down(s, o) then s.down = true end

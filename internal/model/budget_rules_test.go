@@ -87,8 +87,7 @@ func TestBudgetEarliestRules(t *testing.T) {
 }
 
 // TestBudgetObserveGuards: the rules that decide before a reading is read:
-// a probe answered with nothing, an answer of a window that is over, and
-// the evidence of resets rounded down.
+// a probe answered with nothing, and the evidence of resets rounded down.
 func TestBudgetObserveGuards(t *testing.T) {
 	sec := 1000 * ms
 	probing := budgetState{probeAt: T0}
@@ -104,10 +103,6 @@ func TestBudgetObserveGuards(t *testing.T) {
 		{"no response seen: not an answer", probing, Observation{Remaining: -2}, budgetState.answersNothing, false},
 		{"no budget advertised, none out asking", budgetState{}, Observation{Remaining: -1}, budgetState.answersNothing, false},
 		{"no budget advertised to a scope that knows one", known, Observation{Remaining: -1}, budgetState.answersNothing, false},
-		{"an answer of a request before the last probe: stale", known, Observation{Remaining: 5, Seq: 3}, budgetState.stale, true},
-		{"an answer of the probe", known, Observation{Remaining: 5, Seq: 4}, budgetState.stale, false},
-		{"an answer of an unknown request", known, Observation{Remaining: 5}, budgetState.stale, false},
-		{"no probe or refill yet", budgetState{known: true, seq: 4}, Observation{Remaining: 5, Seq: 1}, budgetState.stale, false},
 		{"the probe refused, spent, its reset within a second: rounded down", known, Observation{Remaining: 0, Reset: sec, Prec: sec, Refused: true}, budgetState.roundsDown, true},
 		{"an acceptance", known, Observation{Remaining: 0, Reset: sec, Prec: sec}, budgetState.roundsDown, false},
 		{"a refusal with budget left", known, Observation{Remaining: 1, Reset: sec, Prec: sec, Refused: true}, budgetState.roundsDown, false},

@@ -400,7 +400,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 // in force that lowers nothing, being what its pace refilled, which keeps
 // the pace's phase (counterLowers at equal remaining).
 func readingPaths(seen map[string]int, pre, post budgetState, now int64, o Observation) {
-	if o.Remaining < 0 || o.Reset <= 0 || o.Alt > 0 || pre.stale(o) {
+	if o.Remaining < 0 || o.Reset <= 0 || o.Alt > 0 {
 		return
 	}
 	u := now + o.Reset

@@ -37,8 +37,6 @@ func TestBudgetSteps(t *testing.T) {
 		{name: "the reset passed: one probe asks", at: T0 + 1000*ms, want: budgetVerdict{probe: true}, probe: true},
 		{name: "its answer never comes: peers wait out its timeout", at: T0 + 3000*ms, want: budgetVerdict{at: T0 + 3050*ms, why: ReasonProbe}},
 		{name: "past the timeout: another probe", at: T0 + 3500*ms, want: budgetVerdict{probe: true}, probe: true},
-		{name: "an answer from before the probe speaks of a window that is over", at: T0 + 3510*ms, obs: &Observation{Remaining: 9, Reset: 5000 * ms, Prec: ms, Seq: 2}},
-		{name: "still waiting for the probe's own", at: T0 + 3520*ms, want: budgetVerdict{at: T0 + 3570*ms, why: ReasonProbe}},
 		{name: "the probe's answer: 5 left, another admitted since? none", at: T0 + 3530*ms, obs: &Observation{Remaining: 5, Reset: 1500 * ms, Prec: ms, Seq: 4}},
 		{name: "spend", at: T0 + 3540*ms, want: budgetVerdict{spend: true}},
 	} {
