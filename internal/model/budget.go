@@ -30,25 +30,23 @@ import "math"
 //     seconds is read as milliseconds.
 //  8. roundsDown: a probe refused just past its reset shows resets
 //     written rounded down.
-//  9. endsEarly: a counter's next window, read before its reset, rolls
-//     its budget at once.
-//  10. lowered (sameWindow, overtaken, above): an answer's remaining, less
+//  9. lowered (sameWindow, overtaken, above): an answer's remaining, less
 //     the admissions after its request, read up by those that overtook it.
-//  11. counts: the first answer after a reset shows a sliding window
+//  10. counts: the first answer after a reset shows a sliding window
 //     counter.
-//  12. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
+//  11. fillsUntilFull (resetGrew, paced), refills: a reset that grew as
 //     the budget was spent is a bucket's fill time; the budget refills.
-//  13. keptReset: of two readings of one window the earlier reset is
+//  12. keptReset: of two readings of one window the earlier reset is
 //     kept, the first where resets are rounded down.
-//  14. counterLowers: a counter's reading lowers its budget, never raises
+//  13. counterLowers: a counter's reading lowers its budget, never raises
 //     it.
-//  15. pace (becomesCounter): how the budget refills from the reading on.
-//  16. noteReading: what the evidence of 11 and 12 needs of the reading.
+//  14. pace (becomesCounter): how the budget refills from the reading on.
+//  15. noteReading: what the evidence of 10 and 11 needs of the reading.
 //
 // Between them:
 //
-//  17. roll: at its reset a counter's budget rolls on, without a probe.
-//  18. counterPause: a counter's whole-window hint pauses the scope until
+//  16. roll: at its reset a counter's budget rolls on, without a probe.
+//  17. counterPause: a counter's whole-window hint pauses the scope until
 //     the budget's next unit.
 //
 // avail, refillAt and settle are a refilling budget's arithmetic.
@@ -330,7 +328,6 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 		s.down = true
 	}
 	rd := s.readingOf(now, o)
-	s.endsEarly(now, rd.u, o.Prec)
 	rd.same = s.sameWindow(now, rd.u, o.Prec)
 	rd.r = s.lowered(now, o, rd.same)
 	if o.Seq > 0 {
@@ -403,18 +400,6 @@ func (s *budgetState) inMillis(now int64, o Observation) Observation {
 // to a second (keptReset).
 func (s budgetState) roundsDown(o Observation) bool {
 	return o.Refused && o.Remaining == 0 && s.known && s.probeAt > 0 && o.Reset > 0 && o.Reset <= o.Prec
-}
-
-// endsEarly rolls a sliding window counter's budget at now when u, the
-// reset read, lies at least its precision beyond the reset in force
-// before that has come: the provider's next window was read, its own
-// window ended first, and the budget rolls there as it would at its reset
-// (roll).
-func (s *budgetState) endsEarly(now, u, prec int64) {
-	if s.window > 0 && u > 0 && s.reset > now && u-s.reset >= prec {
-		s.reset = now
-		s.roll(now)
-	}
 }
 
 // sameWindow reports whether u, the reset read, is the reset in force to
@@ -816,7 +801,7 @@ end
 `
 
 // luaBudgetRead is the reading of a response's budget (budgetState's
-// answersNothing, readsMillis, inMillis, roundsDown, readingOf, endsEarly,
+// answersNothing, readsMillis, inMillis, roundsDown, readingOf,
 // sameWindow, overtaken, above, lowered); o is the observation
 // (Observation's fields, lower-cased), rd the reading (see reading).
 const luaBudgetRead = `
@@ -838,9 +823,6 @@ local function budget_reading_of(s, o)
   if o.reset > 0 then rd.u = now_us + o.reset end
   if o.limit > 0 then rd.lim = o.limit end
   return rd
-end
-local function budget_ends_early(s, u, prec)
-  if s.window > 0 and u > 0 and s.reset > now_us and u - s.reset >= prec then s.reset = now_us; budget_roll(s) end
 end
 local function budget_same_window(s, u, prec) return u > 0 and s.reset > now_us and math.abs(u - s.reset) < prec end
 local function budget_overtaken(s, o, same)
@@ -913,7 +895,6 @@ local function budget_observe(s, o)
   local fresh = not s.known and s.probeAt == 0
   if budget_rounds_down(s, o) then s.down = true end
   local rd = budget_reading_of(s, o)
-  budget_ends_early(s, rd.u, o.prec)
   rd.same = budget_same_window(s, rd.u, o.prec)
   rd.r = budget_lowered(s, o, rd.same)
   if o.seq > 0 then s.answered = s.answered + 1 end

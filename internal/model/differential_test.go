@@ -763,8 +763,7 @@ func TestDifferentialRefill(t *testing.T) {
 // which a budget is read as a sliding window counter's (go-chi/httprate): a
 // window of 10 spent whole under a reset that held, the probe after it
 // answered with the previous window still weighing in, admissions as that
-// weight decays, and the budget rolled on at its resets, once by the reset
-// read and once by a reading of the next window arriving first.
+// weight decays, and the budget rolled on at its resets.
 func TestDifferentialCounter(t *testing.T) {
 	c, rdb := newMini(t)
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
