@@ -253,7 +253,6 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			at := m.learn.probeAt
 			probeIn := probed && slices.Contains(m.llog.log, at)
 			millis := e.alt > 0 && m.budget.millis
-			pre, preWin := m.learn, windowState{origin: m.lwin.origin, counts: maps.Clone(m.lwin.counts)}
 			phase := m.flight.phase
 			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt,
 				Level: of.Level, Opens: of.Opens})
@@ -269,9 +268,6 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			if millis && e.hinted {
 				seen["refusal read in milliseconds"]++
-			}
-			if endMovedBy(pre, preWin, e, probed, now, deadline*1000) {
-				seen["learned window's end moved"]++
 			}
 			if probed && m.learn.window != w && m.learn.window > 0 {
 				seen["refused probe relearned"]++
@@ -425,19 +421,6 @@ const (
 // diffAnswer is the learned window's probe's timeout the differential
 // test runs with: the gate's (MaxHold and one asynq tick).
 const diffAnswer = 1250 * time.Millisecond
-
-// endMovedBy reports whether a refusal e at now with deadline D (µs),
-// met by the learned state pre and its windows, is one that only moved
-// the learned window's end (learnState.learnFrom's endMoved rule).
-func endMovedBy(pre learnState, win windowState, e diffEvent, probed bool, now, D int64) bool {
-	if _, ok := pre.spec(); !ok || !e.hinted || e.operator || probed || pre.since == 0 || pre.since >= now {
-		return false
-	}
-	if c := pre; c.fromWindowEnd(now, D, e.prec, &win) {
-		return false
-	}
-	return pre.endMoved(now, D, e.prec)
-}
 
 // diffCall runs script with ks and args and decodes its named reply, or
 // fails the test at event i.
@@ -934,25 +917,6 @@ func TestDifferentialStart(t *testing.T) {
 		if seen[tc.path] == 0 || seen["slow start holds"] == 0 {
 			t.Errorf("%s: the sequence did not reach %q: paths %v", tc.name, tc.path, seen)
 		}
-	}
-}
-
-// TestDifferentialEndMoved runs through model and scripts a refusal that
-// only moves the learned window's end (learnState.endMoved), which the
-// random sequences do not reach: five admissions and a hinted refusal
-// teach 4 per 3 s, and a refusal of a second exactly a window after the
-// cycle began ends within the hint's precision of the window's end, so n
-// and w stay.
-func TestDifferentialEndMoved(t *testing.T) {
-	a := diffEvent{kind: 'a', cost: 1, class: Interactive}
-	refuse := func(ms int64) diffEvent { return diffEvent{kind: 'r', pause: ms, hinted: true, prec: 1_000_000} }
-	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
-	evs := []diffEvent{a, a, a, a, a, tick(10), refuse(3000), tick(3000), a, tick(3000), refuse(1000), tick(1000), a}
-	c, rdb := newMini(t)
-	seen := map[string]int{}
-	diffRun(t, rdb, c, "qgendmoved", nil, 0, evs, seen)
-	if seen["learned window's end moved"] == 0 {
-		t.Errorf("the sequence did not move the learned window's end: paths %v", seen)
 	}
 }
 

@@ -70,32 +70,30 @@
 //  4. fromWindowEnd: a refusal at the learned window's end says n was too
 //     many: n is what the window got accepted; a window spent whole at a
 //     level never sustained forgets best and freezes raises.
-//  5. endMoved: a refusal that only moved the window's end, within the
-//     hint's precision, keeps n and w.
-//  6. grow: a window spent whole without a refusal raises n (back to best
+//  5. grow: a window spent whole without a refusal raises n (back to best
 //     at once, beyond it by one), unless raises are frozen.
-//  7. opens, answer: the window after one spent whole opens with one
+//  6. opens, answer: the window after one spent whole opens with one
 //     request, its probe; the others wait for its answer, which aligns the
 //     windows when it is no refusal.
-//  8. refuseProbe: a refused probe keeps n, realigns to the hint and
+//  7. refuseProbe: a refused probe keeps n, realigns to the hint and
 //     leaves the learned log (the provider counted nothing for it).
-//  9. slowDown: a hintless refusal of a paced window takes n − 1.
-//  10. contradicted: a refusal with budget left says the budget is another
+//  8. slowDown: a hintless refusal of a paced window takes n − 1.
+//  9. contradicted: a refusal with budget left says the budget is another
 //     quota's: the learned limit applies beside it (secondary).
 //
 // The slow start (start.go), of a provider that advertises nothing and of
 // which nothing is learned yet:
 //
-//  11. room: admitted while sent + cost ≤ startFirst + 2·answered.
-//  12. end: the start ends at the first refusal, after startAnswers
+//  10. room: admitted while sent + cost ≤ startFirst + 2·answered.
+//  11. end: the start ends at the first refusal, after startAnswers
 //     answers, or when an answer is overdue.
 //
 // The hintless episode (fallback.go), of a refusal with no readable hint:
 //
-//  13. refuse: a hintless refusal of an open scope starts an episode whose
+//  12. refuse: a hintless refusal of an open scope starts an episode whose
 //     pause is fallbackFirst, then twice the last for each refused probe,
 //     at most the cap; one while paused moves nothing.
-//  14. probes, answer: after the pause one request goes alone; an answer
+//  13. probes, answer: after the pause one request goes alone; an answer
 //     without a refusal ends the episode.
 //
 // The learned concurrency limit (flight.go), of a provider that advertises
@@ -103,28 +101,28 @@
 // admission's level (the requests in flight once it is admitted, itself
 // included) is what its refusal tells:
 //
-//  15. begin, below: a hinted refusal that teaches the learned limit puts
+//  14. begin, below: a hinted refusal that teaches the learned limit puts
 //     the scope on probation under it and a limit of c in flight, c below
 //     every refused level but no lower than the most requests the slow
 //     start saw accepted at once (startState.most); a refused request
 //     alone says rate-limited.
-//  16. beyond, probe: on probation, a request that only the spent learned
+//  15. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).
-//  17. answer, refuse: a refused probe says the window is the provider's
+//  16. answer, refuse: a refused probe says the window is the provider's
 //     (rate-limited: it paces the scope as before, and the refusal teaches
 //     it nothing); n + 1 probes beyond one learned window answered say the
 //     provider limits requests in flight (a fixed window of n, however it
 //     lies across the learned one, accepts at most n beyond it): the
 //     concurrency limit is confirmed and the window no longer applies. A
 //     probe beyond a later window starts the count again (probe).
-//  18. lower: confirmed, a refusal above level 1 does not pause the scope:
+//  17. lower: confirmed, a refusal above level 1 does not pause the scope:
 //     the refused request waits its own hint, and c goes below its level,
 //     and to c − 1; a refusal of a request alone says rate-limited, and
 //     teaches the learned window its alignment only (learnRefusal): the
 //     cycle it ends was c's, and a lower n learned from it would hold the
 //     scope below what the provider was seen to accept.
-//  19. released: confirmed, every c answers while the limit was full raise
+//  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
 //
 // # Files

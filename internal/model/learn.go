@@ -393,19 +393,15 @@ func (s *learnState) nextCycle(now, D int64, r Refusal) {
 // until D take one off each (absorbOne). Under a learned limit, a deadline
 // at the learned window's end says what the window got accepted
 // (fromWindowEnd). A deadline elsewhere says the windows are not the
-// provider's, unless it only moved the window's end within the hint's
-// precision (endMoved): n and w are learned again from the cycle since the
-// last refusal (fromCycle), as from a first refusal. A cycle not begun
-// before now teaches nothing.
+// provider's: n and w are learned again from the cycle since the last
+// refusal (fromCycle), as from a first refusal. A cycle not begun before
+// now teaches nothing.
 func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	s.absorb = 0
 	if s.fromWindowEnd(now, D, prec, lwin) {
 		return
 	}
 	if s.since == 0 || s.since >= now {
-		return
-	}
-	if s.endMoved(now, D, prec) {
 		return
 	}
 	s.fromCycle(now, D, prec)
@@ -431,16 +427,6 @@ func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
 	}
 	s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
 	return true
-}
-
-// endMoved reports whether a refusal at now with deadline D only moved
-// the learned window's end: under a learned limit, the window from the
-// cycle's start is over at now, and D is no later than the hint's
-// precision after its end. The windows realign to D (nextCycle); n and w
-// stay.
-func (s learnState) endMoved(now, D, prec int64) bool {
-	_, ok := s.spec()
-	return ok && s.since+s.window <= now && D-s.since-s.window <= prec
 }
 
 // fromCycle learns n and w from the cycle a refusal at now with deadline
@@ -585,7 +571,7 @@ local function learn_alignment(s) return {at = s.alignAt, prec = s.alignPrec} en
 const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
 
 // luaLearnTeach is learnState.report, and learnFrom with its rules
-// (fromWindowEnd, endMoved, fromCycle).
+// (fromWindowEnd, fromCycle).
 const luaLearnTeach = `
 local function learn_report(s, n)
   if n <= 0 then return end
@@ -601,10 +587,6 @@ local function learn_from_window_end(s, D, prec, lwin)
   s.limit, s.absorb = math.max(window_used(lwin, start) - 1, 1), D
   return true
 end
-local function learn_end_moved(s, D, prec)
-  local _, ok = learn_spec(s)
-  return ok and s.since + s.window <= now_us and D - s.since - s.window <= prec
-end
 local function learn_from_cycle(s, D, prec)
   local w = round_window(D - s.since, prec)
   if s.admits < 2 or w < C.minLearnedWindow or w > C.maxLearnedWindow then return end
@@ -615,7 +597,6 @@ local function learn_from(s, D, prec, lwin)
   s.absorb = 0
   if learn_from_window_end(s, D, prec, lwin) then return end
   if s.since == 0 or s.since >= now_us then return end
-  if learn_end_moved(s, D, prec) then return end
   learn_from_cycle(s, D, prec)
 end
 `

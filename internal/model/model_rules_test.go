@@ -241,8 +241,8 @@ func TestNextCycleSteps(t *testing.T) {
 	}
 }
 
-// TestLearnFromSteps walks learnFrom's rules (fromWindowEnd, endMoved,
-// fromCycle) from a cycle that began at T0, each row a refusal at now with
+// TestLearnFromSteps walks learnFrom's rules (fromWindowEnd, fromCycle)
+// from a cycle that began at T0, each row a refusal at now with
 // deadline D read to a second, of the state before it and the learned
 // window's count of the window from T0.
 func TestLearnFromSteps(t *testing.T) {
@@ -261,7 +261,6 @@ func TestLearnFromSteps(t *testing.T) {
 			with(learned, func(s *learnState) { s.limit, s.absorb = 3, T0+10*sec })},
 		{"... spent whole at a level never sustained: best forgotten, raises frozen", learned, 6, T0 + 4*sec, T0 + 10*sec,
 			with(learned, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 5, T0+10*sec, 0, T0+4*sec+raiseAfter })},
-		{"the end moved within the hint's precision: n and w stay", learned, 4, T0 + 10*sec + 500*ms, T0 + 11*sec, learned},
 		{"a deadline elsewhere: n and w from the cycle, frozen", learned, 4, T0 + 10*sec + 500*ms, T0 + 15*sec,
 			with(learned, func(s *learnState) {
 				s.limit, s.window, s.absorb, s.frozen = 7, 15*sec, T0+15*sec, T0+10*sec+500*ms+raiseAfter
