@@ -38,15 +38,13 @@ import "math"
 //     the budget was spent is a bucket's fill time; the budget refills.
 //  12. keptReset: of two readings of one window the earlier reset is
 //     kept, the first where resets are rounded down.
-//  13. counterLowers: a counter's reading lowers its budget, never raises
-//     it.
-//  14. pace (becomesCounter): how the budget refills from the reading on.
-//  15. noteReading: what the evidence of 10 and 11 needs of the reading.
+//  13. pace (becomesCounter): how the budget refills from the reading on.
+//  14. noteReading: what the evidence of 10 and 11 needs of the reading.
 //
 // Between them:
 //
-//  16. roll: at its reset a counter's budget rolls on, without a probe.
-//  17. counterPause: a counter's whole-window hint pauses the scope until
+//  15. roll: at its reset a counter's budget rolls on, without a probe.
+//  16. counterPause: a counter's whole-window hint pauses the scope until
 //     the budget's next unit.
 //
 // avail, refillAt and settle are a refilling budget's arithmetic.
@@ -337,7 +335,6 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 	rd.grew = s.fillsUntilFull(now, o, rd)
 	rd.refills = s.refills(rd)
 	rd.u = s.keptReset(rd)
-	rd.r, rd.at = s.counterLowers(now, rd)
 	s.pace(now, o, rd)
 	s.noteReading(o, rd.same)
 	s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, rd.r, rd.u, 0, false, rd.lim
@@ -349,8 +346,7 @@ func (s *budgetState) observe(now int64, o Observation) (reset, prec int64, anno
 type reading struct {
 	u       int64 // µs: the reset read (0 unknown), then the one kept (keptReset)
 	lim     int64 // the quota's size: the reading's, else the one known
-	r       int64 // the remaining read (lowered), then what a counter keeps (counterLowers)
-	at      int64 // µs: the instant r was counted at (counterLowers)
+	r       int64 // the remaining read (lowered)
 	same    bool  // u is a reading of the reset in force (sameWindow)
 	counter bool  // the reading shows a sliding window counter (counts)
 	grew    bool  // the reset grew as a bucket's fill time does (fillsUntilFull)
@@ -476,29 +472,12 @@ func (s budgetState) keptReset(rd reading) int64 {
 	return min(rd.u, s.reset)
 }
 
-// counterLowers is the remaining, and the instant it was counted at, that a
-// sliding window counter's reading of its window in force leaves: an
-// answer that overtook requests admitted before it counts fewer of them
-// than its sequence number says (the lowering misses them), so within its
-// window a counter's reading lowers the budget, never raises it above what
-// its pace refilled (settle), and keeps the pace's phase.
-func (s *budgetState) counterLowers(now int64, rd reading) (r, at int64) {
-	if s.window <= 0 || !rd.same {
-		return rd.r, now
-	}
-	s.settle(now)
-	if rd.r >= s.remaining {
-		return s.remaining, s.at
-	}
-	return rd.r, now
-}
-
 // pace sets how the budget refills from the reading on (per, at): a budget
 // that reads a sliding window counter for the first time paces as one
-// (becomesCounter); a counter keeps its pace, anchored where counterLowers
-// left it; a budget that refills is a bucket full at its reset, one unit
-// every per = (reset − now)/(limit − remaining) from the reading on, a
-// lower bound of a bucket full at the reset however its reset is rounded up
+// (becomesCounter); a counter keeps its pace, anchored at the reading; a
+// budget that refills is a bucket full at its reset, one unit every
+// per = (reset − now)/(limit − remaining) from the reading on, a lower
+// bound of a bucket full at the reset however its reset is rounded up
 // (its tokens are a straight line from remaining now to limit at its true
 // fill time, no later than the reset). Each later reading anchors it again
 // at the same pace (a bucket refilling faster shows it in the next
@@ -513,7 +492,7 @@ func (s *budgetState) pace(now int64, o Observation, rd reading) {
 	case rd.counter:
 		s.becomesCounter(now, o, rd)
 	case s.window > 0:
-		s.per, s.at = per, rd.at
+		s.per, s.at = per, now
 	case rd.refills:
 		if rd.grew || per == 0 {
 			per = (rd.u - now + rd.lim - rd.r - 1) / (rd.lim - rd.r)
@@ -840,7 +819,7 @@ end
 
 // luaBudgetPace is what a reading does to the budget's pace and the reset
 // it keeps (budgetState's resetGrew, paced, fillsUntilFull, refills,
-// keptReset, counterLowers, becomesCounter, pace, noteReading).
+// keptReset, becomesCounter, pace, noteReading).
 const luaBudgetPace = `
 local function budget_reset_grew(s, o) return o.seq > s.distSeq and s.distSeq > 0 and o.reset > s.dist end
 local function paced(move, k, per) return move <= 0 or math.floor(move / (k + 1)) <= per end
@@ -854,12 +833,6 @@ local function budget_kept_reset(s, rd)
   if s.down then return s.reset end
   return math.min(rd.u, s.reset)
 end
-local function budget_counter_lowers(s, rd)
-  if s.window <= 0 or not rd.same then return rd.r, now_us end
-  budget_settle(s)
-  if rd.r >= s.remaining then return s.remaining, s.at end
-  return rd.r, now_us
-end
 local function budget_becomes_counter(s, o, rd)
   local d = rd.lim - o.remaining - (o.seq - s.refilled)
   s.window = math.max(math.floor((2 * (rd.u - s.reset) + o.prec) / (2 * o.prec)) * o.prec, o.prec)
@@ -869,7 +842,7 @@ local function budget_pace(s, o, rd)
   local per = s.per
   s.per, s.at = 0, 0
   if rd.counter then budget_becomes_counter(s, o, rd)
-  elseif s.window > 0 then s.per, s.at = per, rd.at
+  elseif s.window > 0 then s.per, s.at = per, now_us
   elseif rd.refills then
     if rd.grew or per == 0 then per = math.floor((rd.u - now_us + rd.lim - rd.r - 1) / (rd.lim - rd.r)) end
     s.per, s.at = per, now_us
@@ -902,7 +875,6 @@ local function budget_observe(s, o)
   rd.grew = budget_fills_until_full(s, o, rd)
   rd.refills = budget_refills(s, rd)
   rd.u = budget_kept_reset(s, rd)
-  rd.r, rd.at = budget_counter_lowers(s, rd)
   budget_pace(s, o, rd)
   budget_note_reading(s, o, rd.same)
   s.known, s.remaining, s.reset, s.probeAt, s.silent, s.limit = true, rd.r, rd.u, 0, false, rd.lim

@@ -237,42 +237,33 @@ func TestBudgetKeptReset(t *testing.T) {
 }
 
 // TestBudgetPace: how the budget refills from a reading on (pace,
-// counterLowers, becomesCounter).
+// becomesCounter).
 func TestBudgetPace(t *testing.T) {
 	sec := 1000 * ms
 	now := T0 + 5125*ms
 	counter := budgetState{known: true, remaining: 2, reset: now + 4*sec, limit: 10, window: 5 * sec, per: 100 * ms, at: now - 250*ms}
 	for _, c := range []struct {
-		name     string
-		s        budgetState
-		o        Observation
-		rd       reading
-		per, at  int64
-		window   int64
-		lowerRem int64 // counterLowers' remaining (rd.r when it lowers nothing)
+		name    string
+		s       budgetState
+		o       Observation
+		rd      reading
+		per, at int64
+		window  int64
 	}{
-		{"a counter's reading above its pace: the pace's count and phase", counter, Observation{Remaining: 5, Prec: sec},
-			reading{u: now + 4*sec, lim: 10, r: 5, same: true}, 100 * ms, now - 50*ms, 5 * sec, 4},
-		{"a counter's reading below its pace: lowered, anchored now", counter, Observation{Remaining: 3, Prec: sec},
-			reading{u: now + 4*sec, lim: 10, r: 3, same: true}, 100 * ms, now, 5 * sec, 3},
-		{"a counter's new window: its own remaining", counter, Observation{Remaining: 7, Prec: sec},
-			reading{u: now + 9*sec, lim: 10, r: 7}, 100 * ms, now, 5 * sec, 7},
+		{"a counter's reading of its window: the pace's count, anchored now", counter, Observation{Remaining: 5, Prec: sec},
+			reading{u: now + 4*sec, lim: 10, r: 5, same: true}, 100 * ms, now, 5 * sec},
+		{"a counter's new window: anchored now", counter, Observation{Remaining: 7, Prec: sec},
+			reading{u: now + 9*sec, lim: 10, r: 7}, 100 * ms, now, 5 * sec},
 		{"first read as a counter: the previous window's weight decays", budgetState{known: true, reset: T0 + 5025*ms, limit: 10, refilled: 10, seq: 11},
-			Observation{Remaining: 0, Prec: sec, Seq: 11}, reading{u: now + 5*sec, lim: 10, counter: true}, (5*sec + 8) / 9, now, 5 * sec, 0},
+			Observation{Remaining: 0, Prec: sec, Seq: 11}, reading{u: now + 5*sec, lim: 10, counter: true}, (5*sec + 8) / 9, now, 5 * sec},
 		{"the reset grew: a bucket full at it", budgetState{known: true, per: 300 * ms}, Observation{Remaining: 1, Prec: sec},
-			reading{u: now + 2*sec, lim: 11, r: 1, refills: true, grew: true}, 200 * ms, now, 0, 1},
+			reading{u: now + 2*sec, lim: 11, r: 1, refills: true, grew: true}, 200 * ms, now, 0},
 		{"a refilling budget read again: the same pace, anchored now", budgetState{known: true, per: 300 * ms}, Observation{Remaining: 1, Prec: sec},
-			reading{u: now + 2*sec, lim: 11, r: 1, refills: true}, 300 * ms, now, 0, 1},
+			reading{u: now + 2*sec, lim: 11, r: 1, refills: true}, 300 * ms, now, 0},
 		{"a window's budget: no refill", budgetState{known: true}, Observation{Remaining: 1, Prec: sec},
-			reading{u: now + 2*sec, lim: 11, r: 1}, 0, 0, 0, 1},
+			reading{u: now + 2*sec, lim: 11, r: 1}, 0, 0, 0},
 	} {
 		s := c.s
-		var r int64
-		r, c.rd.at = s.counterLowers(now, c.rd)
-		if r != c.lowerRem {
-			t.Errorf("%s: counterLowers left %d, want %d", c.name, r, c.lowerRem)
-		}
-		c.rd.r = r
 		s.pace(now, c.o, c.rd)
 		if s.per != c.per || s.at != c.at || s.window != c.window {
 			t.Errorf("%s: per %d at %d window %d; want %d, %d, %d", c.name, s.per, s.at-T0, s.window, c.per, c.at-T0, c.window)

@@ -388,13 +388,11 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	return len(evs)
 }
 
-// readingPaths counts in seen the budget's rules an observation o at now
-// took that only their outcome tells apart, pre the budget normalized at
-// now before it and post after: a reading of the window in force earlier
-// than its reset where resets are written rounded down, which keeps the
-// window's first reset (keptReset); and a counter's reading of its window
-// in force that lowers nothing, being what its pace refilled, which keeps
-// the pace's phase (counterLowers at equal remaining).
+// readingPaths counts in seen the budget's rule an observation o at now
+// took that only its outcome tells apart, pre the budget normalized at now
+// before it and post after: a reading of the window in force earlier than
+// its reset where resets are written rounded down, which keeps the
+// window's first reset (keptReset).
 func readingPaths(seen map[string]int, pre, post budgetState, now int64, o Observation) {
 	if o.Remaining < 0 || o.Reset <= 0 || o.Alt > 0 {
 		return
@@ -403,11 +401,6 @@ func readingPaths(seen map[string]int, pre, post budgetState, now int64, o Obser
 	same := pre.sameWindow(now, u, o.Prec)
 	if same && post.down && u < pre.reset && post.reset == pre.reset {
 		seen["rounded down: first reset kept"]++
-	}
-	settled := pre
-	settled.settle(now)
-	if same && pre.window > 0 && pre.lowered(now, o, same) == settled.remaining {
-		seen["counter's reading agrees with its pace"]++
 	}
 }
 
@@ -772,16 +765,11 @@ func TestDifferentialCounter(t *testing.T) {
 	}
 }
 
-// TestDifferentialReadings runs through model and scripts the readings of
-// a budget that the random sequences do not reach:
-//   - rounded down: a probe refused with 0 left and its reset within the
-//     reading's precision (the provider writes its resets rounded down),
-//     then a reading of that window whose reset is earlier: the window's
-//     first reset stays (budgetState.keptReset);
-//   - agreeing: a sliding window counter's budget (as TestDifferentialCounter
-//     reads one), spent, then read in its window with the remaining its
-//     pace refilled: it lowers nothing and keeps the pace's phase
-//     (budgetState.counterLowers at equal remaining).
+// TestDifferentialReadings runs through model and scripts the reading of
+// a budget that the random sequences do not reach: a probe refused with 0
+// left and its reset within the reading's precision (the provider writes
+// its resets rounded down), then a reading of that window whose reset is
+// earlier: the window's first reset stays (budgetState.keptReset).
 func TestDifferentialReadings(t *testing.T) {
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
 	tick := func(ms int) diffEvent { return diffEvent{kind: 't', advance: time.Duration(ms) * time.Millisecond} }
@@ -789,18 +777,11 @@ func TestDifferentialReadings(t *testing.T) {
 	down := []diffEvent{a, obs(Observation{Remaining: 2, Limit: 5, Seq: 1, Reset: 500_000}), a, a, tick(600), a,
 		obs(Observation{Remaining: 0, Limit: 5, Seq: 4, Reset: 1_000_000, Refused: true}),
 		obs(Observation{Remaining: 0, Limit: 5, Seq: 4, Reset: 800_000})}
-	counter := []diffEvent{a, obs(Observation{Remaining: 9, Limit: 10, Seq: 1, Reset: 5_000_000})}
-	for i := range int64(9) {
-		counter = append(counter, a, obs(Observation{Remaining: 8 - i, Limit: 10, Seq: 2 + i, Reset: 5_000_000}))
-	}
-	counter = append(counter, tick(5100), a, obs(Observation{Remaining: 0, Limit: 10, Seq: 11, Reset: 5_000_000}),
-		tick(300), a, a, tick(700), a, obs(Observation{Remaining: 0, Limit: 10, Seq: 12, Reset: 4_000_000}))
 	for _, tc := range []struct {
 		name, path string
 		evs        []diffEvent
 	}{
 		{"rounded down", "rounded down: first reset kept", down},
-		{"agreeing", "counter's reading agrees with its pace", counter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rdb := newMini(t)

@@ -52,7 +52,7 @@
 //
 // What the model infers, each rule one named function whose Lua twin
 // carries its name by the convention above; their step tables are in
-// steps_test.go, model_rules_test.go and budget_rules_test.go. The budget's seventeen
+// steps_test.go, model_rules_test.go and budget_rules_test.go. The budget's sixteen
 // rules, what an admission and a response read of it, are numbered in
 // budget.go's header (silent, untilReset, awaitingProbe, ... counterPause).
 // The others:
