@@ -256,7 +256,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			pre, preWin := m.learn, windowState{origin: m.lwin.origin, counts: maps.Clone(m.lwin.counts)}
 			phase := m.flight.phase
 			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt,
-				Level: of.Level, Opens: of.Opens})
+				Level: of.Level, Mark: of.Mark, Opens: of.Opens})
 			own := deadline != m.Deadline()
 			if (v["own"] == flagOn) != own {
 				t.Fatalf("event %d %v: script own %d, model %v; history %v", i, e, v["own"], own, evs[:i+1])
@@ -465,7 +465,7 @@ func refuseCall(k schema.Keys, ls []Limit, e diffEvent, of Decision) ([]string, 
 		kind = Operator
 	}
 	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
-		Counts: e.counts, Alt: e.alt, Level: of.Level, Opens: of.Opens}.Call(k)
+		Counts: e.counts, Alt: e.alt, Level: of.Level, Mark: of.Mark, Opens: of.Opens}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
@@ -558,7 +558,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		run: num(g["run"]), along: num(g["along"]), most: num(g["most"]), over: g["over"] == "1", expires: num(g["expires"])}
 	h := hash(k.Flight)
 	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]),
-		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), expires: num(h["expires"])}
+		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), admitted: num(h["admitted"]), expires: num(h["expires"])}
 	s.lease = limitState{concurrent: true, leases: zleases(k.FlightConc), win: &windowState{}}
 	s.Normalize(p, now)
 	return s
