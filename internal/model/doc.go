@@ -130,6 +130,10 @@
 //     scope below what the provider was seen to accept.
 //  19. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
+//  20. retried: an admission asked with the id of a lease it holds already
+//     (a call whose answer was lost, asked again) is admitted again at its
+//     level and commits nothing: answered otherwise, its task would not
+//     run and its lease would hold a slot of c for its whole life.
 //
 // # Files
 //

@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // The learned concurrency limit: how many requests a scope may have in
 // flight, learned when its provider limits requests in flight rather than
 // requests per window.
@@ -68,7 +70,10 @@ package model
 //     refused level says where the provider's limit is, and each raise
 //     above it costs a refused request and its task's retry.
 //
-// Leases live flightLease unreleased: a worker that dies leaks none. What
+// Leases live flightLease unreleased: a worker that dies leaks none. A
+// call that took a lease and whose answer was lost, asked again with the
+// same lease id, is admitted again (admission.retried), so its task runs
+// and releases it. What
 // was learned is forgotten LearnTTL after it was last taught (a refusal,
 // the confirmation), as the learned window is; Resume forgets it.
 //
@@ -371,6 +376,25 @@ func (a admission) level(at int64, starts bool) int64 {
 	return 0
 }
 
+// retried reports whether the admission's lease id holds a lease of the
+// learned concurrency limit already, and answers it as its first run was
+// answered: admitted, at its level, committing nothing more. Only a call
+// that took the lease and whose answer was lost asks with its id again
+// (a Redis client retries a call that timed out reading it; the gate's
+// next round asks with the same id): answered otherwise, limited by its
+// own lease or paused by a refusal since, its task would be deferred and
+// the lease hold a slot of c for its whole life (flightLease), and, on
+// probation, keep the probe beyond the window, which goes with nothing
+// else in flight, from ever going.
+func (a admission) retried(d Decision) (Decision, bool) {
+	s := a.s
+	if a.id == "" || !s.flight.leasing() || !slices.ContainsFunc(s.lease.leases, func(x lease) bool { return x.id == a.id }) {
+		return d, false
+	}
+	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
+	return d, true
+}
+
 // refuseFlight applies a provider's refusal at now to the learned
 // concurrency limit (flightState.refuse), and tells what it is; a
 // refusal of the limit (flightOwn) answers the refused request's own
@@ -489,6 +513,18 @@ local function flight_refuse(s, r, open)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
   end
   return C.flightPause
+end
+`
+
+// luaAdmitRetried is an admission asked again with the lease id its lost
+// answer took (admission.retried): admitted again, at its level.
+const luaAdmitRetried = `
+local function admission_retried(a, d)
+  if a.id == '' or not flight_leasing(a.s.flight) then return nil end
+  for _, x in ipairs(a.s.lease.leases) do
+    if x.id == a.id then d.leased, d.level = true, conc_held(a.s.lease, now_us); return d end
+  end
+  return nil
 end
 `
 

@@ -157,3 +157,36 @@ func TestFlightSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriedSteps walks an admission asked again with the lease id its
+// lost answer took (admission.retried): on probation with c = 2, a lease
+// "a" held and the scope paused by a refusal since, the call retried with
+// "a" is admitted again at its level, and commits nothing; another id is
+// paused.
+func TestRetriedSteps(t *testing.T) {
+	p := Params{MaxPause: 3600 * 1000, Hold: 500 * ms, Answer: 1500 * ms}
+	var s State
+	s.flight = flightState{limit: 2, phase: flightProbation, expires: T0 + LearnTTL}
+	s.lease = limitState{concurrent: true, leases: []lease{{exp: T0 + flightLease, id: "a", cost: 1}}, win: &windowState{}}
+	s.pause = pauseState{untilMs: T0/1000 + 1000}
+	for _, st := range []struct {
+		name   string
+		id     string
+		code   int64
+		leased bool
+		level  int64
+	}{
+		{"the lease's own id: admitted again, at its level", "a", Admitted, true, 1},
+		{"another id: paused", "b", Paused, false, 0},
+		{"no id: paused", "", Paused, false, 0},
+	} {
+		before := s
+		d := s.AdmitLease(p, T0+ms, 1, Background, st.id)
+		if d.Code != st.code || d.Leased != st.leased || d.Level != st.level {
+			t.Errorf("%s: code %d leased %v level %d, want %d %v %d", st.name, d.Code, d.Leased, d.Level, st.code, st.leased, st.level)
+		}
+		if len(s.lease.leases) != 1 || s.flight != before.flight {
+			t.Errorf("%s: committed: leases %v, flight %+v", st.name, s.lease.leases, s.flight)
+		}
+	}
+}

@@ -199,6 +199,9 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *lineState, id string) Decision {
 	a := admission{s: s, p: p, now: now, cost: cost, lim: lim, al: s.learn.alignment(), k: k, line: line, id: id}
 	d := Decision{Limited: len(lim.specs) > 0, Reopen: s.reopen(lim)}
+	if d, ok := a.retried(d); ok {
+		return d
+	}
 	h := a.deadline()
 	if h.at > now {
 		return a.paused(d, h)
@@ -1132,6 +1135,7 @@ end
 local function state_admit_as(s, cost, lim, k, line, id, dry)
   local a = {s = s, cost = cost, lim = lim, al = learn_alignment(s.learn), k = k, line = line, id = id, dry = dry}
   local d = admission_shown(a)
+  if admission_retried(a, d) then return d end
   local h = admission_deadline(a)
   if h.at > now_us then return admission_paused(a, d, h) end
   local at, ok

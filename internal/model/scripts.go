@@ -121,7 +121,7 @@ const ExpiryMargin = time.Second
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
 	luaWindow, luaWindowAdmit, luaLimitRecord, luaFlight, luaFlightAnswer, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
-	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitRetried, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
 
 // script composes a script from the prelude, the functions of the
 // fragments body uses and body, whose reply has the fields names (REPLY
