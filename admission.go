@@ -68,6 +68,7 @@ type admission struct {
 	byOperator bool          // the pause was set by Gate.Pause
 	leased     bool          // it took a lease on the learned concurrency limit: release it
 	level      int64         // its level (model.Decision.Level): a refusal of it tells it
+	mark       int64         // its mark (model.Decision.Mark): a refusal of it tells it
 	slots      bool          // paused, it reopens into a learned concurrency limit's slots (model.Decision.Slots)
 
 	// The reply's instants as the model has them (Unix µs, the deadline in
@@ -82,7 +83,7 @@ func admissionOf(a store.Admission) admission {
 	r := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond,
 		now: time.UnixMicro(a.Now), reopen: d.Reopen, cacheable: d.Cache, limited: d.Limited,
 		probe: d.Probe, opens: d.Opens, seq: d.Seq, byOperator: d.ByOp, spread: d.Spread, unreserved: d.Unreserved,
-		leased: d.Leased, level: d.Level, slots: d.Slots, nowMicros: a.Now, untilDeadline: d.Until}
+		leased: d.Leased, level: d.Level, mark: d.Mark, slots: d.Slots, nowMicros: a.Now, untilDeadline: d.Until}
 	if d.Until != 0 {
 		r.until = time.UnixMilli(d.Until)
 	}

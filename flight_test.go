@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,10 +15,6 @@ import (
 	"github.com/quotagate/quotagate/internal/sim"
 )
 
-// flakyEnv names the environment variable that runs the tests of known
-// intermittent defects.
-const flakyEnv = "QUOTAGATE_FLAKY"
-
 // TestLearnedConcurrencyEndToEnd: real asynq servers (on miniredis, a real
 // redis-server and a Redis Cluster) with 12 workers and nothing
 // configured poll, through the Transport, a provider that accepts 3
@@ -29,15 +24,7 @@ const flakyEnv = "QUOTAGATE_FLAKY"
 // are answered, so the scope learns a concurrency limit (State shows it),
 // and from then on the provider's refusals no longer pause it. Every task
 // completes, and every lease is released.
-//
-// It runs only with QUOTAGATE_FLAKY set: on a loaded machine the scope
-// sometimes learns no concurrency limit (docs/design.md, Known limits: a
-// refusal's level read too low), and CI, which runs every package at
-// once on two cores, would fail at random on a defect it already knows.
 func TestLearnedConcurrencyEndToEnd(t *testing.T) {
-	if os.Getenv(flakyEnv) == "" {
-		t.Skipf("a known intermittent defect of the learned concurrency limit (docs/design.md, Known limits); set %s=1 to run it", flakyEnv)
-	}
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
 		const n, tasks = 3, 120
 		provider := sim.NewServer(sim.Config{Quota: sim.Quota{Shape: sim.Concurrency, Rate: n}, Dialect: mustDialect(t, "retry-after"),

@@ -174,6 +174,7 @@ type grant struct {
 	lease string
 	cost  int
 	level int64 // its level (model.Decision.Level), which its refusal tells
+	mark  int64 // its mark (model.Decision.Mark), which its refusal tells
 }
 
 // admission is admit for work of class c, also returning the grant. It is
@@ -351,7 +352,7 @@ func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time
 	}
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Admitted)
 	g.metrics.Wait(q.s.Provider, q.c.String(), wait)
-	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, level: a.level}
+	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, level: a.level, mark: a.mark}
 	if a.leased || q.configuredLease {
 		gr.lease = q.lease
 	}

@@ -72,6 +72,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	type flight struct {
 		seq, opens, at int64  // at: the admission's instant (µs)
 		level          int64  // the admission's level (model.Decision.Level)
+		mark           int64  // its mark (model.Decision.Mark)
 		lease          string // the admission's lease on the concurrency limits
 	}
 	inflight := map[int]flight{}
@@ -156,7 +157,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 				r.end = e.at - t0
 			} else {
 				wait, _ := hint.FromAt(resp, body, at)
-				rf := model.Refusal{Pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), Hinted: wait > 0, Prec: 1000, Level: fl.level, Opens: fl.opens}
+				rf := model.Refusal{Pause: min(max(wait, MinPause), 12*time.Hour).Milliseconds(), Hinted: wait > 0, Prec: 1000, Level: fl.level, Mark: fl.mark, Opens: fl.opens}
 				if alt := altHint(wait, o); alt > 0 { // as the Transport records it
 					rf.Alt = min(max(alt, MinPause), 12*time.Hour).Milliseconds()
 				}
@@ -202,7 +203,7 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 		}
 		sends++
 		trace("%.3f admit w%d wait %.3f opens=%v: %v", float64(e.at-t0)/1e6, e.worker, float64(dec.Wait)/1e6, dec.Opens > 0, m)
-		inflight[e.worker] = flight{seq: dec.Seq, opens: dec.Opens, at: e.at + dec.Wait, lease: id, level: dec.Level}
+		inflight[e.worker] = flight{seq: dec.Seq, opens: dec.Opens, at: e.at + dec.Wait, lease: id, level: dec.Level, mark: dec.Mark}
 		// sent then: 1–3 ms after the admission, the first request of a run
 		// the slowest (a connection dialled), as measured by the example's
 		// traces (sim.Arrival's Entered and At)

@@ -71,7 +71,7 @@ func (r *recorded) Unwrap() error { return r.err }
 // refusal happened.
 func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration, gr grant) (Pause, bool) {
 	d := hint
-	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond, Level: gr.level, Opens: gr.opens}
+	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond, Level: gr.level, Mark: gr.mark, Opens: gr.opens}
 	if hint > 0 && alt > 0 {
 		facts.Alt = g.clamp(alt)
 	}

@@ -67,13 +67,14 @@ type RefuseRequest struct {
 	Counts   int64 // admissions no script counted, reported first
 	Alt      int64 // ms: the hint read as milliseconds (0: not in question)
 	Level    int64 // the refused request's level (Refusal.Level; 0 unknown)
+	Mark     int64 // its admission's mark (Refusal.Mark; 0 none)
 	Opens    int64 // µs: the refused request's answer id (Refusal.Opens; 0 none)
 }
 
 // Call returns the keys and arguments of RefuseScript for the scope of k.
 func (r RefuseRequest) Call(k schema.Keys) ([]string, []any) {
 	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start, k.Flight, k.FlightConc},
-		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Counts, r.Alt, r.Level, r.Opens})
+		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Counts, r.Alt, r.Level, r.Opens, r.Mark})
 }
 
 // ObserveCall returns the keys and arguments of ObserveScript recording o
@@ -174,5 +175,5 @@ func AdmitDecision(v map[string]int64) (d Decision, now int64) {
 	return Decision{Code: v["code"], Reason: Reason(v["reason"]), Wait: v["wait"], Until: v["deadline"], Reopen: v["reopen"],
 		Probe: v["probe"] == flagOn, Opens: v["opens"], Seq: v["seq"], ByOp: v["byOp"] == flagOn, Spread: v["spread"] == flagOn,
 		Unreserved: v["unreserved"] == flagOn, Limited: v["limited"] == flagOn, Cache: v["cache"] == flagOn,
-		Leased: v["leased"] == flagOn, Level: v["level"], Slots: v["slots"] == flagOn}, v["now"]
+		Leased: v["leased"] == flagOn, Level: v["level"], Mark: v["mark"], Slots: v["slots"] == flagOn}, v["now"]
 }

@@ -93,8 +93,13 @@ func concEarliest(ls []lease, l LimitSpec, t, cost int64) int64 {
 }
 
 // concAdd returns ls with the lease id of cost admitted at t, in order.
+// A lease of the same member held already (its admission asked again,
+// see admission.retried) is the one lease, its expiry moved, as ZADD
+// moves a member's score.
 func concAdd(ls []lease, l LimitSpec, t, cost int64, id string) []lease {
-	out := append(slices.Clone(ls), lease{exp: t + l.per, id: id, cost: cost})
+	x := lease{exp: t + l.per, id: id, cost: cost}
+	out := slices.DeleteFunc(slices.Clone(ls), func(y lease) bool { return y.member() == x.member() })
+	out = append(out, x)
 	slices.SortFunc(out, compareLeases)
 	return out
 }
@@ -174,7 +179,9 @@ local function compare_leases(a, b)
   return a.exp < b.exp or a.exp == b.exp and lease_member(a) < lease_member(b)
 end
 local function conc_add(l, t, cost, id)
-  local x = {exp = t + l.per, id = id, cost = cost}
+  local x, kept = {exp = t + l.per, id = id, cost = cost}, {}
+  for _, y in ipairs(l.leases) do if lease_member(y) ~= lease_member(x) then kept[#kept + 1] = y end end
+  l.leases = kept
   l.leases[#l.leases + 1] = x
   table.sort(l.leases, compare_leases)
   l.adds[#l.adds + 1] = x

@@ -47,6 +47,7 @@ type diffEvent struct {
 	answered bool // release: its request was not refused
 	cost     int64
 	nowOnly  bool // admit: reserve no slot ahead (Params.NowOnly)
+	retry    bool // admit: with the last admission's lease id, as a call retried after its answer was lost (admission.retried)
 	class    Class
 	counts   int64 // admissions no script counted, reported first
 	pause    int64 // ms
@@ -61,7 +62,7 @@ type diffEvent struct {
 func (e diffEvent) String() string {
 	switch e.kind {
 	case 'a':
-		return fmt.Sprintf("admit(cost %d %s now-only %v)", e.cost, e.class, e.nowOnly)
+		return fmt.Sprintf("admit(cost %d %s now-only %v retry %v)", e.cost, e.class, e.nowOnly, e.retry)
 	case 'r':
 		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs alt %dms of %d)", e.pause, e.hinted, e.prec, e.alt, e.lease)
 	case 'o':
@@ -93,6 +94,7 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 		switch {
 		case x < 45:
 			e = diffEvent{kind: 'a', cost: 1 + int64(r.IntN(10)/8), counts: int64(max(r.IntN(10)-6, 0)), class: classes[min(r.IntN(4), 1)]}
+			e.retry = len(evs)%7 == 3 // no draw of r: the paths stay
 		case x < 55:
 			e = diffEvent{kind: 'r', pause: 1000 + int64(r.IntN(4000)), hinted: r.IntN(3) > 0, prec: []int64{1000, 1_000_000}[r.IntN(2)],
 				counts: int64(max(r.IntN(10)-6, 0))}
@@ -164,8 +166,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 	}
 	var m State
 	m.Normalize(p, 0)
-	opens := int64(0)       // the last admission's answer id
-	var admitted []Decision // the admissions, for their refusals' levels and answer ids
+	opens := int64(0)                // the last admission's answer id
+	var admitted []Decision          // the admissions, for their refusals' levels and answer ids
+	lastID, lastCost := "", int64(0) // the last admission's lease id and cost
 	for i, e := range evs {
 		var now int64
 		switch e.kind {
@@ -173,6 +176,10 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			id := ""
 			if concurrentIn(ls) || len(ls) == 0 { // a learned concurrency limit may lease
 				id = "L" + strconv.Itoa(i)
+				if e.retry && lastID != "" { // the same call: its id and cost
+					id, e.cost = lastID, lastCost
+				}
+				lastID, lastCost = id, e.cost
 			}
 			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
 			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
@@ -255,7 +262,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			millis := e.alt > 0 && m.budget.millis
 			phase := m.flight.phase
 			deadline, moved := m.Refuse(p, now, Refusal{Pause: e.pause, Hinted: e.hinted, Prec: e.prec, Operator: e.operator, Alt: e.alt,
-				Level: of.Level, Opens: of.Opens})
+				Level: of.Level, Mark: of.Mark, Opens: of.Opens})
 			own := deadline != m.Deadline()
 			if (v["own"] == flagOn) != own {
 				t.Fatalf("event %d %v: script own %d, model %v; history %v", i, e, v["own"], own, evs[:i+1])
@@ -441,7 +448,7 @@ func refuseCall(k schema.Keys, ls []Limit, e diffEvent, of Decision) ([]string, 
 		kind = Operator
 	}
 	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
-		Counts: e.counts, Alt: e.alt, Level: of.Level, Opens: of.Opens}.Call(k)
+		Counts: e.counts, Alt: e.alt, Level: of.Level, Mark: of.Mark, Opens: of.Opens}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
@@ -534,7 +541,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		run: num(g["run"]), along: num(g["along"]), most: num(g["most"]), over: g["over"] == "1", expires: num(g["expires"])}
 	h := hash(k.Flight)
 	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]),
-		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), expires: num(h["expires"])}
+		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), admitted: num(h["admitted"]), expires: num(h["expires"])}
 	s.lease = limitState{concurrent: true, leases: zleases(k.FlightConc), win: &windowState{}}
 	s.Normalize(p, now)
 	return s

@@ -101,11 +101,15 @@
 // admission's level (the requests in flight once it is admitted, itself
 // included) is what its refusal tells:
 //
-//  14. begin, below: a hinted refusal that teaches the learned limit puts
-//     the scope on probation under it and a limit of c in flight, c below
-//     every refused level but no lower than the most requests the slow
-//     start saw accepted at once (startState.most); a refused request
-//     alone says rate-limited.
+//  14. begin, below, mark, told: a hinted refusal that teaches the learned
+//     limit puts the scope on probation under it and a limit of c in
+//     flight, c below every refused level but no lower than the most
+//     requests the slow start saw accepted at once (startState.most); a
+//     refused request alone says rate-limited. Alone is level 1 with
+//     nothing admitted at a level after it until its refusal (each
+//     admission's mark counts them): requests reach the provider in any
+//     order, and one admitted alone may be refused behind those admitted
+//     after it.
 //  15. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).
@@ -124,6 +128,10 @@
 //     scope below what the provider was seen to accept.
 //  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
+//  19. retried: an admission asked with the id of a lease it holds already
+//     (a call whose answer was lost, asked again) is admitted again at its
+//     level and commits nothing: answered otherwise, its task would not
+//     run and its lease would hold a slot of c for its whole life.
 //
 // # Files
 //

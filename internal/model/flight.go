@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // The learned concurrency limit: how many requests a scope may have in
 // flight, learned when its provider limits requests in flight rather than
 // requests per window.
@@ -14,12 +16,16 @@ package model
 // reads, for each refusal, the refused request's level: the requests the
 // scope had in flight when it was admitted, itself included (Refusal.Level:
 // the leases held, or the slow start's requests unanswered), and runs the
-// experiment that tells the two apart.
+// experiment that tells the two apart. A request is alone only when
+// nothing was in flight at its admission and nothing was admitted after it
+// until its refusal (told): requests admitted one after the other reach
+// the provider in any order, and a request admitted alone is refused as
+// one too many in flight when those admitted after it overtook it.
 //
 //  1. Probation (begin). A hinted refusal that teaches a learned limit to
 //     a scope with nothing configured and no budget advertised puts it on
-//     probation, unless the refused request was alone (level 1: no
-//     concurrency limit refuses it; the scope is rate-limited). The scope
+//     probation, unless the refused request was alone (level 1, told:
+//     no concurrency limit refuses it; the scope is rate-limited). The scope
 //     then runs under its learned window and, beside it, a limit of c
 //     requests in flight, c one below the lowest level refused (every
 //     refusal on probation lowers it so), but at first no lower than the
@@ -64,7 +70,10 @@ package model
 //     refused level says where the provider's limit is, and each raise
 //     above it costs a refused request and its task's retry.
 //
-// Leases live flightLease unreleased: a worker that dies leaks none. What
+// Leases live flightLease unreleased: a worker that dies leaks none. A
+// call that took a lease and whose answer was lost, asked again with the
+// same lease id, is admitted again (admission.retried), so its task runs
+// and releases it. What
 // was learned is forgotten LearnTTL after it was last taught (a refusal,
 // the confirmation), as the learned window is; Resume forgets it.
 //
@@ -111,7 +120,11 @@ type flightState struct {
 	since, sent, acks, last int64
 	full                    bool  // confirmed: an admission took the last slot since the last raise
 	frozen                  int64 // µs: no raise before it (a refusal at the level)
-	expires                 int64 // µs: forgotten at (0: empty)
+	// admitted: the units admitted at a level (a slow start's, or a
+	// lease's), whatever the phase: an admission's mark is the count once
+	// it is admitted (Decision.Mark), which its refusal tells (told)
+	admitted int64
+	expires  int64 // µs: forgotten at (0: empty)
 }
 
 // spec is the learned concurrency limit as a limit.
@@ -126,9 +139,9 @@ func (f flightState) leasing() bool {
 }
 
 // begin puts a scope on probation at now when a hinted refusal of a
-// request at level taught it the learned limit n (rule 1), with nothing
-// configured and no budget (configured), and nothing learned of its
-// concurrency yet. A refusal whose level is unknown (0) begins nothing:
+// request at level (as told) taught it the learned limit n (rule 1), with
+// nothing configured and no budget (configured), and nothing learned of
+// its concurrency yet. A refusal whose level is unknown (0) begins nothing:
 // without it no c can be set, nor the probation's experiment told. c is
 // below the refused level, but not below seen, the most requests the
 // provider was seen to accept at once (startState.most), at most n: a
@@ -139,9 +152,9 @@ func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 	switch {
 	case configured || f.phase != flightNone || n <= 0 || level <= 0:
 	case level == 1:
-		*f = flightState{phase: flightRate, expires: now + LearnTTL}
+		*f = flightState{phase: flightRate, admitted: f.admitted, expires: now + LearnTTL}
 	default:
-		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, expires: now + LearnTTL}
+		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, admitted: f.admitted, expires: now + LearnTTL}
 		f.below(level)
 		f.limit = max(f.limit, min(n, seen))
 	}
@@ -153,6 +166,40 @@ func (f *flightState) below(level int64) {
 	if level > 0 {
 		f.limit = max(1, min(f.limit, level-1))
 	}
+}
+
+// mark counts an admission of cost at level (0: none, nothing counted)
+// at now, and returns its mark: the units admitted at a level so far, its
+// own included. A count begun before anything was learned lives
+// LearnTTL, as what it teaches does.
+func (f *flightState) mark(now, level, cost int64) int64 {
+	if level <= 0 {
+		return 0
+	}
+	f.admitted += cost
+	if f.expires == 0 {
+		f.expires = now + LearnTTL
+	}
+	return f.admitted
+}
+
+// told is the level a refusal of the request admitted at level with mark
+// (Decision.Mark; 0: none, the level is this process's count) tells: its
+// level, unless it was admitted alone (level 1) and others were admitted
+// at a level after it until its refusal: then itself and those, the most
+// it may have been refused with in flight. Requests admitted one after
+// the other reach the provider in any order: one admitted alone and
+// overtaken by those admitted after it is refused as one too many in
+// flight, and its level alone would say rate-limited (begin, refuse),
+// which no concurrency limit refuses. A level above 1 is told as it is:
+// c goes below it (below), and those admitted after it may as well have
+// reached the provider after it. A count forgotten since (a mark above
+// it) tells nothing more.
+func (f flightState) told(level, mark int64) int64 {
+	if level != 1 || mark <= 0 {
+		return level
+	}
+	return 1 + max(0, f.admitted-mark)
 }
 
 // beyond reports whether, on probation, a request of cost goes at now as
@@ -206,7 +253,7 @@ func (f *flightState) answer(now, at, n int64) {
 	}
 	f.acks, f.last = f.acks+1, now
 	if f.acks >= max(n+1, flightConfirm) {
-		*f = flightState{limit: f.limit, phase: flightConfirmed, frozen: f.frozen, expires: max(f.expires, now+LearnTTL)}
+		*f = flightState{limit: f.limit, phase: flightConfirmed, frozen: f.frozen, admitted: f.admitted, expires: max(f.expires, now+LearnTTL)}
 	}
 }
 
@@ -232,18 +279,18 @@ const (
 )
 
 // refuse learns from a provider's refusal r at now, of a request at
-// r.Level (0 unknown), the scope open or not, and tells what it is
-// (flightPause, flightOwn, flightSpent): rules 3 and 4.
+// r.Level (as told; 0 unknown), the scope open or not, and tells what it
+// is (flightPause, flightOwn, flightSpent): rules 3 and 4.
 func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 	level := r.Level
 	switch {
 	case f.probed(r.Opens): // rule 3: a window refused the probe
-		*f = flightState{phase: flightRate, expires: f.expires}
+		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 		if r.Hinted {
 			return flightSpent
 		}
 	case f.phase == flightProbation && level == 1:
-		*f = flightState{phase: flightRate, expires: f.expires}
+		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 	case f.phase == flightProbation:
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
@@ -308,6 +355,7 @@ func (a admission) commitBeyond(d Decision) Decision {
 	d.Opens = a.now
 	s.lease.spend(s.flight.spec(), a.p, a.al, a.now, a.now, a.cost, a.id)
 	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
+	d.Mark = s.flight.mark(a.now, d.Level, a.cost)
 	return d
 }
 
@@ -328,6 +376,25 @@ func (a admission) level(at int64, starts bool) int64 {
 	return 0
 }
 
+// retried reports whether the admission's lease id holds a lease of the
+// learned concurrency limit already, and answers it as its first run was
+// answered: admitted, at its level, committing nothing more. Only a call
+// that took the lease and whose answer was lost asks with its id again
+// (a Redis client retries a call that timed out reading it; the gate's
+// next round asks with the same id): answered otherwise, limited by its
+// own lease or paused by a refusal since, its task would be deferred and
+// the lease hold a slot of c for its whole life (flightLease), and, on
+// probation, keep the probe beyond the window, which goes with nothing
+// else in flight, from ever going.
+func (a admission) retried(d Decision) (Decision, bool) {
+	s := a.s
+	if a.id == "" || !s.flight.leasing() || !slices.ContainsFunc(s.lease.leases, func(x lease) bool { return x.id == a.id }) {
+		return d, false
+	}
+	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
+	return d, true
+}
+
 // refuseFlight applies a provider's refusal at now to the learned
 // concurrency limit (flightState.refuse), and tells what it is; a
 // refusal of the limit (flightOwn) answers the refused request's own
@@ -344,8 +411,9 @@ func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict
 	return s.flight.refuse(now, r, open), ceilMs(now) + ms
 }
 
-// luaFlight is the learned concurrency limit's record and its
-// probation's start (luaFlightAnswer the rest), flightState's methods as
+// luaFlight is the learned concurrency limit's record, what a refusal
+// tells (told) and its probation's start (luaFlightAnswer the rest),
+// flightState's methods as
 // flight_* functions of the record s (its fields as FlightFields name
 // them, full a boolean, and conc, the key of its leases), each named as
 // its Go twin. A scope with limits configured
@@ -364,8 +432,9 @@ local function flight_load(key, conc, nlim)
 end
 local function flight_save(s) hsave(s, flightFields) end
 local function flight_reset(s, phase, limit, frozen, expires)
+  local admitted = s.admitted
   for _, f in ipairs(flightFields) do s[f] = 0 end
-  s.full, s.phase, s.limit, s.frozen, s.expires, s.dirty = false, phase, limit, frozen, expires, true
+  s.full, s.phase, s.limit, s.frozen, s.admitted, s.expires, s.dirty = false, phase, limit, frozen, admitted, expires, true
 end
 local function flight_spec(s)
   local l = {key = s.conc, concurrent = true, per = C.flightLease, n = s.limit}
@@ -379,6 +448,10 @@ local function flight_lease(s)
 end
 local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
+end
+local function flight_told(s, level, mark)
+  if level ~= 1 or mark <= 0 then return level end
+  return 1 + math.max(0, s.admitted - mark)
 end
 local function flight_begin(s, n, level, seen, configured)
   if configured or s.phase ~= C.flightNone or n <= 0 or level <= 0 then return end
@@ -396,10 +469,16 @@ end
 `
 
 // luaFlightAnswer is the rest of the learned concurrency limit's
-// transaction: a probe sent, the answers that confirm or raise the limit,
-// and the refusals that lower it (flightState's probe, answer, released,
-// lower and refuse).
+// transaction: the levels' count, a probe sent, the answers that confirm
+// or raise the limit, and the refusals that lower it (flightState's mark,
+// probe, answer, released, lower and refuse).
 const luaFlightAnswer = `
+local function flight_mark(s, level, cost)
+  if level <= 0 then return 0 end
+  s.admitted, s.dirty = s.admitted + cost, true
+  if s.expires == 0 then s.expires = now_us + C.learnTTL end
+  return s.admitted
+end
 local function flight_probe(s, at, cost, start)
   if s.since < start then s.since, s.sent, s.acks = at, 0, 0 end
   s.sent, s.last, s.dirty = s.sent + cost, at, true
@@ -437,6 +516,18 @@ local function flight_refuse(s, r, open)
 end
 `
 
+// luaAdmitRetried is an admission asked again with the lease id its lost
+// answer took (admission.retried): admitted again, at its level.
+const luaAdmitRetried = `
+local function admission_retried(a, d)
+  if a.id == '' or not flight_leasing(a.s.flight) then return nil end
+  for _, x in ipairs(a.s.lease.leases) do
+    if x.id == a.id then d.leased, d.level = true, conc_held(a.s.lease, now_us); return d end
+  end
+  return nil
+end
+`
+
 // luaAdmitFlight is the learned concurrency limit's part of an admission
 // and a refusal, as admission's and State's methods: the probe beyond the
 // window (admission_probing, admission_beyond, admission_await_probe,
@@ -465,6 +556,7 @@ local function admission_commit_beyond(a, d)
   d.opens = now_us
   limit_spend(s.lease, a.al, now_us, a.cost, a.id); limit_save(s.lease)
   d.leased, d.level = true, conc_held(s.lease, now_us)
+  d.mark = flight_mark(s.flight, d.level, a.cost)
   flight_save(s.flight)
   return d
 end

@@ -111,6 +111,27 @@ func TestFlightSteps(t *testing.T) {
 			{"a refusal at level 5 that taught n = 3, after 6 accepted at once",
 				func(f *flightState) any { f.begin(T0, 3, 5, 6, false); return nil }, nil, flightState{limit: 3, phase: flightProbation}},
 		}},
+		{"a request admitted alone, overtaken by three admitted after it", flightState{}, []step{
+			{"admitted alone: level 1, the first unit counted", func(f *flightState) any { return f.mark(T0, 1, 1) }, int64(1),
+				flightState{admitted: 1}},
+			{"three more admitted", func(f *flightState) any { f.mark(T0+ms, 2, 1); f.mark(T0+ms, 3, 1); return f.mark(T0+ms, 4, 1) }, int64(4),
+				flightState{admitted: 4}},
+			{"an admission at no level counts nothing", func(f *flightState) any { return f.mark(T0+ms, 0, 1) }, int64(0),
+				flightState{admitted: 4}},
+			{"its refusal tells level 4: those admitted after it may have reached the provider first",
+				func(f *flightState) any { return f.told(1, 1) }, int64(4), flightState{admitted: 4}},
+			{"so it begins a probation, c below 4, no lower than what was seen accepted at once",
+				func(f *flightState) any { f.begin(T0+30*ms, 10, f.told(1, 1), 2, false); return nil }, nil,
+				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+			{"a level above 1 is told as it is", func(f *flightState) any { return f.told(2, 1) }, int64(2),
+				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+			{"without a mark, a level 1 is told as it is", func(f *flightState) any { return f.told(1, 0) }, int64(1),
+				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+			{"nor with a mark above the count (one forgotten since)", func(f *flightState) any { return f.told(1, 9) }, int64(1),
+				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+			{"nothing admitted after it: alone, told 1", func(f *flightState) any { return f.told(1, 4) }, int64(1),
+				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+		}},
 		{"a lone request refused at first contact: rate-limited at once", flightState{}, []step{
 			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, 0, false); return nil }, nil, flightState{phase: flightRate}},
 		}},
@@ -133,6 +154,39 @@ func TestFlightSteps(t *testing.T) {
 			if cmp != st.then {
 				t.Fatalf("%s: %s: state %+v, want %+v", tc.name, st.name, cmp, st.then)
 			}
+		}
+	}
+}
+
+// TestRetriedSteps walks an admission asked again with the lease id its
+// lost answer took (admission.retried): on probation with c = 2, a lease
+// "a" held and the scope paused by a refusal since, the call retried with
+// "a" is admitted again at its level, and commits nothing; another id is
+// paused.
+func TestRetriedSteps(t *testing.T) {
+	p := Params{MaxPause: 3600 * 1000, Hold: 500 * ms, Answer: 1500 * ms}
+	var s State
+	s.flight = flightState{limit: 2, phase: flightProbation, expires: T0 + LearnTTL}
+	s.lease = limitState{concurrent: true, leases: []lease{{exp: T0 + flightLease, id: "a", cost: 1}}, win: &windowState{}}
+	s.pause = pauseState{untilMs: T0/1000 + 1000}
+	for _, st := range []struct {
+		name   string
+		id     string
+		code   int64
+		leased bool
+		level  int64
+	}{
+		{"the lease's own id: admitted again, at its level", "a", Admitted, true, 1},
+		{"another id: paused", "b", Paused, false, 0},
+		{"no id: paused", "", Paused, false, 0},
+	} {
+		before := s
+		d := s.AdmitLease(p, T0+ms, 1, Background, st.id)
+		if d.Code != st.code || d.Leased != st.leased || d.Level != st.level {
+			t.Errorf("%s: code %d leased %v level %d, want %d %v %d", st.name, d.Code, d.Leased, d.Level, st.code, st.leased, st.level)
+		}
+		if len(s.lease.leases) != 1 || s.flight != before.flight {
+			t.Errorf("%s: committed: leases %v, flight %+v", st.name, s.lease.leases, s.flight)
 		}
 	}
 }

@@ -99,6 +99,10 @@ type Decision struct {
 	// learned concurrency limit's leases, or a slow start's requests
 	// unanswered (0: neither); a refusal of it tells it (Refusal.Level)
 	Level int64
+	// Mark: the units the scope admitted at a level once it was admitted,
+	// its own included (flightState.mark; 0: no level); a refusal of it
+	// tells it (Refusal.Mark), and with it those admitted after it
+	Mark int64
 	// Slots: paused while the learned concurrency limit is on probation
 	// (flight.go): the scope reopens into its slots, so the workers held
 	// for the deadline are no herd (each waits for a slot then), and
@@ -195,6 +199,9 @@ func (s *State) AdmitLease(p Params, now, cost int64, c Class, id string) Decisi
 func (s *State) admitAs(p Params, now, cost int64, lim active, k keeper, line *lineState, id string) Decision {
 	a := admission{s: s, p: p, now: now, cost: cost, lim: lim, al: s.learn.alignment(), k: k, line: line, id: id}
 	d := Decision{Limited: len(lim.specs) > 0, Reopen: s.reopen(lim)}
+	if d, ok := a.retried(d); ok {
+		return d
+	}
 	h := a.deadline()
 	if h.at > now {
 		return a.paused(d, h)
@@ -428,6 +435,7 @@ func (a admission) commit(d *Decision, at int64, h held) {
 		d.Opens = at // its answer is reported
 	}
 	d.Leased, d.Level = s.flight.leasing(), a.level(at, h.starts)
+	d.Mark = s.flight.mark(a.now, d.Level, a.cost)
 	d.Cache = a.opensCache(probes, h.starts)
 }
 
@@ -583,10 +591,11 @@ type Refusal struct {
 	// resets are milliseconds (budgetState.millis)
 	Alt int64
 	// Level: the requests in flight when the refused request was
-	// admitted, itself included (Decision.Level; 0 unknown): what a
-	// concurrency limit refused it for (flight.go); Opens: its
+	// admitted, itself included (Decision.Level; 0 unknown), and Mark,
+	// the count of its admission (Decision.Mark; 0 none): what a
+	// concurrency limit refused it for (flightState.told); Opens: its
 	// admission's answer id (Decision.Opens; 0 none)
-	Level, Opens int64
+	Level, Mark, Opens int64
 }
 
 // Refuse records a refusal (or Gate.Pause, which is an unhinted refusal
@@ -594,6 +603,7 @@ type Refusal struct {
 // whether it moved.
 func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bool) {
 	s.Normalize(p, now)
+	r.Level = s.flight.told(r.Level, r.Mark)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
 	paced := s.flight.phase == flightConfirmed // the learned concurrency limit paced the cycle (learnRefusal)
@@ -1000,6 +1010,7 @@ local function admission_commit(a, d, at, h)
     d.opens = at -- its answer is reported
   end
   d.leased, d.level = flight_leasing(s.flight), admission_level(a, at, h.starts)
+  d.mark = flight_mark(s.flight, d.level, a.cost)
   flight_save(s.flight)
   d.cache = admission_opens_cache(a, probes, h.starts)
 end
@@ -1124,6 +1135,7 @@ end
 local function state_admit_as(s, cost, lim, k, line, id, dry)
   local a = {s = s, cost = cost, lim = lim, al = learn_alignment(s.learn), k = k, line = line, id = id, dry = dry}
   local d = admission_shown(a)
+  if admission_retried(a, d) then return d end
   local h = admission_deadline(a)
   if h.at > now_us then return admission_paused(a, d, h) end
   local at, ok

@@ -121,7 +121,7 @@ const ExpiryMargin = time.Second
 // fragment calls only functions defined before it (or by itself).
 var fragments = []string{luaLearnRecord, luaLearnCount, luaClass, luaPause, luaFallback, luaStart, luaSliding, luaConcurrency,
 	luaWindow, luaWindowAdmit, luaLimitRecord, luaFlight, luaFlightAnswer, luaLimit, luaBudgetRefill, luaBudgetCounter, luaBudgetRecord, luaBudgetPause, luaBudget,
-	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
+	luaBudgetObserve, luaLearn, luaLearnProbe, luaLearnRefusal, luaLine, luaCompose, luaActive, luaAdmitShown, luaAdmitDeadline, luaAdmitRetried, luaAdmitFlight, luaAdmitCommit, luaAdmitLimits}
 
 // script composes a script from the prelude, the functions of the
 // fragments body uses and body, whose reply has the fields names (REPLY
@@ -244,7 +244,7 @@ func pick(need, done []bool) string {
 
 // AdmitReply names the fields of the admission's reply (see Decision).
 var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen", "probe", "opens", "seq", "spread", "unreserved", "limited", "cache", "now",
-	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "learnedInFlight", "slots"}
+	"budgetRemaining", "budgetReset", "budgetLimit", "learnedLimit", "learnedWindow", "backlog", "leased", "level", "mark", "learnedInFlight", "slots"}
 
 // AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
@@ -339,8 +339,9 @@ var RefuseReply = []string{"deadline", "now", "moved", "own"}
 // ARGV[4] the hint's precision µs  ARGV[5] admissions no script counted
 // (State.Report)  ARGV[6] the hint read as milliseconds ms (0: not in
 // question; Refusal.Alt)  ARGV[7] the refused request's level
-// (Refusal.Level)  ARGV[8] its answer id µs (Refusal.Opens)  ARGV[9] n,
-// then the limits as for AdmitScript
+// (Refusal.Level)  ARGV[8] its answer id µs (Refusal.Opens)  ARGV[9] its
+// admission's mark (Refusal.Mark)  ARGV[10] n, then the limits as for
+// AdmitScript
 // returns: RefuseReply
 var RefuseScript = script(RefuseReply, luaRefuseBody)
 
@@ -348,12 +349,14 @@ const luaRefuseBody = `
 local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4], fallback = KEYS[5], llog = KEYS[6], budget = KEYS[7],
   start = KEYS[8], flight = KEYS[9], fconc = KEYS[10]}
 local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]),
-  counts = tonumber(ARGV[5]), alt = tonumber(ARGV[6]), level = tonumber(ARGV[7]), opens = tonumber(ARGV[8]), nlim = tonumber(ARGV[9])}
+  counts = tonumber(ARGV[5]), alt = tonumber(ARGV[6]), level = tonumber(ARGV[7]), opens = tonumber(ARGV[8]), mark = tonumber(ARGV[9]),
+  nlim = tonumber(ARGV[10])}
 C.maxPause, C.limits = argv.maxPause, argv.nlim
 local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
-  level = argv.level, opens = argv.opens}
-local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 9, argv.nlim),
+  level = argv.level, mark = argv.mark, opens = argv.opens}
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 10, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
+r.level = flight_told(s.flight, r.level, r.mark)
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
 local paced = s.flight.phase == C.flightConfirmed -- the learned concurrency limit paced the cycle (State.learnRefusal)

@@ -122,10 +122,10 @@ type Refusal struct {
 	// Alt: the hint read as milliseconds, clamped as the pause is, when
 	// it may be (quotagate's refusal.alt; 0: not in question)
 	Alt time.Duration
-	// Level and Opens: the refused request's admission's level and answer
-	// id (model.Refusal: what the learned concurrency limit reads; 0
-	// unknown)
-	Level, Opens int64
+	// Level, Mark and Opens: the refused request's admission's level, mark
+	// and answer id (model.Refusal: what the learned concurrency limit
+	// reads; 0 unknown)
+	Level, Mark, Opens int64
 }
 
 // Recorded is what a refusal left in force.
@@ -156,7 +156,7 @@ func (r Refusal) kind() int {
 // sent before the pause moves nothing).
 func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (Recorded, error) {
 	ks, args := model.RefuseRequest{Limits: ls, Pause: d.Milliseconds(), MaxPause: s.maxPause.Milliseconds(), Kind: r.kind(),
-		Prec: r.Precision.Microseconds(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Opens: r.Opens}.Call(k)
+		Prec: r.Precision.Microseconds(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Mark: r.Mark, Opens: r.Opens}.Call(k)
 	if as := s.answers.take(k.Pause); len(as) > 0 { // the answers came before the refusal
 		s.sendAnswers(ctx, as)
 	}
