@@ -24,7 +24,15 @@ import (
 // are answered, so the scope learns a concurrency limit (State shows it),
 // and from then on the provider's refusals no longer pause it. Every task
 // completes, and every lease is released.
+//
+// It does not run under the race detector: slowed several times over, the
+// 120 tasks end before the probation's n + 1 probes come back within one
+// learned window (docs/design.md, Known limits: a probation longer than
+// the work), and the scope rightly has no verdict yet.
 func TestLearnedConcurrencyEndToEnd(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector slows the work below the probation's length (docs/design.md, Known limits: a probation longer than the work)")
+	}
 	mwOnBackends(t, func(t *testing.T, e *mwEnv) {
 		const n, tasks = 3, 120
 		provider := sim.NewServer(sim.Config{Quota: sim.Quota{Shape: sim.Concurrency, Rate: n}, Dialect: mustDialect(t, "retry-after"),
