@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,7 @@ type answer struct {
 
 // answers are the answers kept, per pause key, and the flush to come.
 type answers struct {
+	kept    atomic.Int64 // answers kept: an admission takes the lock only when some are
 	mu      sync.Mutex
 	pending map[string][]answer
 	timer   *time.Timer // the flush to come; nil when nothing is kept
@@ -60,6 +62,7 @@ func (s *Store) ObserveLater(k schema.Keys, o model.Observation, ls ...model.Lim
 		a.pending = make(map[string][]answer)
 	}
 	a.pending[k.Pause] = append(a.pending[k.Pause], answer{ks, args})
+	a.kept.Add(1)
 	if a.timer == nil {
 		a.timer = time.AfterFunc(answerFlush, func() { s.FlushAnswers(context.Background()) })
 	}
@@ -67,10 +70,14 @@ func (s *Store) ObserveLater(k schema.Keys, o model.Observation, ls ...model.Lim
 
 // take removes and returns the answers kept for the scope of pause key k.
 func (a *answers) take(k string) []answer {
+	if a.kept.Load() == 0 {
+		return nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := a.pending[k]
 	delete(a.pending, k)
+	a.kept.Add(-int64(len(out)))
 	return out
 }
 
@@ -80,6 +87,7 @@ func (a *answers) takeAll() map[string][]answer {
 	defer a.mu.Unlock()
 	out := a.pending
 	a.pending, a.timer = nil, nil
+	a.kept.Store(0)
 	return out
 }
 
