@@ -212,12 +212,16 @@ type Tuning struct {
 	// entry (the gate that records it, at once); it also forgets
 	// everything, and asks Redis for every task, whenever the feed is late
 	// or broken, until it caught up from a snapshot. So OpenCache does not
-	// bound staleness: it bounds how late the admissions it let through
-	// are counted in what the scope learns, and how long a pause whose
-	// announcement was lost (its process died in between) goes unheard.
-	// The feed is started on first use; Close stops it. Default 1 second:
-	// an open scope's tasks then cost no round trip each, which would hold
-	// the gate's throughput below bare asynq's; negative disables.
+	// bound staleness. It bounds how long an announcement lost with its
+	// process (one that died between a script and its announcement) goes
+	// unheard when nothing refuses afterwards: a provider's refusal of a
+	// request sent into the pause announces it again. And it is how often
+	// a process asks again about a scope it keeps admitting, so that what
+	// the scope's records say is read back within the time they are kept
+	// (the model's LearnTTL). The feed is started on first use; Close
+	// stops it. Default 10 minutes: a process that sees a scope less than
+	// once a second still admits its tasks without a round trip each;
+	// negative disables.
 	OpenCache time.Duration
 
 	// FeedInterval is how often the gate reads the feed of pauses (see
@@ -279,7 +283,7 @@ func (c Config) withDefaults() Config {
 		t.FeedInterval = 100 * time.Millisecond
 	}
 	if t.OpenCache == 0 {
-		t.OpenCache = time.Second
+		t.OpenCache = openCacheAge
 	}
 	if t.ReopenJitter == 0 {
 		t.ReopenJitter = time.Second
@@ -289,6 +293,11 @@ func (c Config) withDefaults() Config {
 	def(&t.LendAfter, 30*time.Second)
 	return c
 }
+
+// openCacheAge is Tuning.OpenCache's default: as long as a scope's
+// records are kept (model.LearnTTL), so a process reads them back within
+// their life.
+const openCacheAge = time.Duration(model.LearnTTL) * time.Microsecond
 
 // Gate is the shared admission state of remote quotas, kept in Redis.
 //

@@ -219,7 +219,7 @@ func TestGateClamp(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
 	if got.Prefix != "quotagate" || got.MaxPause != 12*time.Hour || got.FallbackPause != 12*time.Hour ||
-		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.Tuning.MaxHold != 1500*time.Millisecond || got.Tuning.MaxHolders != 12 || got.Tuning.OpenCache != time.Second ||
+		got.FallbackBase != 15*time.Minute || got.FallbackCap != 12*time.Hour || got.Tuning.MaxHold != 1500*time.Millisecond || got.Tuning.MaxHolders != 12 || got.Tuning.OpenCache != 10*time.Minute ||
 		got.Tuning.ReopenJitter != time.Second || got.StoreTimeout != 250*time.Millisecond || got.FailClosed ||
 		got.Tuning.FailClosedDelay != 10*time.Second || got.Logger != slog.Default() {
 		t.Errorf("Config{}.withDefaults() = %+v", got)

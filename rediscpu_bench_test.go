@@ -53,10 +53,12 @@ import (
 // Redis, so a figure is always that of the path it names.
 //
 // The open cache (Tuning.OpenCache) answers for a scope without a limit
-// that a round trip saw open within a second, without asking Redis: every
-// kind but open-cached disables it (OpenCache: -1), so each admission is a
-// round trip, whatever the kind's cacheability; open-cached keeps the
-// default to measure what the cache saves.
+// that a round trip saw open, without asking Redis, until the feed
+// announces a change of it: every kind but open-cached and open-rare
+// disables it (OpenCache: -1), so each admission is a round trip,
+// whatever the kind's cacheability; those two keep the default to measure
+// what the cache saves, open-rare when a scope is seen less than once a
+// second (the passes over its scopes paced by every).
 //
 // Run:
 //
@@ -89,6 +91,11 @@ type cpuKind struct {
 	request   bool // the handler makes one request through the Transport
 	want      cpuOutcome
 	cached    bool // the open cache is on: fewer script calls than admissions is the point
+	// every: each scope is admitted again no sooner than every after its
+	// last admission (the counted round-robin passes are paced), as in a
+	// fleet whose process sees a scope less than once a second; 0: not
+	// paced
+	every time.Duration
 }
 
 // learnedAdmissions is how many tasks of a learned scope are admitted
@@ -107,6 +114,9 @@ var cpuKinds = []cpuKind{
 	{name: "open", scopes: 1000},
 	// The same with the open cache on (see BenchmarkRedisCPU).
 	{name: "open-cached", scopes: 1000, cached: true,
+		config: func(c *quotagate.Config) { c.Tuning.OpenCache = 0 }},
+	// The same, each scope seen less than once a second.
+	{name: "open-rare", scopes: 1000, cached: true, every: 1100 * time.Millisecond,
 		config: func(c *quotagate.Config) { c.Tuning.OpenCache = 0 }},
 	// Paused for an hour by Gate.Pause: every admission is deferred.
 	{name: "paused", scopes: 1000, prepare: pauseScopes, want: deferredPaused},
@@ -330,7 +340,12 @@ func runCPUKind(b *testing.B, k cpuKind) {
 	trips := roundTrips(b, e.gate)
 	before := readRedisCounters(b, e.rdb)
 	n := 0
+	pass := time.Now()
 	for b.Loop() {
+		if k.every > 0 && n%len(e.tasks) == 0 {
+			time.Sleep(time.Until(pass.Add(k.every)))
+			pass = time.Now()
+		}
 		if err := e.admit(ctx, n); err != nil {
 			b.Fatal(err)
 		}

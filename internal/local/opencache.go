@@ -21,10 +21,11 @@ import (
 //     (Reset(true)), so no entry can be missed unnoticed;
 //   - if no entry arrived between the round trip that saw the scope open
 //     and the moment it is remembered (a generation counter);
-//   - for at most maxAge (Tuning.OpenCache), which bounds how late the
-//     admissions no script counted are reported (Uncounted, reported with
-//     the scope's next round trip), and how long a pause recorded by a
-//     process that died before it announced it goes unheard.
+//   - for at most maxAge (Tuning.OpenCache), which bounds how long a
+//     pause recorded by a process that died before it announced it goes
+//     unheard when no refusal follows (a provider's refusal of a request
+//     sent into it announces it again), and how long a process admits a
+//     scope without reading its records back.
 //
 // The staleness in the normal case is the feed's poll interval.
 //
