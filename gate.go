@@ -377,10 +377,14 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	return g
 }
 
-// heard takes an entry of the feed: the open cache forgets its scope,
-// whatever its format, and the memory notes a pause of this format, as
-// received now by the gate's clock.
+// heard takes an entry of the feed: the admissions the open cache let
+// through uncounted are reported at once (a resume drops them), the cache
+// forgets the scope, whatever the entry's format, and the memory notes a
+// pause of this format, as received now by the gate's clock.
 func (g *Gate) heard(e feed.Entry, _ time.Time) {
+	if n := g.uncounted.Take(e.Key); n > 0 && !e.Resumed { // see local.Uncounted
+		g.store.ReportLater(schema.PauseKeys(e.Key), n)
+	}
 	g.open.Forget(e.Key)
 	g.mem.Heard(e, g.now())
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/internal/redistest"
@@ -133,4 +134,97 @@ func TestOpenCacheAgeAndFeedLoss(t *testing.T) {
 		g.admit(ctx, s, 1, false)
 		return g.open.Fresh(k)
 	})
+}
+
+// A pause whose announcement was lost (its process died between the
+// script and the append) is announced again by the first refusal of a
+// request a cached gate sent into it, so every cached gate stops within
+// the feed's interval, not within Tuning.OpenCache.
+func TestOpenCacheLostAnnouncementHealed(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			s := Scope{Provider: "ups", Account: "acct-1"}
+			k := scopeKeys(e.Prefix, s)
+			g1, trips1 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			g2, trips2 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			cacheOpen(t, g1, trips1, s)
+			cacheOpen(t, g2, trips2, s)
+
+			// The pause is in Redis, unannounced: both gates still admit.
+			until := time.Now().Add(time.Minute).UnixMilli()
+			if err := e.Rdb.Set(ctx, k.Pause, until, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := g2.admit(ctx, s, 1, false); err != nil {
+				t.Fatalf("before any refusal: %v, want the cached admission", err)
+			}
+
+			if err := refusing(g1, time.Minute).ProcessTask(ctx, NewTask("poll", nil, s)); !errors.As(err, new(*Refusal)) {
+				t.Fatalf("the cached admission's refusal: %v", err)
+			}
+			eventually(t, "the refusal's announcement reaches the other cached gate", func() bool {
+				var d *Deferral
+				return errors.As(g2.admit(ctx, s, 1, false), &d) && d.Reason == ReasonPaused
+			})
+		})
+	}
+}
+
+// The admissions a cached gate let through before the feed brought the
+// scope's pause are reported at once, so the limit the refusal taught
+// counts them while the pause lasts (before the gate's next round trip,
+// after it, would count them in the next cycle): the limit learned is the
+// cycle's admissions of both gates less one.
+func TestOpenCacheCountsReportedWithThePause(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	prefix := srv.Prefix(t)
+	ctx := context.Background()
+	s := Scope{Provider: "ups", Account: "acct-1"}
+	g1, trips1 := cachedGate(t, rdb, prefix, time.Now)
+	g2, trips2 := cachedGate(t, rdb, prefix, time.Now)
+	admitted := cacheOpen(t, g1, trips1, s) + cacheOpen(t, g2, trips2, s)
+	for range 5 {
+		if err := g2.admit(ctx, s, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		admitted++
+	}
+	if err := refusing(g1, 3*time.Second).ProcessTask(ctx, NewTask("poll", nil, s)); !errors.As(err, new(*Refusal)) {
+		t.Fatalf("the refusal: %v", err)
+	}
+	admitted++ // the refused request
+	eventually(t, "the other gate's admissions are counted in the limit learned", func() bool {
+		p, err := g1.State(ctx, s)
+		return err == nil && p.Learned.Rate == admitted-1
+	})
+	if n := g2.uncounted.Take(scopeKeys(prefix, s).Pause); n != 0 {
+		t.Fatalf("%d admissions still wait to be counted", n)
+	}
+}
+
+// cacheOpen admits tasks of s through g until one is admitted without a
+// round trip, and returns how many were admitted.
+func cacheOpen(t *testing.T, g *Gate, trips *atomic.Int64, s Scope) int {
+	t.Helper()
+	n := 0
+	eventually(t, "an admission without a round trip", func() bool {
+		before := trips.Load()
+		if err := g.admit(context.Background(), s, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		return trips.Load() == before
+	})
+	return n
+}
+
+// refusing is g's Middleware around a handler whose provider refuses,
+// hinting to wait hint.
+func refusing(g *Gate, hint time.Duration) asynq.Handler {
+	return g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		return &Refusal{Hint: hint}
+	}))
 }

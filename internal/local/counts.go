@@ -11,7 +11,12 @@ import (
 // every request it sent (see internal/model, learnState.report). A count
 // is removed when taken, and given back when its round trip fails; past
 // maxUncounted scopes the counts are dropped (a scope's learning then
-// undercounts, which its next refusal-free window corrects).
+// undercounts, which its next refusal-free window corrects). The count
+// of a scope whose entry the feed brings (Gate.heard) is reported at
+// once, apart from any admission (model.ReportScript): a pause ends the
+// cycle the count belongs to, and the learned limit the pause taught
+// takes the count only while the pause lasts, before the scope's next
+// round trip; a resume drops it, as it forgets what it would teach.
 type Uncounted struct {
 	m sync.Map // pause key → *atomic.Int64
 	n atomic.Int64

@@ -84,6 +84,12 @@ func ObserveCall(k schema.Keys, o Observation, ls []LimitSpec) ([]string, []any)
 		[]any{o.Remaining, o.Reset, o.Limit, o.Prec, o.Seq, o.Opened, longestFixed(ls), boolArg(o.Refused), o.RTT, o.Alt, boolArg(o.Millis)}
 }
 
+// ReportCall returns the keys and arguments of ReportScript reporting n
+// admissions no script counted of the scope of k.
+func ReportCall(k schema.Keys, n int64) ([]string, []any) {
+	return []string{k.Learn}, []any{n}
+}
+
 // ReassertRequest is a remembered pause to re-assert (ReassertScript).
 type ReassertRequest struct {
 	UntilMs  int64 // the remembered deadline, Unix ms

@@ -181,7 +181,17 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				}
 				lastID, lastCost = id, e.cost
 			}
-			e.nowOnly = e.nowOnly || i%9 == 4 // every ninth event: no slot ahead (no draw of r: the paths stay)
+			e.nowOnly = e.nowOnly || i%9 == 4             // every ninth event: no slot ahead (no draw of r: the paths stay)
+			if i%5 == 2 && e.counts > 0 && len(ls) == 0 { // the counts reported apart (ReportScript), then the admission
+				ks, args := ReportCall(k, e.counts)
+				v, _ := diffCall(t, rdb, ReportScript, ReportReply, ks, args, i, e)
+				before := m.learn
+				m.Report(p, v["now"], e.counts)
+				if m.learn != before {
+					seen["counts reported apart"]++
+				}
+				e.counts = 0
+			}
 			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
 				Answer: p.Answer, Counts: e.counts, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
 			v, _ := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
@@ -637,7 +647,7 @@ func TestDifferential(t *testing.T) {
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
 					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
 					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds",
-					"now-only beside a probe"} {
+					"now-only beside a probe", "counts reported apart"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -393,6 +393,28 @@ end
 return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 `
 
+// ReportReply names the fields of the report's reply.
+var ReportReply = []string{"now"}
+
+// ReportScript reports admissions no script counted (State.Report) of a
+// scope with nothing configured, apart from any admission: those an
+// open cache let through before the feed brought the scope's pause,
+// which its learned limit takes while the pause lasts (learnState.report),
+// and the next admission would come after it.
+//
+// KEYS[1] learn
+// ARGV[1] the admissions no script counted
+// returns: ReportReply
+var ReportScript = script(ReportReply, luaReportBody)
+
+const luaReportBody = `
+local keys = {learn = KEYS[1]}
+local argv = {counts = tonumber(ARGV[1])}
+local s = {learn = learn_load(keys.learn)}
+learn_report(s.learn, argv.counts); learn_save(s.learn)
+return reply(REPLY, {now = now_us})
+`
+
 // ObserveReply names the fields of the observation's reply.
 var ObserveReply = []string{"remaining", "reset", "now", "announce"}
 

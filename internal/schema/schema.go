@@ -101,6 +101,10 @@ func BaseKeys(base string) Keys {
 		Flight: base + "flight", FlightConc: base + "fconc"}
 }
 
+// PauseKeys returns the keys of the scope whose pause key (Keys.Pause) is
+// pause.
+func PauseKeys(pause string) Keys { return BaseKeys(strings.TrimSuffix(pause, "pause")) }
+
 // LimitKind is the kind of a configured limit, which names its key.
 type LimitKind int
 

@@ -36,10 +36,13 @@ import (
 // waits for the answer's room hears it at its next look or the one after.
 const answerFlush = 10 * time.Millisecond
 
-// answer is an observation kept for its scope's next round trip.
+// answer is a call kept for its scope's next round trip: an observation
+// (ObserveLater), or a report of admissions no script counted
+// (ReportLater).
 type answer struct {
-	keys []string
-	args []any
+	script *redis.Script
+	keys   []string
+	args   []any
 }
 
 // answers are the answers kept, per pause key, and the flush to come.
@@ -55,13 +58,28 @@ type answers struct {
 // admission or the flush within answerFlush (see Answers above).
 func (s *Store) ObserveLater(k schema.Keys, o model.Observation, ls ...model.LimitSpec) {
 	ks, args := model.ObserveCall(k, o, ls)
-	a := &s.answers
+	s.answers.keep(s, k.Pause, answer{model.ObserveScript, ks, args})
+}
+
+// ReportLater keeps a report of n admissions of the scope of k that no
+// script counted (model.ReportScript), for the scope's next admission or
+// the flush within answerFlush, as an answer.
+func (s *Store) ReportLater(k schema.Keys, n int64) {
+	if n <= 0 {
+		return
+	}
+	ks, args := model.ReportCall(k, n)
+	s.answers.keep(s, k.Pause, answer{model.ReportScript, ks, args})
+}
+
+// keep keeps c for the scope of pause key k, and sets the flush.
+func (a *answers) keep(s *Store, k string, c answer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pending == nil {
 		a.pending = make(map[string][]answer)
 	}
-	a.pending[k.Pause] = append(a.pending[k.Pause], answer{ks, args})
+	a.pending[k] = append(a.pending[k], c)
 	a.kept.Add(1)
 	if a.timer == nil {
 		a.timer = time.AfterFunc(answerFlush, func() { s.FlushAnswers(context.Background()) })
@@ -151,10 +169,10 @@ func (b *batch) add(script *redis.Script, keys []string, args []any) int {
 	return len(b.calls) - 1
 }
 
-// answers adds the observations of as.
+// answers adds the calls of as.
 func (b *batch) answers(as []answer) {
 	for _, a := range as {
-		b.add(model.ObserveScript, a.keys, a.args)
+		b.add(a.script, a.keys, a.args)
 	}
 }
 

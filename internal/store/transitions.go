@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/quotagate/quotagate/internal/feed"
@@ -264,7 +263,7 @@ type Reasserted struct {
 func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasserted, error) {
 	left := int64(math.Ceil(float64(e.Left) / float64(time.Millisecond)))
 	ks, args := model.ReassertRequest{UntilMs: e.UntilMs, LeftMs: max(left, 0), SeenMs: e.SeenMs, MaxPause: s.maxPause.Milliseconds(),
-		Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.BaseKeys(strings.TrimSuffix(key, "pause")))
+		Operator: e.Operator, SlackMs: s.timeout.Milliseconds()}.Call(schema.PauseKeys(key))
 	v, _, err := s.run(ctx, "pause", model.ReassertScript, model.ReassertReply, ks, args...)
 	if err != nil {
 		return Reasserted{}, err
