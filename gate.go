@@ -445,8 +445,9 @@ type Pause struct {
 	// once refusals showed that its provider limits requests in flight
 	// rather than per window (a concurrency limit learned, shared through
 	// Redis as a Concurrent limit is; the scope's refusals then defer the
-	// refused task only, and Learned no longer applies); 0 when not
-	// learned. Resume forgets it.
+	// refused task only, and Learned no longer applies), or beside a
+	// window (Learned applies too, and refusals pause the scope); 0 when
+	// not learned. Resume forgets it.
 	LearnedInFlight int
 	// LimitBacklog is how far ahead of Redis TIME the scope's first Limit
 	// is spent (its GCRA theoretical arrival time minus now); 0 when the

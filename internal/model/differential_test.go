@@ -550,7 +550,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 	s.start = startState{began: num(g["began"]), last: num(g["last"]), sent: num(g["sent"]), answered: num(g["answered"]),
 		run: num(g["run"]), along: num(g["along"]), most: num(g["most"]), over: g["over"] == "1", expires: num(g["expires"])}
 	h := hash(k.Flight)
-	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]),
+	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]), answered: num(h["answered"]),
 		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), admitted: num(h["admitted"]), expires: num(h["expires"])}
 	s.lease = limitState{concurrent: true, leases: zleases(k.FlightConc), win: &windowState{}}
 	s.Normalize(p, now)
@@ -940,7 +940,9 @@ func flightPaths(seen map[string]int, m State, d Decision) {
 // probes go, and their answers confirm the limit; confirmed, a refusal at
 // level 2 lowers c without a pause, and, once raises are no longer
 // frozen, answers while the limit is full raise it. A second sequence has
-// the probe refused: the window is the provider's.
+// the probe refused: the window is the provider's; a third has probes
+// answered before one is refused: limited by both, c kept, its leases
+// taken beside the learned window.
 func TestDifferentialFlight(t *testing.T) {
 	a := diffEvent{kind: 'a', cost: 1, class: Background}
 	silent := diffEvent{kind: 'o', obs: Observation{Remaining: -1}}
@@ -965,6 +967,7 @@ func TestDifferentialFlight(t *testing.T) {
 		{"confirmed", slices.Concat(begin, window, confirmed), []string{"flight: refused 0 to 1", "flight: probe", "flight: leased",
 			"flight: phase 1, code 2 reason 6", "flight: phase 2, code 0 reason 0", "flight: a refusal of the limit", "flight: raised"}},
 		{"refused probe", slices.Concat(begin, window[:20], []diffEvent{a, a, refuse, tick(1000), a}), []string{"flight: refused 1 to 3"}},
+		{"probe refused after answered ones", slices.Concat(begin, window[:30], []diffEvent{a, a, refuse, tick(1000), a, a, a, answer, release, release, release, tick(1000), a, a}), []string{"flight: refused 1 to 4", "flight: phase 4, code 0 reason 0", "flight: phase 4, code 2 reason 6"}},
 	} {
 		c, rdb := newMini(t)
 		seen := map[string]int{}

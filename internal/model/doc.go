@@ -113,9 +113,12 @@
 //  15. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).
-//  16. answer, refuse: a refused probe says the window is the provider's
-//     (rate-limited: it paces the scope as before, and the refusal teaches
-//     it nothing); n + 1 probes beyond one learned window answered say the
+//  16. answer, refuse, verdictRate: a refused probe (or request alone)
+//     says the window is the provider's (rate-limited: it paces the scope as before, and the
+//     refusal teaches it nothing), and, when probes beyond a learned window
+//     were answered on the probation, that c is too (limited by both: c stays,
+//     fixed, beside the learned window, and only a refusal of a request
+//     alone ends it); n + 1 probes beyond one learned window answered say the
 //     provider limits requests in flight (a fixed window of n, however it
 //     lies across the learned one, accepts at most n beyond it): the
 //     concurrency limit is confirmed and the window no longer applies. A

@@ -39,9 +39,15 @@ import "slices"
 //     free, nothing else holding the scope) goes at once as the flight's
 //     probe, one at a time; its answer is awaited as a learned window's
 //     probe's is (Decision.Opens).
-//  3. The verdict. A window refuses the probe: the scope is rate-limited
-//     (rate), its learned window paces it as before, and it sends no more
-//     probes. More than n probes beyond one learned window (n + 1, and
+//  3. The verdict. A window refuses the probe, or any request alone (no
+//     concurrency limit refuses one): the scope is rate-limited (rate),
+//     its learned window paces it as before, and it sends no more probes;
+//     but if probes beyond a learned window were answered on this
+//     probation, the provider accepted requests the learned window would
+//     not have, so the window it refused at is not all that refused the
+//     requests whose levels set c: the scope is limited by both (both),
+//     and c stays, fixed, beside the learned window (verdictRate). More
+//     than n probes beyond one learned window (n + 1, and
 //     at least flightConfirm), answered without a refusal, say the
 //     provider accepts requests its window would not, as long as fewer
 //     than c are in flight: the scope is concurrency-limited (confirmed),
@@ -61,14 +67,19 @@ import "slices"
 //     rate-limited (rate), and the refusal pauses it. It teaches the
 //     learned window its alignment only (State.learnRefusal): the cycle
 //     it ends was paced by c, not by the window, so what it admitted is
-//     no window's quota.
+//     no window's quota. Limited by both, a refusal at a level above 1
+//     is the window's, as no more than c were in flight: it pauses the
+//     scope and leaves c as it is; one of a request alone ends c (rate).
 //  5. Raise. Confirmed, every c answers without a refusal, counted while
 //     the limit was full (an admission took its last slot), raise c by one
 //     (raise): additive increase, at most once per round trip of the
 //     limit, so a provider that allows more is found again. A refusal
 //     freezes raises for raiseAfter, as it does the learned window's: the
 //     refused level says where the provider's limit is, and each raise
-//     above it costs a refused request and its task's retry.
+//     above it costs a refused request and its task's retry. Limited by
+//     both, c is not raised: the window refuses at every level up to c, so
+//     no refusal would tell a raise above the provider's limit from the
+//     window's end, and the scope would be paused for it.
 //
 // Leases live flightLease unreleased: a worker that dies leaks none. A
 // call that took a lease and whose answer was lost, asked again with the
@@ -87,6 +98,7 @@ const (
 	flightProbation = 1 // a learned window's scope: leases taken, probes beyond the window sent
 	flightConfirmed = 2 // concurrency-limited: the learned concurrency limit paces the scope
 	flightRate      = 3 // rate-limited: the learned window paces the scope, no probes
+	flightBoth      = 4 // rate- and concurrency-limited: the learned window and c, fixed, pace the scope
 )
 
 // flightLease is how long a lease of the learned concurrency limit lives
@@ -118,6 +130,7 @@ type flightState struct {
 	// (µs, 0 none), sent of them, acks answered, the last sent or
 	// answered at last (µs); confirmed: acks are the answers toward a raise
 	since, sent, acks, last int64
+	answered                int64 // probation: probes beyond a learned window answered, whichever window
 	full                    bool  // confirmed: an admission took the last slot since the last raise
 	frozen                  int64 // µs: no raise before it (a refusal at the level)
 	// admitted: the units admitted at a level (a slow start's, or a
@@ -133,9 +146,10 @@ func (f flightState) spec() LimitSpec {
 }
 
 // leasing reports whether the scope's admissions take a lease on the
-// learned concurrency limit: on probation and confirmed.
+// learned concurrency limit: on probation, confirmed, and limited by
+// both.
 func (f flightState) leasing() bool {
-	return f.phase == flightProbation || f.phase == flightConfirmed
+	return f.phase == flightProbation || f.phase == flightConfirmed || f.phase == flightBoth
 }
 
 // begin puts a scope on probation at now when a hinted refusal of a
@@ -251,7 +265,7 @@ func (f *flightState) answer(now, at, n int64) {
 	if !f.probed(at) {
 		return
 	}
-	f.acks, f.last = f.acks+1, now
+	f.acks, f.answered, f.last = f.acks+1, f.answered+1, now
 	if f.acks >= max(n+1, flightConfirm) {
 		*f = flightState{limit: f.limit, phase: flightConfirmed, frozen: f.frozen, admitted: f.admitted, expires: max(f.expires, now+LearnTTL)}
 	}
@@ -285,21 +299,35 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 	level := r.Level
 	switch {
 	case f.probed(r.Opens): // rule 3: a window refused the probe
-		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
+		*f = f.verdictRate()
 		if r.Hinted {
 			return flightSpent
 		}
 	case f.phase == flightProbation && level == 1:
-		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
+		*f = f.verdictRate()
 	case f.phase == flightProbation:
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
 		f.phase = flightRate
+	case f.phase == flightBoth && level == 1:
+		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 	case f.phase == flightConfirmed && open:
 		f.lower(now, level)
 		return flightOwn
 	}
 	return flightPause
+}
+
+// verdictRate is the learned concurrency limit once a window refused its
+// probe, or a request alone, on probation (rule 3): rate-limited
+// (flightRate), or, when probes beyond a learned window were answered on
+// this probation (answered), rate- and concurrency-limited (flightBoth),
+// c kept.
+func (f flightState) verdictRate() flightState {
+	if f.answered > 0 {
+		return flightState{limit: f.limit, phase: flightBoth, admitted: f.admitted, expires: f.expires}
+	}
+	return flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 }
 
 // lower sets c below the refused level, and to c − 1, at least 1, and
@@ -441,7 +469,7 @@ local function flight_spec(s)
   limit_load(l)
   return l
 end
-local function flight_leasing(s) return s.phase == C.flightProbation or s.phase == C.flightConfirmed end
+local function flight_leasing(s) return s.phase == C.flightProbation or s.phase == C.flightConfirmed or s.phase == C.flightBoth end
 local function flight_lease(s)
   if flight_leasing(s) then return flight_spec(s) end
   return {key = s.conc, concurrent = true, per = C.flightLease, n = s.limit, leases = {}, adds = {}}
@@ -486,7 +514,7 @@ end
 local function flight_probed(s, at) return s.phase == C.flightProbation and s.since > 0 and at >= s.since end
 local function flight_answer(s, at, n)
   if not flight_probed(s, at) then return end
-  s.acks, s.last, s.dirty = s.acks + 1, now_us, true
+  s.acks, s.answered, s.last, s.dirty = s.acks + 1, s.answered + 1, now_us, true
   if s.acks >= math.max(n + 1, C.flightConfirm) then
     flight_reset(s, C.flightConfirmed, s.limit, s.frozen, math.max(s.expires, now_us + C.learnTTL))
   end
@@ -502,15 +530,20 @@ local function flight_lower(s, level)
   flight_below(s, level)
   s.acks, s.full, s.frozen, s.expires, s.dirty = 0, false, now_us + C.raiseAfter, math.max(s.expires, now_us + C.learnTTL), true
 end
+local function flight_verdict_rate(s)
+  if s.answered > 0 then flight_reset(s, C.flightBoth, s.limit, 0, s.expires)
+  else flight_reset(s, C.flightRate, 0, 0, s.expires) end
+end
 local function flight_refuse(s, r, open)
   local probation, confirmed = s.phase == C.flightProbation, s.phase == C.flightConfirmed
   if flight_probed(s, r.opens) then
-    flight_reset(s, C.flightRate, 0, 0, s.expires)
+    flight_verdict_rate(s)
     if r.hinted then return C.flightSpent end
-  elseif probation and r.level == 1 then flight_reset(s, C.flightRate, 0, 0, s.expires)
+  elseif probation and r.level == 1 then flight_verdict_rate(s)
   elseif probation then flight_below(s, r.level)
   elseif confirmed and r.level == 1 then s.phase, s.dirty = C.flightRate, true
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
+  elseif s.phase == C.flightBoth and r.level == 1 then flight_reset(s, C.flightRate, 0, 0, s.expires)
   end
   return C.flightPause
 end

@@ -43,21 +43,21 @@ func TestFlightSteps(t *testing.T) {
 			{"a probe beyond the window that began half a second ago", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, last: T0}},
 			{"answered: two more may go, beside each other", func(f *flightState) any { f.answer(T0+25*ms, T0, 3); return f.beyond(p, T0+25*ms, 2, 1) }, true,
-				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, answered: 1, last: T0 + 25*ms}},
 			{"the answer of a request admitted before the probes counts nothing",
 				func(f *flightState) any { f.answer(T0+26*ms, T0-ms, 3); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, last: T0 + 25*ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, answered: 1, last: T0 + 25*ms}},
 			{"two more", func(f *flightState) any { f.probe(T0+25*ms, 2, T0-sec/2); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 1, last: T0 + 25*ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 1, answered: 1, last: T0 + 25*ms}},
 			{"both answered: n = 3, what the provider's next window could grant, is no verdict",
 				func(f *flightState) any { f.answer(T0+50*ms, T0+25*ms, 3); f.answer(T0+51*ms, T0+25*ms, 3); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 3, last: T0 + 51*ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 3, acks: 3, answered: 3, last: T0 + 51*ms}},
 			{"a probe beyond the next window counts again from it",
 				func(f *flightState) any { f.probe(T0+sec/2+ms, 1, T0+sec/2); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, last: T0 + sec/2 + ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, answered: 3, last: T0 + sec/2 + ms}},
 			{"the answer of a probe beyond the window before counts nothing",
 				func(f *flightState) any { f.answer(T0+sec/2+2*ms, T0+25*ms, 3); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, last: T0 + sec/2 + ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, answered: 3, last: T0 + sec/2 + ms}},
 			{"three answered beyond it, and three more sent",
 				func(f *flightState) any {
 					f.answer(T0+sec/2+26*ms, T0+sec/2+ms, 3)
@@ -67,7 +67,7 @@ func TestFlightSteps(t *testing.T) {
 					f.probe(T0+sec/2+51*ms, 1, T0+sec/2)
 					return nil
 				}, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 4, acks: 3, last: T0 + sec/2 + 51*ms}},
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 4, acks: 3, answered: 6, last: T0 + sec/2 + 51*ms}},
 			{"n + 1 answered beyond one window confirm the limit, c as it was",
 				func(f *flightState) any { f.answer(T0+sec/2+76*ms, T0+sec/2+51*ms, 3); return nil }, nil,
 				flightState{limit: 4, phase: flightConfirmed}},
@@ -80,6 +80,42 @@ func TestFlightSteps(t *testing.T) {
 			{"a refusal of a request alone is no concurrency limit's: rate-limited, paused",
 				func(f *flightState) any { return f.refuse(T0+3*sec, Refusal{Level: 1}, true) }, flightPause,
 				flightState{limit: 1, phase: flightRate, frozen: T0 + 2*sec + raiseAfter}},
+		}},
+		{"a window and a concurrency limit: probes answered, then one refused", begun, []step{
+			{"a probe beyond the window, answered", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); f.answer(T0+25*ms, T0, 17); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, answered: 1, last: T0 + 25*ms}},
+			{"the next refused by a window: both, c kept beside the learned window",
+				func(f *flightState) any {
+					f.probe(T0+25*ms, 1, T0-sec/2)
+					return f.refuse(T0+50*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + 25*ms}, true)
+				},
+				flightSpent, flightState{limit: 4, phase: flightBoth}},
+			{"leases are taken, no probe goes", func(f *flightState) any { return f.leasing() && !f.beyond(p, T0+sec, 1, 0) }, true,
+				flightState{limit: 4, phase: flightBoth}},
+			{"a refusal at level 4 is the window's: paused, c as it was",
+				func(f *flightState) any { return f.refuse(T0+5*sec, Refusal{Hinted: true, Level: 4}, true) }, flightPause,
+				flightState{limit: 4, phase: flightBoth}},
+			{"c answers while full raise nothing",
+				func(f *flightState) any {
+					f.full = true
+					for range 4 {
+						f.released(T0+6*sec, true)
+					}
+					return nil
+				}, nil, flightState{limit: 4, phase: flightBoth, full: true}},
+			{"a refusal of a request alone is no concurrency limit's: rate-limited",
+				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 1}, true) }, flightPause,
+				flightState{phase: flightRate}},
+		}},
+		{"on probation, a request alone refused after probes beyond an earlier window answered", begun, []step{
+			{"a probe answered", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); f.answer(T0+25*ms, T0, 17); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0, sent: 1, acks: 1, answered: 1, last: T0 + 25*ms}},
+			{"a probe beyond the next window: its count starts again, what was answered stays",
+				func(f *flightState) any { f.probe(T0+sec/2+ms, 1, T0+sec/2); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, answered: 1, last: T0 + sec/2 + ms}},
+			{"a request alone refused: the window's, and c the provider's too",
+				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Hinted: true, Level: 1}, true) }, flightPause,
+				flightState{limit: 4, phase: flightBoth}},
 		}},
 		{"raises", flightState{limit: 2, phase: flightConfirmed}, []step{
 			{"an answer while the limit was never full counts nothing",

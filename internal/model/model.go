@@ -156,7 +156,7 @@ func (s *State) active(p Params) active {
 		if ll, ok := s.learn.logSpec(p); ok {
 			a.specs, a.states = []LimitSpec{ll}, []*limitState{&s.llog}
 		}
-		if s.flight.phase == flightProbation { // beside the learned window (flight.go)
+		if s.flight.phase == flightProbation || s.flight.phase == flightBoth { // beside the learned window (flight.go)
 			a.specs, a.states, a.flight = append(a.specs, s.flight.spec()), append(a.states, &s.lease), true
 		}
 		return a
@@ -912,7 +912,7 @@ local function state_active(s, keys)
       s.llog = limit_with(keys.llog, ll)
       a[1] = s.llog
     end
-    if s.flight.phase == C.flightProbation then a[2], a.flight = s.lease, true end -- beside the learned window (flight.go)
+    if s.flight.phase == C.flightProbation or s.flight.phase == C.flightBoth then a[2], a.flight = s.lease, true end -- beside the learned window (flight.go)
     return a
   end
   return {}
@@ -1044,7 +1044,7 @@ local function admission_shown(a)
   local s, lim = a.s, a.lim
   local d = {now = now_us, limited = #lim > 0, reopen = state_reopen(s, lim), budgetRemaining = s.budget.known and s.budget.remaining or -1,
     budgetReset = s.budget.reset, budgetLimit = s.budget.limit, learnedLimit = s.learn.limit, learnedWindow = s.learn.window}
-  if s.flight.phase == C.flightConfirmed then d.learnedInFlight = s.flight.limit end
+  if s.flight.phase == C.flightConfirmed or s.flight.phase == C.flightBoth then d.learnedInFlight = s.flight.limit end
   local l = lim[1]
   if l and l.sliding and #l.log > 0 then d.backlog = l.log[#l.log] + l.per - now_us
   elseif l and limit_spec_gcra(l) and l.tat > now_us then d.backlog = l.tat - now_us end

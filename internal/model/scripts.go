@@ -86,7 +86,7 @@ var luaConstants = func() string {
 		"admitted": Admitted, "paused": Paused, "limited": Limited,
 		"reasonPause": int64(ReasonPause), "reasonBudget": int64(ReasonBudget), "reasonProbe": int64(ReasonProbe),
 		"reasonLimit": int64(ReasonLimit), "reasonLearned": int64(ReasonLearned), "reasonInFlight": int64(ReasonInFlight),
-		"flightNone": flightNone, "flightProbation": flightProbation, "flightConfirmed": flightConfirmed, "flightRate": flightRate,
+		"flightNone": flightNone, "flightProbation": flightProbation, "flightConfirmed": flightConfirmed, "flightRate": flightRate, "flightBoth": flightBoth,
 		"flightPause": flightPause, "flightOwn": flightOwn, "flightSpent": flightSpent, "flightLease": flightLease, "flightConfirm": flightConfirm, "flightProbes": flightProbes,
 	}
 	var b strings.Builder
