@@ -125,10 +125,13 @@
 //     probe beyond a later window starts the count again (probe).
 //  17. lower: confirmed, a refusal above level 1 does not pause the scope:
 //     the refused request waits its own hint, and c goes below its level,
-//     and to c − 1; a refusal of a request alone says rate-limited, and
-//     teaches the learned window its alignment only (learnRefusal): the
-//     cycle it ends was c's, and a lower n learned from it would hold the
-//     scope below what the provider was seen to accept.
+//     and to c − 1; a refusal of a request alone says a window refuses
+//     too, and refused those that lowered c since it was confirmed or
+//     raised: limited by both, c goes back to what it was before them
+//     (before), and the refusal teaches the learned window its alignment
+//     only (learnRefusal): the cycle it ends was c's, and a lower n
+//     learned from it would hold the scope below what the provider was
+//     seen to accept.
 //  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
 //  19. retried: an admission asked with the id of a lease it holds already

@@ -1,6 +1,9 @@
 package model
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // The learned concurrency limit: how many requests a scope may have in
 // flight, learned when its provider limits requests in flight rather than
@@ -63,13 +66,17 @@ import "slices"
 //  4. Confirmed, a refusal at a level above 1 is the limit's: it does not
 //     pause the scope, the refused request waits its own hint, and c
 //     becomes at most the level below the refused one, and c − 1 (lower).
-//     A refusal of a request alone is no concurrency limit's: the scope is
-//     rate-limited (rate), and the refusal pauses it. It teaches the
-//     learned window its alignment only (State.learnRefusal): the cycle
-//     it ends was paced by c, not by the window, so what it admitted is
-//     no window's quota. Limited by both, a refusal at a level above 1
-//     is the window's, as no more than c were in flight: it pauses the
-//     scope and leaves c as it is; one of a request alone ends c (rate).
+//     A refusal of a request alone is no concurrency limit's but a
+//     window's, and so were the refusals that lowered c since it was
+//     confirmed or last raised: a window, once spent, refuses every
+//     request, and c's refusals stop once c is low enough. So the scope is
+//     limited by both, c back to what it was before them (before), and
+//     the refusal pauses it. It teaches the learned window its alignment
+//     only (State.learnRefusal): the cycle it ends was paced by c, not by
+//     the window, so what it admitted is no window's quota. Limited by
+//     both, a refusal at a level above 1 is the window's, as no more than
+//     c were in flight: it pauses the scope and leaves c as it is; one of
+//     a request alone ends c (rate).
 //  5. Raise. Confirmed, every c answers without a refusal, counted while
 //     the limit was full (an admission took its last slot), raise c by one
 //     (raise): additive increase, at most once per round trip of the
@@ -131,6 +138,7 @@ type flightState struct {
 	// answered at last (µs); confirmed: acks are the answers toward a raise
 	since, sent, acks, last int64
 	answered                int64 // probation: probes beyond a learned window answered, whichever window
+	before                  int64 // confirmed: c before its first lowering since it was confirmed or raised (0: none since)
 	full                    bool  // confirmed: an admission took the last slot since the last raise
 	frozen                  int64 // µs: no raise before it (a refusal at the level)
 	// admitted: the units admitted at a level (a slow start's, or a
@@ -282,7 +290,7 @@ func (f *flightState) released(now int64, answered bool) {
 		return
 	}
 	f.limit++
-	f.acks, f.full = 0, false
+	f.acks, f.full, f.before = 0, false, 0
 }
 
 // What a refusal is to the learned concurrency limit (flightState.refuse).
@@ -308,7 +316,7 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 	case f.phase == flightProbation:
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
-		f.phase = flightRate
+		*f = flightState{limit: cmp.Or(f.before, f.limit), phase: flightBoth, admitted: f.admitted, expires: f.expires}
 	case f.phase == flightBoth && level == 1:
 		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 	case f.phase == flightConfirmed && open:
@@ -333,6 +341,9 @@ func (f flightState) verdictRate() flightState {
 // lower sets c below the refused level, and to c − 1, at least 1, and
 // freezes raises (rule 4).
 func (f *flightState) lower(now, level int64) {
+	if f.before == 0 {
+		f.before = f.limit
+	}
 	f.limit = max(1, f.limit-1)
 	f.below(level)
 	f.acks, f.full = 0, false
@@ -523,9 +534,10 @@ local function flight_released(s, answered)
   if s.phase ~= C.flightConfirmed or not answered or not s.full then return end
   s.acks, s.dirty = s.acks + 1, true
   if s.acks < s.limit or now_us < s.frozen then return end
-  s.limit, s.acks, s.full = s.limit + 1, 0, false
+  s.limit, s.acks, s.full, s.before = s.limit + 1, 0, false, 0
 end
 local function flight_lower(s, level)
+  if s.before == 0 then s.before = s.limit end
   s.limit = math.max(1, s.limit - 1)
   flight_below(s, level)
   s.acks, s.full, s.frozen, s.expires, s.dirty = 0, false, now_us + C.raiseAfter, math.max(s.expires, now_us + C.learnTTL), true
@@ -541,7 +553,7 @@ local function flight_refuse(s, r, open)
     if r.hinted then return C.flightSpent end
   elseif probation and r.level == 1 then flight_verdict_rate(s)
   elseif probation then flight_below(s, r.level)
-  elseif confirmed and r.level == 1 then s.phase, s.dirty = C.flightRate, true
+  elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
   elseif s.phase == C.flightBoth and r.level == 1 then flight_reset(s, C.flightRate, 0, 0, s.expires)
   end

@@ -73,13 +73,13 @@ func TestFlightSteps(t *testing.T) {
 				flightState{limit: 4, phase: flightConfirmed}},
 			{"a refusal at level 5 is the limit's: c ≤ 4, and c − 1",
 				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Level: 5, Pause: 1000}, true) }, flightOwn,
-				flightState{limit: 3, phase: flightConfirmed, frozen: T0 + sec + raiseAfter}},
+				flightState{limit: 3, phase: flightConfirmed, before: 4, frozen: T0 + sec + raiseAfter}},
 			{"a refusal at level 2 lowers c to 1",
 				func(f *flightState) any { return f.refuse(T0+2*sec, Refusal{Level: 2}, true) }, flightOwn,
-				flightState{limit: 1, phase: flightConfirmed, frozen: T0 + 2*sec + raiseAfter}},
-			{"a refusal of a request alone is no concurrency limit's: rate-limited, paused",
+				flightState{limit: 1, phase: flightConfirmed, before: 4, frozen: T0 + 2*sec + raiseAfter}},
+			{"a refusal of a request alone is no concurrency limit's but a window's, and so were those since c was confirmed: both, c as it was, paused",
 				func(f *flightState) any { return f.refuse(T0+3*sec, Refusal{Level: 1}, true) }, flightPause,
-				flightState{limit: 1, phase: flightRate, frozen: T0 + 2*sec + raiseAfter}},
+				flightState{limit: 4, phase: flightBoth}},
 		}},
 		{"a window and a concurrency limit: probes answered, then one refused", begun, []step{
 			{"a probe beyond the window, answered", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); f.answer(T0+25*ms, T0, 17); return nil }, nil,
@@ -138,6 +138,9 @@ func TestFlightSteps(t *testing.T) {
 				}, nil, flightState{limit: 3, phase: flightConfirmed, full: true, acks: 3, frozen: T0 + sec}},
 			{"the next one after the freeze raises",
 				func(f *flightState) any { f.released(T0+sec, true); return nil }, nil, flightState{limit: 4, phase: flightConfirmed, frozen: T0 + sec}},
+		}},
+		{"a raise forgets what c was before its lowerings", flightState{limit: 2, phase: flightConfirmed, before: 3, full: true, acks: 1}, []step{
+			{"c answers raise c by one", func(f *flightState) any { f.released(T0, true); return nil }, nil, flightState{limit: 3, phase: flightConfirmed}},
 		}},
 		{"a refused level below what was accepted at once: c no lower than that", flightState{}, []step{
 			{"a refusal at level 5, after 5 accepted at once, keeps c at 5",

@@ -288,7 +288,8 @@ func TestLearnFromSteps(t *testing.T) {
 // with "1 second". On probation the learned window paced the cycle: the
 // refusal at its end says what it got accepted. Confirmed, the learned
 // concurrency limit paced it: the refusal aligns the window to its
-// deadline, and n and w stay what the provider was seen to accept.
+// deadline, n and w stay what the provider was seen to accept, and c
+// stays beside the window (limited by both).
 func TestLearnRefusalSteps(t *testing.T) {
 	sec := 1000 * ms
 	now := T0 + sec + 60*ms
@@ -299,7 +300,7 @@ func TestLearnRefusalSteps(t *testing.T) {
 		wantN     int64
 	}{
 		{"on probation: n is what the window got accepted", flightProbation, flightRate, 1},
-		{"confirmed: n and w stay, the window realigned", flightConfirmed, flightRate, 5},
+		{"confirmed: n and w stay, the window realigned, c beside it", flightConfirmed, flightBoth, 5},
 	} {
 		var s State
 		s.learn = learnState{limit: 5, window: sec, alignAt: T0, alignPrec: sec, since: T0, refused: T0 - sec, expires: T0 + LearnTTL}
