@@ -114,15 +114,16 @@
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).
 //  16. answer, refuse, verdictRate: a refused probe (or request alone)
-//     says the window is the provider's (rate-limited: it paces the scope as before, and the
-//     refusal teaches it nothing), and, when probes beyond a learned window
-//     were answered on the probation, that c is too (limited by both: c stays,
-//     fixed, beside the learned window, and only a refusal of a request
-//     alone ends it); n + 1 probes beyond one learned window answered say the
-//     provider limits requests in flight (a fixed window of n, however it
-//     lies across the learned one, accepts at most n beyond it): the
-//     concurrency limit is confirmed and the window no longer applies. A
-//     probe beyond a later window starts the count again (probe).
+//     says the window is the provider's (rate-limited: it paces the
+//     scope as before, and the refusal teaches it nothing), and, when
+//     probes beyond a learned window were answered on the probation,
+//     that c is too (limited by both: c stays, fixed, beside the learned
+//     window, every refusal the window's); n + 1 probes beyond one
+//     learned window answered say the provider limits requests in flight
+//     (a fixed window of n, however it lies across the learned one,
+//     accepts at most n beyond it): the concurrency limit is confirmed
+//     and the window no longer applies. A probe beyond a later window
+//     starts the count again (probe).
 //  17. lower: confirmed, a refusal above level 1 does not pause the scope:
 //     the refused request waits its own hint, and c goes below its level,
 //     and to c − 1; a refusal of a request alone says a window refuses

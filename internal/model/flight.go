@@ -74,9 +74,9 @@ import (
 //     the refusal pauses it. It teaches the learned window its alignment
 //     only (State.learnRefusal): the cycle it ends was paced by c, not by
 //     the window, so what it admitted is no window's quota. Limited by
-//     both, a refusal at a level above 1 is the window's, as no more than
-//     c were in flight: it pauses the scope and leaves c as it is; one of
-//     a request alone ends c (rate).
+//     both, every refusal is the window's, as no more than c were in
+//     flight: it pauses the scope and leaves c as it is, until the record
+//     is forgotten.
 //  5. Raise. Confirmed, every c answers without a refusal, counted while
 //     the limit was full (an admission took its last slot), raise c by one
 //     (raise): additive increase, at most once per round trip of the
@@ -317,8 +317,6 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
 		*f = flightState{limit: cmp.Or(f.before, f.limit), phase: flightBoth, admitted: f.admitted, expires: f.expires}
-	case f.phase == flightBoth && level == 1:
-		*f = flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
 	case f.phase == flightConfirmed && open:
 		f.lower(now, level)
 		return flightOwn
@@ -555,7 +553,6 @@ local function flight_refuse(s, r, open)
   elseif probation then flight_below(s, r.level)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
-  elseif s.phase == C.flightBoth and r.level == 1 then flight_reset(s, C.flightRate, 0, 0, s.expires)
   end
   return C.flightPause
 end

@@ -103,9 +103,9 @@ func TestFlightSteps(t *testing.T) {
 					}
 					return nil
 				}, nil, flightState{limit: 4, phase: flightBoth, full: true}},
-			{"a refusal of a request alone is no concurrency limit's: rate-limited",
+			{"so is a refusal of a request alone: c as it was",
 				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 1}, true) }, flightPause,
-				flightState{phase: flightRate}},
+				flightState{limit: 4, phase: flightBoth, full: true}},
 		}},
 		{"on probation, a request alone refused after probes beyond an earlier window answered", begun, []step{
 			{"a probe answered", func(f *flightState) any { f.probe(T0, 1, T0-sec/2); f.answer(T0+25*ms, T0, 17); return nil }, nil,
