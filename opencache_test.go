@@ -54,10 +54,7 @@ func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 			if _, err := peer.Pause(ctx, s, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the peer's pause reaches the cached gate", func() bool {
-				var d *Deferral
-				return errors.As(g.admit(ctx, s, 1, false), &d) && d.Reason == ReasonPaused
-			})
+			eventually(t, "the peer's pause reaches the cached gate", func() bool { return deferredPaused(g, s) })
 		})
 	}
 }
@@ -164,10 +161,7 @@ func TestOpenCacheLostAnnouncementHealed(t *testing.T) {
 			if err := refusing(g1, time.Minute).ProcessTask(ctx, NewTask("poll", nil, s)); !errors.As(err, new(*Refusal)) {
 				t.Fatalf("the cached admission's refusal: %v", err)
 			}
-			eventually(t, "the refusal's announcement reaches the other cached gate", func() bool {
-				var d *Deferral
-				return errors.As(g2.admit(ctx, s, 1, false), &d) && d.Reason == ReasonPaused
-			})
+			eventually(t, "the refusal's announcement reaches the other cached gate", func() bool { return deferredPaused(g2, s) })
 		})
 	}
 }
@@ -203,6 +197,12 @@ func TestOpenCacheCountsReportedWithThePause(t *testing.T) {
 	if n := g2.uncounted.Take(scopeKeys(prefix, s).Pause); n != 0 {
 		t.Fatalf("%d admissions still wait to be counted", n)
 	}
+}
+
+// deferredPaused reports whether g defers a task of s for its pause.
+func deferredPaused(g *Gate, s Scope) bool {
+	var d *Deferral
+	return errors.As(g.admit(context.Background(), s, 1, false), &d) && d.Reason == ReasonPaused
 }
 
 // cacheOpen admits tasks of s through g until one is admitted without a
