@@ -55,13 +55,14 @@ type OpenCache struct {
 	trustFor time.Duration // FailClosed: the proof of life's lifetime; 0: no proof needed
 	now      func() time.Time
 
-	mu     sync.Mutex
-	live   bool                 // the feed caught up, and has not gone stale since
-	gen    uint64               // bumped by every entry heard, reset and store failure
-	seen   map[string]time.Time // pause key → when seen open
-	alive  time.Time            // start of the last call Redis answered, with no failure since (trustFor > 0)
-	fails  uint64               // store failures seen (trustFor > 0)
-	closed bool
+	mu        sync.Mutex
+	live      bool                 // the feed caught up, and has not gone stale since
+	gen       uint64               // bumped by every entry heard, reset and store failure
+	seen      map[string]time.Time // pause key → when seen open
+	pruneNext int                  // len(seen) at which Remember next drops old entries (0: pruneAt)
+	alive     time.Time            // start of the last call Redis answered, with no failure since (trustFor > 0)
+	fails     uint64               // store failures seen (trustFor > 0)
+	closed    bool
 }
 
 // Feed is what the cache needs of the gate's feed (internal/feed's
@@ -81,7 +82,11 @@ func NewOpenCache(feed Feed, maxAge, trustFor time.Duration, now func() time.Tim
 	return &OpenCache{feed: feed, maxAge: maxAge, trustFor: trustFor, now: now}
 }
 
-// pruneAt is how many entries the cache holds before it drops old ones.
+// pruneAt is how many entries the cache holds before it first drops
+// those older than maxAge; after each prune the next comes when the
+// entries have doubled (OpenCache.pruneNext), so a cache of many scopes
+// seen within maxAge scans its map once per doubling, not per entry, and
+// holds at most twice the entries still trusted (or pruneAt).
 const pruneAt = 4096
 
 // Fresh reports whether the scope of pause key k was seen open recently
@@ -152,12 +157,13 @@ func (c *OpenCache) Remember(k string, gen uint64) {
 		return
 	}
 	now := c.now()
-	if len(c.seen) >= pruneAt {
+	if len(c.seen) >= max(c.pruneNext, pruneAt) {
 		for k, at := range c.seen {
 			if now.Sub(at) >= c.maxAge {
 				delete(c.seen, k)
 			}
 		}
+		c.pruneNext = 2 * len(c.seen)
 	}
 	if c.seen == nil {
 		c.seen = make(map[string]time.Time)

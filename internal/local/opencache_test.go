@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -112,6 +113,37 @@ func TestOpenCacheFeed(t *testing.T) {
 	c.Remember("k", c.Begin())
 	if c.Fresh("k") {
 		t.Error("trusted after Close")
+	}
+}
+
+// The cache drops entries older than maxAge once it holds pruneAt, and
+// then only when its entries have doubled: many scopes, all seen within
+// maxAge, cost a scan of the map per doubling, and the map holds at most
+// twice the entries still trusted.
+func TestOpenCachePrune(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	c := NewOpenCache(&switchFeed{fresh: true}, time.Minute, 0, func() time.Time { return now })
+	c.Reset(true)
+	for i := range pruneAt - 1 {
+		c.Remember(strconv.Itoa(i), c.Begin())
+	}
+	now = now.Add(time.Minute) // every entry so far is now too old
+	c.Remember("a", c.Begin())
+	if len(c.seen) != pruneAt {
+		t.Fatalf("%d entries before the first prune, want %d", len(c.seen), pruneAt)
+	}
+	c.Remember("b", c.Begin()) // pruneAt entries: the first prune drops the old ones
+	if len(c.seen) != 2 || !c.Fresh("a") || !c.Fresh("b") {
+		t.Fatalf("after the first prune: %d entries, a %v, b %v; want the 2 fresh", len(c.seen), c.Fresh("a"), c.Fresh("b"))
+	}
+	for i := range 3 * pruneAt { // all fresh: the map grows, pruned once per doubling
+		c.Remember("f"+strconv.Itoa(i), c.Begin())
+	}
+	if want := 3*pruneAt + 2; len(c.seen) != want {
+		t.Fatalf("%d entries, want the %d fresh ones", len(c.seen), want)
+	}
+	if c.pruneNext < len(c.seen) {
+		t.Fatalf("the next prune at %d entries, below the %d held: every Remember would scan the map", c.pruneNext, len(c.seen))
 	}
 }
 
