@@ -172,30 +172,35 @@ func TestOpenCacheLostAnnouncementHealed(t *testing.T) {
 // after it, would count them in the next cycle): the limit learned is the
 // cycle's admissions of both gates less one.
 func TestOpenCacheCountsReportedWithThePause(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	prefix := srv.Prefix(t)
-	ctx := context.Background()
-	s := Scope{Provider: "ups", Account: "acct-1"}
-	g1, trips1 := cachedGate(t, rdb, prefix, time.Now)
-	g2, trips2 := cachedGate(t, rdb, prefix, time.Now)
-	admitted := cacheOpen(t, g1, trips1, s) + cacheOpen(t, g2, trips2, s)
-	for range 5 {
-		if err := g2.admit(ctx, s, 1, false); err != nil {
-			t.Fatal(err)
-		}
-		admitted++
-	}
-	if err := refusing(g1, 3*time.Second).ProcessTask(ctx, NewTask("poll", nil, s)); !errors.As(err, new(*Refusal)) {
-		t.Fatalf("the refusal: %v", err)
-	}
-	admitted++ // the refused request
-	eventually(t, "the other gate's admissions are counted in the limit learned", func() bool {
-		p, err := g1.State(ctx, s)
-		return err == nil && p.Learned.Rate == admitted-1
-	})
-	if n := g2.uncounted.Take(scopeKeys(prefix, s).Pause); n != 0 {
-		t.Fatalf("%d admissions still wait to be counted", n)
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			s := Scope{Provider: "ups", Account: "acct-1"}
+			g1, trips1 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			g2, trips2 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			admitted := cacheOpen(t, g1, trips1, s) + cacheOpen(t, g2, trips2, s)
+			for range 5 {
+				if err := g2.admit(ctx, s, 1, false); err != nil {
+					t.Fatal(err)
+				}
+				admitted++
+			}
+			if !e.Real() {
+				e.Clock.Advance(time.Second) // the cycle began before the refusal: it teaches
+			}
+			if err := refusing(g1, 3*time.Second).ProcessTask(ctx, NewTask("poll", nil, s)); !errors.As(err, new(*Refusal)) {
+				t.Fatalf("the refusal: %v", err)
+			}
+			admitted++ // the refused request
+			eventually(t, "the other gate's admissions are counted in the limit learned", func() bool {
+				p, err := g1.State(ctx, s)
+				return err == nil && p.Learned.Rate == admitted-1
+			})
+			if n := g2.uncounted.Take(scopeKeys(e.Prefix, s).Pause); n != 0 {
+				t.Fatalf("%d admissions still wait to be counted", n)
+			}
+		})
 	}
 }
 
