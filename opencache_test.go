@@ -42,13 +42,7 @@ func TestOpenCachePeerPauseIsAnnounced(t *testing.T) {
 			ctx := context.Background()
 			s := Scope{Provider: "ups", Account: "acct-1"}
 			g, trips := cachedGate(t, e.Rdb, e.Prefix, time.Now)
-			eventually(t, "an admission without a round trip", func() bool {
-				before := trips.Load()
-				if err := g.admit(ctx, s, 1, false); err != nil {
-					t.Fatal(err)
-				}
-				return trips.Load() == before
-			})
+			cacheOpen(t, g, trips, s)
 
 			peer := New(e.Rdb, Config{Prefix: e.Prefix, Tuning: Tuning{OpenCache: -1}})
 			if _, err := peer.Pause(ctx, s, time.Minute); err != nil {
