@@ -316,7 +316,7 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 	case f.phase == flightProbation:
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
-		*f = flightState{limit: cmp.Or(f.before, f.limit), phase: flightBoth, admitted: f.admitted, expires: f.expires}
+		*f = f.reset(flightBoth, cmp.Or(f.before, f.limit))
 	case f.phase == flightConfirmed && open:
 		f.lower(now, level)
 		return flightOwn
@@ -331,9 +331,16 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 // c kept.
 func (f flightState) verdictRate() flightState {
 	if f.answered > 0 {
-		return flightState{limit: f.limit, phase: flightBoth, admitted: f.admitted, expires: f.expires}
+		return f.reset(flightBoth, f.limit)
 	}
-	return flightState{phase: flightRate, admitted: f.admitted, expires: f.expires}
+	return f.reset(flightRate, 0)
+}
+
+// reset is f begun again in phase with c = limit: what it counted of
+// the probation or the raises forgotten, the levels' count and the
+// record's life kept (flight_reset, its frozen 0).
+func (f flightState) reset(phase, limit int64) flightState {
+	return flightState{limit: limit, phase: phase, admitted: f.admitted, expires: f.expires}
 }
 
 // lower sets c below the refused level, and to c − 1, at least 1, and
