@@ -55,10 +55,10 @@
 // the scope, not in it: a Cluster's script may not write the key of
 // another slot. A process that dies between the two leaves the pause in
 // force in Redis, where every admission that asks finds it, and
-// unannounced to the gates that trust the scope open until a request
-// one of them sends into it is refused (every refusal of a paused scope
-// is announced), and for at most their open cache's age
-// (Tuning.OpenCache) when none is (an operator's pause). A failover may lose entries with
+// unannounced to the gates that trust the scope open until a request one
+// of them sends into it is refused (every refusal of a paused scope is
+// announced), and for at most their open cache's age (Tuning.OpenCache)
+// when none is (an operator's pause). A failover may lose entries with
 // the writes they announce; the gates' failover memory re-asserts the
 // pauses it knew, and appends them again.
 package feed
