@@ -378,12 +378,19 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 }
 
 // heard takes an entry of the feed: the admissions the open cache let
-// through uncounted are reported at once (a resume drops them), the cache
-// forgets the scope, whatever the entry's format, and the memory notes a
-// pause of this format, as received now by the gate's clock.
+// through uncounted are reported at once for a pause (a resume drops
+// them; a budget gained leaves them to the scope's next round trip, which
+// the cache's forgetting makes), the cache forgets the scope, whatever
+// the entry's format, and the memory notes a pause of this format, as
+// received now by the gate's clock.
 func (g *Gate) heard(e feed.Entry, _ time.Time) {
-	if n := g.uncounted.Take(e.Key); n > 0 && !e.Resumed { // see local.Uncounted
-		g.store.ReportLater(schema.PauseKeys(e.Key), n)
+	switch {
+	case e.Resumed:
+		g.uncounted.Take(e.Key) // a resume forgets what they would teach
+	case e.Current() && e.UntilMs > 0: // a pause: see local.Uncounted
+		if n := g.uncounted.Take(e.Key); n > 0 {
+			g.store.ReportLater(schema.PauseKeys(e.Key), n)
+		}
 	}
 	g.open.Forget(e.Key)
 	g.mem.Heard(e, g.now())
