@@ -357,6 +357,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	cfg = cfg.withDefaults()
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
+	g.uncounted.Span = time.Duration(model.LearnTTL) * time.Microsecond // a cycle the scope's records would forget
 	var trustFor time.Duration // a fail-closed gate's open cache needs a proof of life
 	if cfg.FailClosed {
 		trustFor = cfg.StoreTimeout
@@ -388,8 +389,8 @@ func (g *Gate) heard(e feed.Entry, _ time.Time) {
 	case e.Resumed:
 		g.uncounted.Take(e.Key) // a resume forgets what they would teach
 	case e.Current() && e.UntilMs > 0: // a pause: see local.Uncounted
-		if n := g.uncounted.Take(e.Key); n > 0 {
-			g.store.ReportLater(schema.PauseKeys(e.Key), n)
+		if c := g.uncounted.Take(e.Key); c.N > 0 {
+			g.store.ReportLater(schema.PauseKeys(e.Key), c.N, c.Age(g.now()))
 		}
 	}
 	g.open.Forget(e.Key)

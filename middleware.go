@@ -192,7 +192,7 @@ type grant struct {
 func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
 	if len(ls) == 0 && g.open.Fresh(k.Pause) {
-		g.uncounted.Add(k.Pause, int64(cost))
+		g.uncounted.Add(k.Pause, local.Count{N: int64(cost), First: g.now()})
 		g.metrics.Admission(s.Provider, c.String(), metrics.Admitted)
 		return gr, nil
 	}
@@ -286,9 +286,9 @@ func (w *waiting) leave() {
 // ask is one round's question to the store: an admission under the
 // limits ls, reporting counts admissions no script counted, reserving no
 // slot ahead when nowOnly.
-func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts int64, nowOnly bool) (admission, error) {
+func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts local.Count, nowOnly bool) (admission, error) {
 	r := admitRequest(ls, q.cost, q.p.maxHold)
-	r.Probe, r.Counts, r.Class, r.Lease, r.NowOnly = g.probe(), counts, model.Class(q.c), q.lease, nowOnly
+	r.Probe, r.Counts, r.CountsAge, r.Class, r.Lease, r.NowOnly = g.probe(), counts.N, counts.Age(g.now()), model.Class(q.c), q.lease, nowOnly
 	a, err := g.store.Admit(ctx, q.k, r)
 	if err != nil {
 		return admission{}, err
@@ -299,7 +299,7 @@ func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts int64, nowO
 // admitFailed decides what an admission the store failed acts on: the
 // pause this gate knows for the scope (known), or else the caller's end or
 // the fail-open or fail-closed answer (err, nil to run unchecked).
-func (g *Gate) admitFailed(ctx context.Context, q asking, counts int64, err error) (a admission, known bool, _ error) {
+func (g *Gate) admitFailed(ctx context.Context, q asking, counts local.Count, err error) (a admission, known bool, _ error) {
 	g.uncounted.Add(q.k.Pause, counts)
 	if q.configuredLease {
 		// The script may have taken the lease before the call failed:

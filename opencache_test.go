@@ -191,7 +191,7 @@ func TestOpenCacheCountsReportedWithThePause(t *testing.T) {
 				p, err := g1.State(ctx, s)
 				return err == nil && p.Learned.Rate == admitted-1
 			})
-			if n := g2.uncounted.Take(scopeKeys(e.Prefix, s).Pause); n != 0 {
+			if n := g2.uncounted.Take(scopeKeys(e.Prefix, s).Pause).N; n != 0 {
 				t.Fatalf("%d admissions still wait to be counted", n)
 			}
 		})

@@ -82,11 +82,12 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		facts.Precision = time.Second // "try again in 5 seconds": read to the second
 	}
 	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
-	facts.Counts = g.uncounted.Take(k.Pause)
+	counts := g.uncounted.Take(k.Pause)
+	facts.Counts, facts.CountsAge = counts.N, counts.Age(g.now())
 	rec, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
 	until, rem := rec.Until, rec.Remaining
 	if err != nil {
-		g.uncounted.Add(k.Pause, facts.Counts)
+		g.uncounted.Add(k.Pause, counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
 		return Pause{}, false

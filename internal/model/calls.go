@@ -18,6 +18,7 @@ type AdmitRequest struct {
 	NowOnly  bool        // reserve no slot ahead (Params.NowOnly)
 	Answer   int64       // µs: a learned window's probe's timeout
 	Counts   int64       // admissions no script counted, reported first
+	Age      int64       // µs: how long before the call the first of Counts was admitted
 	Class    Class
 	Reserve  int64  // per mille left to interactive work
 	Lend     int64  // µs: after this long without interactive work, its reserve is lent
@@ -37,7 +38,7 @@ func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
 		line = k.ILine
 	}
 	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start, k.Flight, k.FlightConc},
-		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, int(r.Class), r.Reserve, r.Lend, r.Lease})
+		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, r.Age, int(r.Class), r.Reserve, r.Lend, r.Lease})
 }
 
 // The modes of an admission (AdmitScript's mode): commit what it admits,
@@ -65,6 +66,7 @@ type RefuseRequest struct {
 	Kind     int   // Hintless, Hinted or Operator
 	Prec     int64 // µs: the hint's precision
 	Counts   int64 // admissions no script counted, reported first
+	Age      int64 // µs: how long before the call the first of Counts was admitted
 	Alt      int64 // ms: the hint read as milliseconds (0: not in question)
 	Level    int64 // the refused request's level (Refusal.Level; 0 unknown)
 	Mark     int64 // its admission's mark (Refusal.Mark; 0 none)
@@ -74,7 +76,7 @@ type RefuseRequest struct {
 // Call returns the keys and arguments of RefuseScript for the scope of k.
 func (r RefuseRequest) Call(k schema.Keys) ([]string, []any) {
 	return limitArgs(k, r.Limits, []string{k.Pause, k.Learn, k.LearnWin, k.PauseBy, k.Fallback, k.LearnLog, k.Budget, k.Start, k.Flight, k.FlightConc},
-		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Counts, r.Alt, r.Level, r.Opens, r.Mark})
+		[]any{r.Pause, r.MaxPause, r.Kind, r.Prec, r.Counts, r.Age, r.Alt, r.Level, r.Opens, r.Mark})
 }
 
 // ObserveCall returns the keys and arguments of ObserveScript recording o
@@ -85,9 +87,10 @@ func ObserveCall(k schema.Keys, o Observation, ls []LimitSpec) ([]string, []any)
 }
 
 // ReportCall returns the keys and arguments of ReportScript reporting n
-// admissions no script counted of the scope of k.
-func ReportCall(k schema.Keys, n int64) ([]string, []any) {
-	return []string{k.Learn}, []any{n}
+// admissions no script counted of the scope of k, the first of them age
+// µs before the call.
+func ReportCall(k schema.Keys, n, age int64) ([]string, []any) {
+	return []string{k.Learn}, []any{n, age}
 }
 
 // ReassertRequest is a remembered pause to re-assert (ReassertScript).

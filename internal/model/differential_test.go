@@ -50,6 +50,7 @@ type diffEvent struct {
 	retry    bool // admit: with the last admission's lease id, as a call retried after its answer was lost (admission.retried)
 	class    Class
 	counts   int64 // admissions no script counted, reported first
+	age      int64 // µs: how long before the event the first of them was admitted
 	pause    int64 // ms
 	hinted   bool
 	operator bool
@@ -148,10 +149,16 @@ func diffEvents(r *rand.Rand, n int, real, silent bool) []diffEvent {
 			}
 			e = diffEvent{kind: 't', advance: d}
 		}
+		e.age = e.counts * countsAge // no draw of r: the paths stay
 		evs = append(evs, e)
 	}
 	return evs
 }
+
+// countsAge is how long before its event the first of its uncounted
+// admissions was, per admission: long enough that some begin a first
+// cycle before the last refusal's deadline, some after.
+const countsAge = 400_000 // µs
 
 // diffRun runs evs under limits ls through the model and the scripts of a
 // store on rdb (clock: miniredis's, nil on a real server) and fails t at
@@ -183,21 +190,24 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			e.nowOnly = e.nowOnly || i%9 == 4             // every ninth event: no slot ahead (no draw of r: the paths stay)
 			if i%5 == 2 && e.counts > 0 && len(ls) == 0 { // the counts reported apart (ReportScript), then the admission
-				ks, args := ReportCall(k, e.counts)
+				ks, args := ReportCall(k, e.counts, e.age)
 				v, _ := diffCall(t, rdb, ReportScript, ReportReply, ks, args, i, e)
 				before := m.learn
-				m.Report(p, v["now"], e.counts)
+				m.Report(p, v["now"], e.counts, e.age)
 				if m.learn != before {
 					seen["counts reported apart"]++
 				}
 				e.counts = 0
 			}
 			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
-				Answer: p.Answer, Counts: e.counts, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
+				Answer: p.Answer, Counts: e.counts, Age: e.age, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
 			v, _ := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
 			var got Decision
 			got, now = AdmitDecision(v)
-			m.Report(p, now, e.counts)
+			if m.learn.since == 0 && m.learn.limit == 0 && e.counts > 0 && len(ls) == 0 {
+				seen["counts begin the first cycle"]++
+			}
+			m.Report(p, now, e.counts, e.age)
 			kp := m.class.keeper(p, now, e.class == Interactive)
 			pe := p
 			pe.NowOnly = e.nowOnly
@@ -265,7 +275,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			ks, args := refuseCall(k, ls, e, of)
 			v, _ := diffCall(t, rdb, RefuseScript, RefuseReply, ks, args, i, e)
 			now = v["now"]
-			m.Report(p, now, e.counts)
+			m.Report(p, now, e.counts, e.age)
 			before, probed, w := slidingLen(m), m.learn.probeAt > 0, m.learn.window
 			at := m.learn.probeAt
 			probeIn := probed && slices.Contains(m.llog.log, at)
@@ -458,7 +468,7 @@ func refuseCall(k schema.Keys, ls []Limit, e diffEvent, of Decision) ([]string, 
 		kind = Operator
 	}
 	return RefuseRequest{Limits: specsOf(ls), Pause: e.pause, MaxPause: time.Hour.Milliseconds(), Kind: kind, Prec: e.prec,
-		Counts: e.counts, Alt: e.alt, Level: of.Level, Mark: of.Mark, Opens: of.Opens}.Call(k)
+		Counts: e.counts, Age: e.age, Alt: e.alt, Level: of.Level, Mark: of.Mark, Opens: of.Opens}.Call(k)
 }
 
 // loadScope reads the scope's records from Redis into the model's state,
@@ -647,7 +657,7 @@ func TestDifferential(t *testing.T) {
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
 					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
 					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds",
-					"now-only beside a probe", "counts reported apart"} {
+					"now-only beside a probe", "counts reported apart", "counts begin the first cycle"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

@@ -214,16 +214,21 @@ func (s *learnState) count(at, cost int64) {
 }
 
 // report adds n admissions that no script counted (a gate admitted them
-// from its open cache) to the cycle they belong to: the one in progress,
-// or, while the scope is paused by the refusal that closed a cycle, that
-// cycle (they were sent before it closed), whose n they raise.
-func (s *learnState) report(now, n int64) {
+// without a round trip), the first of them age µs before now, to the
+// cycle they belong to: the one in progress; or, while the scope is
+// paused by the refusal that closed a cycle, that cycle (they were sent
+// before it closed), whose n they raise; or, when the scope learned
+// nothing and counts no cycle, the first cycle, begun at the first of
+// them: the scope's first contact, which no script saw (count).
+func (s *learnState) report(now, n, age int64) {
 	switch {
 	case n <= 0:
 	case now < s.absorb:
 		s.limit += n
 	case s.since > 0 && now >= s.since:
 		s.admits += n
+	case s.since == 0 && s.limit == 0:
+		s.count(now-max(age, 0), n)
 	}
 }
 
@@ -573,10 +578,11 @@ const luaLearnRefusal = luaLearnTeach + luaLearnRefuse
 // luaLearnTeach is learnState.report, and learnFrom with its rules
 // (fromWindowEnd, fromCycle).
 const luaLearnTeach = `
-local function learn_report(s, n)
+local function learn_report(s, n, age)
   if n <= 0 then return end
   if now_us < s.absorb then s.limit, s.dirty = s.limit + n, true
-  elseif s.since > 0 and now_us >= s.since then s.admits, s.dirty = s.admits + n, true end
+  elseif s.since > 0 and now_us >= s.since then s.admits, s.dirty = s.admits + n, true
+  elseif s.since == 0 and s.limit == 0 then learn_count(s, now_us - math.max(age, 0), n) end
 end
 local function learn_from_window_end(s, D, prec, lwin)
   local l, ok = learn_spec(s)

@@ -469,13 +469,14 @@ func (a admission) opensCache(probes, starts bool) bool {
 	return len(a.lim.specs) == 0 && len(a.p.Limits) == 0 && a.s.budget.quiet(a.p) && !probes && !starts
 }
 
-// Report adds n admissions no script counted (an open cache's) to what the
-// scope learns (see learnState.Report). The scripts apply it first, in the
-// round trip of the next admission or refusal; it changes no verdict.
-func (s *State) Report(p Params, now, n int64) {
+// Report adds n admissions no script counted (an open cache's), the
+// first of them age µs before now, to what the scope learns (see
+// learnState.report). The scripts apply it first, in the round trip of
+// the next admission or refusal; it changes no verdict.
+func (s *State) Report(p Params, now, n, age int64) {
 	s.Normalize(p, now)
 	if len(p.Limits) == 0 {
-		s.learn.report(now, n)
+		s.learn.report(now, n, age)
 	}
 }
 

@@ -241,6 +241,32 @@ func TestNextCycleSteps(t *testing.T) {
 	}
 }
 
+// TestReportSteps walks learnState.report: n uncounted admissions, the
+// first age before now, go to the cycle they belong to.
+func TestReportSteps(t *testing.T) {
+	now := T0 + 10_000*ms
+	for _, st := range []struct {
+		name   string
+		before learnState
+		n, age int64
+		want   learnState
+	}{
+		{"nothing to report", learnState{}, 0, 5000 * ms, learnState{}},
+		{"during the pause that closed a cycle: its n", learnState{limit: 4, absorb: now + ms}, 3, 0, learnState{limit: 7, absorb: now + ms}},
+		{"a cycle in progress: its admissions", learnState{since: T0, admits: 2}, 3, 9000 * ms, learnState{since: T0, admits: 5}},
+		{"no cycle: the first begins at the first of them", learnState{}, 3, 4000 * ms,
+			learnState{since: now - 4000*ms, admits: 3, expires: now - 4000*ms + LearnTTL}},
+		{"no cycle, no age: begins now", learnState{}, 2, 0, learnState{since: now, admits: 2, expires: now + LearnTTL}},
+		{"a limit learned, its cycle not begun: nothing", learnState{limit: 5, since: now + 2000*ms}, 3, 0, learnState{limit: 5, since: now + 2000*ms}},
+	} {
+		q := st.before
+		q.report(now, st.n, st.age)
+		if q != st.want {
+			t.Errorf("report, %s: %+v, want %+v", st.name, q, st.want)
+		}
+	}
+}
+
 // TestLearnFromSteps walks learnFrom's rules (fromWindowEnd, fromCycle)
 // from a cycle that began at T0, each row a refusal at now with
 // deadline D read to a second, of the state before it and the learned

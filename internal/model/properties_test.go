@@ -70,7 +70,7 @@ func TestModelLiveness(t *testing.T) {
 		for _, e := range diffEvents(r, 120, false, i%8 < 4) {
 			switch e.kind {
 			case 'a':
-				m.Report(p, now, e.counts)
+				m.Report(p, now, e.counts, e.age)
 				m.Admit(p, now, e.cost, Background)
 			case 'r':
 				before := m.Deadline()

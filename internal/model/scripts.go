@@ -252,16 +252,17 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen"
 //
 // KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
-// KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[10+i] the state of
-// the i-th configured limit
+// KEYS[8] fallback  KEYS[9] llog  KEYS[10] start  KEYS[11] flight
+// KEYS[12] fconc  KEYS[12+i] the state of the i-th configured limit
 // ARGV[1] cost  ARGV[2] hold µs  ARGV[3] max pause ms  ARGV[4] probe µs
 // ARGV[5] mode (modeAdmit; modeDry: commit nothing; modeNowOnly: reserve
 // no slot ahead, Params.NowOnly)  ARGV[6] a learned window's probe's
 // timeout µs  ARGV[7] admissions no script counted (State.Report)
-// ARGV[8] class (Background, Interactive)  ARGV[9] reserve per mille
-// ARGV[10] lend µs  ARGV[11] the admission's lease id (its concurrency
+// ARGV[8] how long before the call the first of them was admitted, µs
+// ARGV[9] class (Background, Interactive)  ARGV[10] reserve per mille
+// ARGV[11] lend µs  ARGV[12] the admission's lease id (its concurrency
 // limits' lease)
-// ARGV[12] n, the number of configured limits, then 3 values per limit:
+// ARGV[13] n, the number of configured limits, then 3 values per limit:
 // its kind (schema.LimitKind: GCRA, Fixed, Sliding, Concurrent), period
 // (a sliding log's with its settling time; a lease's life) or interval
 // µs, rate, burst or the requests in flight
@@ -274,8 +275,8 @@ const luaAdmitArgs = `
 local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4], lwin = KEYS[5], pauseby = KEYS[6], class = KEYS[7],
   fallback = KEYS[8], llog = KEYS[9], start = KEYS[10], flight = KEYS[11], fconc = KEYS[12]}
 local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
-  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), interactive = tonumber(ARGV[8]) == C.classInteractive, reserve = tonumber(ARGV[9]), lend = tonumber(ARGV[10]),
-  lease = ARGV[11], nlim = tonumber(ARGV[12])}
+  answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), age = tonumber(ARGV[8]), interactive = tonumber(ARGV[9]) == C.classInteractive,
+  reserve = tonumber(ARGV[10]), lend = tonumber(ARGV[11]), lease = ARGV[12], nlim = tonumber(ARGV[13])}
 `
 
 // luaAdmitOpen is the admission of a scope that has no record but its
@@ -309,10 +310,10 @@ local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
 C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
-  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 12, argv.nlim),
+  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 13, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 s.lease = flight_lease(s.flight)
-if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts); learn_save(s.learn) end
+if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts, argv.age); learn_save(s.learn) end
 local lim = state_active(s, keys)
 local k = class_keeper(s.class, argv.interactive)
 local d = state_admit_as(s, argv.cost, lim, k, keys.line, argv.lease, dry)
@@ -337,10 +338,11 @@ var RefuseReply = []string{"deadline", "now", "moved", "own"}
 // episode's pause)  ARGV[2] max pause ms  ARGV[3] kind: Hintless, Hinted
 // or Operator (Gate.Pause)
 // ARGV[4] the hint's precision µs  ARGV[5] admissions no script counted
-// (State.Report)  ARGV[6] the hint read as milliseconds ms (0: not in
-// question; Refusal.Alt)  ARGV[7] the refused request's level
-// (Refusal.Level)  ARGV[8] its answer id µs (Refusal.Opens)  ARGV[9] its
-// admission's mark (Refusal.Mark)  ARGV[10] n, then the limits as for
+// (State.Report)  ARGV[6] how long before the call the first of them was
+// admitted, µs  ARGV[7] the hint read as milliseconds ms (0: not in
+// question; Refusal.Alt)  ARGV[8] the refused request's level
+// (Refusal.Level)  ARGV[9] its answer id µs (Refusal.Opens)  ARGV[10] its
+// admission's mark (Refusal.Mark)  ARGV[11] n, then the limits as for
 // AdmitScript
 // returns: RefuseReply
 var RefuseScript = script(RefuseReply, luaRefuseBody)
@@ -349,12 +351,12 @@ const luaRefuseBody = `
 local keys = {pause = KEYS[1], learn = KEYS[2], lwin = KEYS[3], pauseby = KEYS[4], fallback = KEYS[5], llog = KEYS[6], budget = KEYS[7],
   start = KEYS[8], flight = KEYS[9], fconc = KEYS[10]}
 local argv = {pause = tonumber(ARGV[1]), maxPause = tonumber(ARGV[2]), kind = tonumber(ARGV[3]), prec = tonumber(ARGV[4]),
-  counts = tonumber(ARGV[5]), alt = tonumber(ARGV[6]), level = tonumber(ARGV[7]), opens = tonumber(ARGV[8]), mark = tonumber(ARGV[9]),
-  nlim = tonumber(ARGV[10])}
+  counts = tonumber(ARGV[5]), age = tonumber(ARGV[6]), alt = tonumber(ARGV[7]), level = tonumber(ARGV[8]), opens = tonumber(ARGV[9]),
+  mark = tonumber(ARGV[10]), nlim = tonumber(ARGV[11])}
 C.maxPause, C.limits = argv.maxPause, argv.nlim
 local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
   level = argv.level, mark = argv.mark, opens = argv.opens}
-local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 10, argv.nlim),
+local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 11, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 r.level = flight_told(s.flight, r.level, r.mark)
 local open = pause_earliest(s.pause) <= now_us
@@ -378,7 +380,7 @@ local deadline = pause_refuse(s.pause, ms, r.operator)
 if not r.operator then s.start = start_load(keys.start); start_end(s.start); start_save(s.start) end
 for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
 s.learn = learn_load(keys.learn)
-if C.limits == 0 then learn_report(s.learn, argv.counts) end -- State.Report
+if C.limits == 0 then learn_report(s.learn, argv.counts, argv.age) end -- State.Report
 s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
 local w = s.learn.window
 local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0 or paced, s.lwin)
@@ -403,15 +405,16 @@ var ReportReply = []string{"now"}
 // and the next admission would come after it.
 //
 // KEYS[1] learn
-// ARGV[1] the admissions no script counted
+// ARGV[1] the admissions no script counted  ARGV[2] how long before the
+// call the first of them was admitted, µs
 // returns: ReportReply
 var ReportScript = script(ReportReply, luaReportBody)
 
 const luaReportBody = `
 local keys = {learn = KEYS[1]}
-local argv = {counts = tonumber(ARGV[1])}
+local argv = {counts = tonumber(ARGV[1]), age = tonumber(ARGV[2])}
 local s = {learn = learn_load(keys.learn)}
-learn_report(s.learn, argv.counts); learn_save(s.learn)
+learn_report(s.learn, argv.counts, argv.age); learn_save(s.learn)
 return reply(REPLY, {now = now_us})
 `
 

@@ -62,13 +62,14 @@ func (s *Store) ObserveLater(k schema.Keys, o model.Observation, ls ...model.Lim
 }
 
 // ReportLater keeps a report of n admissions of the scope of k that no
-// script counted (model.ReportScript), for the scope's next admission or
-// the flush within answerFlush, as an answer.
-func (s *Store) ReportLater(k schema.Keys, n int64) {
+// script counted (model.ReportScript), the first of them age before now,
+// for the scope's next admission or the flush within answerFlush, as an
+// answer.
+func (s *Store) ReportLater(k schema.Keys, n int64, age time.Duration) {
 	if n <= 0 {
 		return
 	}
-	ks, args := model.ReportCall(k, n)
+	ks, args := model.ReportCall(k, n, age.Microseconds())
 	s.answers.keep(s, k.Pause, answer{model.ReportScript, ks, args})
 }
 

@@ -28,8 +28,10 @@ type AdmitRequest struct {
 	// NowOnly: reserve no slot ahead (params.nowOnly): admitted now or not
 	NowOnly bool
 	Counts  int64 // admissions no script counted (the open cache's), reported first
-	Class   model.Class
-	Lease   string // the admission's lease id on the concurrency limits ("" when there are none)
+	// CountsAge: how long before the call the first of Counts was admitted
+	CountsAge time.Duration
+	Class     model.Class
+	Lease     string // the admission's lease id on the concurrency limits ("" when there are none)
 }
 
 // Admission is the answer of model.AdmitScript: the model's decision
@@ -87,7 +89,7 @@ func (a Admission) Remaining() time.Duration {
 func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admission, error) {
 	ks, args := model.AdmitRequest{Limits: r.Limits, Cost: int64(r.Cost), Hold: r.Hold.Microseconds(), MaxPause: s.maxPause.Milliseconds(),
 		Probe: r.Probe.Microseconds(), Dry: r.Dry, NowOnly: r.NowOnly, Answer: r.Answer.Microseconds(), Counts: r.Counts,
-		Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease}.Call(k)
+		Age: r.CountsAge.Microseconds(), Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease}.Call(k)
 	var v map[string]int64
 	var err error
 	if r.Dry {
@@ -117,6 +119,7 @@ type Refusal struct {
 	Hinted    bool          // the provider gave a wait: the pause ends at its window's reset
 	Precision time.Duration // of that wait: a second when read in whole seconds
 	Counts    int64         // admissions no script counted (the open cache's), reported first
+	CountsAge time.Duration // how long before the call the first of Counts was admitted
 	Operator  bool          // Gate.Pause: an operator's pause, which teaches nothing
 	// Alt: the hint read as milliseconds, clamped as the pause is, when
 	// it may be (quotagate's refusal.alt; 0: not in question)
@@ -155,7 +158,7 @@ func (r Refusal) kind() int {
 // sent before the pause moves nothing).
 func (s *Store) Pause(ctx context.Context, k schema.Keys, d time.Duration, r Refusal, ls ...model.LimitSpec) (Recorded, error) {
 	ks, args := model.RefuseRequest{Limits: ls, Pause: d.Milliseconds(), MaxPause: s.maxPause.Milliseconds(), Kind: r.kind(),
-		Prec: r.Precision.Microseconds(), Counts: r.Counts, Alt: r.Alt.Milliseconds(), Level: r.Level, Mark: r.Mark, Opens: r.Opens}.Call(k)
+		Prec: r.Precision.Microseconds(), Counts: r.Counts, Age: r.CountsAge.Microseconds(), Alt: r.Alt.Milliseconds(), Level: r.Level, Mark: r.Mark, Opens: r.Opens}.Call(k)
 	if as := s.answers.take(k.Pause); len(as) > 0 { // the answers came before the refusal
 		s.sendAnswers(ctx, as)
 	}
