@@ -357,7 +357,8 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	cfg = cfg.withDefaults()
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
-	g.uncounted.Span = time.Duration(model.LearnTTL) * time.Microsecond // a cycle the scope's records would forget
+	// A count runs as long as a cycle the scope's records keep.
+	g.uncounted.Span = time.Duration(model.LearnTTL) * time.Microsecond
 	var trustFor time.Duration // a fail-closed gate's open cache needs a proof of life
 	if cfg.FailClosed {
 		trustFor = cfg.StoreTimeout
