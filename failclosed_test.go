@@ -43,7 +43,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 			if err := g.admit(ctx, cached, 1, false); err != nil {
 				t.Fatalf("admit on a live Redis: %v", err)
 			}
-			return g.open.Fresh(scopeKeys(prefix, cached).Pause)
+			return g.admitsUncached(scopeKeys(prefix, cached).Pause)
 		})
 	}
 	storeDown := func(what string, err error) {
@@ -57,6 +57,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 	// A failed call tells: the cached scope is not admitted on trust.
 	warm(closed)
 	warm(open)
+	closed.open.Ask(scopeKeys(prefix, other).Pause) // a scope an entry named: it asks Redis
 	srv.Suspend(t)
 	storeDown("fail closed, another scope while Redis hangs", closed.admit(ctx, other, 1, false))
 	storeDown("fail closed, the cached scope after a failed call", closed.admit(ctx, cached, 1, false))
@@ -70,7 +71,7 @@ func TestFailClosedTrustsNoCacheWhileStoreFails(t *testing.T) {
 	// no call has failed yet.
 	srv.Suspend(t)
 	now.Add(int64(closed.cfg.StoreTimeout))
-	if closed.open.Fresh(scopeKeys(prefix, cached).Pause) {
+	if closed.admitsUncached(scopeKeys(prefix, cached).Pause) {
 		t.Error("fail closed: the cache is trusted a StoreTimeout after Redis last answered")
 	}
 	storeDown("fail closed, the cached scope after a silence", closed.admit(ctx, cached, 1, false))

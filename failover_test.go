@@ -321,7 +321,7 @@ func runFailover(t *testing.T, target foTarget, kill bool) {
 	}
 	for i, gt := range f.gates {
 		k := scopeKeys(target.prefix, after).Pause
-		eventuallyWithin(t, foWait, fmt.Sprintf("gate %d heard the pause", i), func() bool { return !gt.g.open.Fresh(k) })
+		eventuallyWithin(t, foWait, fmt.Sprintf("gate %d heard the pause", i), func() bool { return !gt.g.admitsUncached(k) })
 	}
 	f.checkDeferred(after)
 

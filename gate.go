@@ -208,20 +208,22 @@ type Tuning struct {
 	// admitted without a round trip to Redis. Every change that can close
 	// a scope (a pause, a resume, a budget gained) is announced on the
 	// feed of pauses, which the gate reads every FeedInterval
-	// (internal/feed), and the gate forgets the scope when it reads the
-	// entry (the gate that records it, at once); it also forgets
-	// everything, and asks Redis for every task, whenever the feed is late
-	// or broken, until it caught up from a snapshot. So OpenCache does not
-	// bound staleness. It bounds how long an announcement lost with its
-	// process (one that died between a script and its announcement) goes
-	// unheard when nothing refuses afterwards: a provider's refusal of a
-	// request sent into the pause announces it again. And it is how often
-	// a process asks again about a scope it keeps admitting, so that what
-	// the scope's records say is read back within the time they are kept
-	// (the model's LearnTTL). The feed is started on first use; Close
-	// stops it. Default 10 minutes: a process that sees a scope less than
-	// once a second still admits its tasks without a round trip each;
-	// negative disables.
+	// (internal/feed), and the gate asks Redis about the scope from the
+	// moment it reads the entry (the gate that records it, at once) until
+	// a round trip sees it open again; it also forgets everything, and
+	// asks Redis for every task, whenever the feed is late or broken,
+	// until it caught up from a snapshot, which names every scope an
+	// entry named within the last 25 hours. So a gate that observes no
+	// responses (no Transport, no Observe) admits a scope it never asked
+	// about, and no entry named, without any round trip; one that does
+	// asks once, for the first contact's probe and slow start. OpenCache
+	// does not bound staleness. It bounds how long an announcement lost
+	// with its process (one that died between a script and its
+	// announcement) goes unheard by a gate that saw the scope open, when
+	// nothing refuses afterwards: a provider's refusal of a request sent
+	// into the pause announces it again. And it is how often a process
+	// asks again about a scope it saw open and keeps admitting. Default
+	// 10 minutes; negative disables the cache: every task asks Redis.
 	OpenCache time.Duration
 
 	// FeedInterval is how often the gate reads the feed of pauses (see
@@ -375,15 +377,15 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
 		Hooks: store.Hooks{RoundTrip: m.RoundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
-	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Forget})
+	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Ask})
 	return g
 }
 
 // heard takes an entry of the feed: the admissions the open cache let
 // through uncounted are reported at once for a pause (a resume drops
 // them; a budget gained leaves them to the scope's next round trip, which
-// the cache's forgetting makes), the cache forgets the scope, whatever
-// the entry's format, and the memory notes a pause of this format, as
+// the ask makes), the cache holds the scope as an ask, whatever the
+// entry's format, and the memory notes a pause of this format, as
 // received now by the gate's clock.
 func (g *Gate) heard(e feed.Entry, _ time.Time) {
 	switch {
@@ -394,7 +396,7 @@ func (g *Gate) heard(e feed.Entry, _ time.Time) {
 			g.store.ReportLater(schema.PauseKeys(e.Key), c.N, c.Age(g.now()))
 		}
 	}
-	g.open.Forget(e.Key)
+	g.open.Ask(e.Key)
 	g.mem.Heard(e, g.now())
 }
 
@@ -546,7 +548,7 @@ func (g *Gate) Pause(ctx context.Context, s Scope, d time.Duration) (Pause, erro
 
 // pause is Pause for a valid scope s whose keys are k.
 func (g *Gate) pause(ctx context.Context, s Scope, k schema.Keys, d time.Duration, r store.Refusal) (Pause, error) {
-	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
+	g.open.Ask(k.Pause) // before the round trip: this worker stops at once
 	rec, err := g.store.Pause(ctx, k, g.clamp(d), r, specs(g.limitsOf(s))...)
 	if err != nil {
 		return Pause{}, fmt.Errorf("quotagate: pause %s: %w", s.Provider, err)
@@ -588,7 +590,7 @@ func (g *Gate) Resume(ctx context.Context, s Scope) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	g.open.Forget(scopeKeys(g.cfg.Prefix, s).Pause)
+	g.open.Ask(scopeKeys(g.cfg.Prefix, s).Pause)
 	g.mem.Drop(scopeKeys(g.cfg.Prefix, s).Pause)
 	if err := g.store.Resume(ctx, scopeKeys(g.cfg.Prefix, s)); err != nil {
 		return fmt.Errorf("quotagate: resume %s: %w", s.Provider, err)

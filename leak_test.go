@@ -28,7 +28,7 @@ func TestUnclosedGateLeavesNoWatcher(t *testing.T) {
 		if err := g.admit(context.Background(), s, 1, false); err != nil {
 			t.Fatal(err)
 		}
-		return g.open.Fresh(scopeKeys(g.cfg.Prefix, s).Pause)
+		return g.admitsUncached(scopeKeys(g.cfg.Prefix, s).Pause)
 	})
 	rdb.Close()
 	mr.Close()

@@ -191,7 +191,7 @@ type grant struct {
 // scope's waiting never takes every worker from the other scopes' tasks.
 func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, mustHold bool, c Class, worker bool) (gr grant, err error) {
 	ls := g.limitsOf(s)
-	if len(ls) == 0 && g.open.Fresh(k.Pause) {
+	if len(ls) == 0 && g.open.Fresh(k.Pause, !g.observed.Load()) {
 		g.uncounted.Add(k.Pause, local.Count{N: int64(cost), First: g.now()})
 		g.metrics.Admission(s.Provider, c.String(), metrics.Admitted)
 		return gr, nil

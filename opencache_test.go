@@ -3,6 +3,7 @@ package quotagate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,8 +88,10 @@ func TestOpenCacheOwnPauseAndLimits(t *testing.T) {
 	}
 }
 
-// Entries age out after Tuning.OpenCache, and a feed that fails forgets
-// everything until it caught up again from a snapshot.
+// A seen scope's entry ages out after Tuning.OpenCache (for a gate that
+// observes responses, which asks about every scope it has not seen), and
+// a feed that fails forgets everything until it caught up again from a
+// snapshot.
 func TestOpenCacheAgeAndFeedLoss(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
@@ -96,34 +99,35 @@ func TestOpenCacheAgeAndFeedLoss(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	g := newWith(rdb, Config{StoreTimeout: time.Second, Tuning: Tuning{OpenCache: time.Second}}, hooks{now: clock})
+	g := newWith(rdb, Config{StoreTimeout: time.Second, Tuning: Tuning{OpenCache: time.Second, MaxHold: -1}}, hooks{now: clock})
 	t.Cleanup(func() { g.Close() })
+	g.observed.Store(true) // responses observed (no probe without MaxHold)
 	ctx := context.Background()
 	s := Scope{Provider: "ups"}
 	k := scopeKeys(g.cfg.Prefix, s).Pause
 	eventually(t, "the scope is remembered open", func() bool {
 		g.admit(ctx, s, 1, false)
-		return g.open.Fresh(k)
+		return g.admitsUncached(k)
 	})
 	now.Add(int64(time.Second))
-	if g.open.Fresh(k) {
+	if g.admitsUncached(k) {
 		t.Fatal("an entry older than OpenCache is still trusted")
 	}
 	eventually(t, "a new round trip refreshes the entry", func() bool { // once the feed polled by the new time
 		g.admit(ctx, s, 1, false)
-		return g.open.Fresh(k)
+		return g.admitsUncached(k)
 	})
 
 	mr.Close() // the feed's polls fail
 	eventually(t, "the cache forgets everything when the feed fails", func() bool {
-		return !g.open.Live() && !g.open.Fresh(k)
+		return !g.open.Live() && !g.admitsUncached(k)
 	})
 	if err := mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the cache works again once the feed caught up", func() bool {
 		g.admit(ctx, s, 1, false)
-		return g.open.Fresh(k)
+		return g.admitsUncached(k)
 	})
 }
 
@@ -226,4 +230,82 @@ func refusing(g *Gate, hint time.Duration) asynq.Handler {
 	return g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		return &Refusal{Hint: hint}
 	}))
+}
+
+// admitsUncached reports whether g admits a task of the scope of pause
+// key k without a round trip (local.OpenCache.Fresh, as Gate.admission
+// asks it).
+func (g *Gate) admitsUncached(k string) bool { return g.open.Fresh(k, !g.observed.Load()) }
+
+// A gate that observes no responses admits a scope it never asked about
+// without a round trip once its feed is live; a scope the feed's snapshot
+// names (an entry named it: here a Resume) is asked about once by a gate
+// that starts after, then admitted without a round trip; a gate that
+// observes responses asks about every scope it has not seen. And a scope
+// no script ever saw learns from its first refusal: the cycle begins at
+// the gate's first uncounted admission. On miniredis, redis-server and
+// the Cluster.
+func TestOpenCacheUnseenScopes(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			g1, trips1 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			cacheOpen(t, g1, trips1, Scope{Provider: "warm"}) // the feed live
+			before := trips1.Load()
+			for i := range 50 {
+				if err := g1.admit(ctx, Scope{Provider: "ups", Account: fmt.Sprint("unseen-", i)}, 1, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := trips1.Load() - before; n != 0 {
+				t.Errorf("50 scopes never seen cost %d round trips, want 0", n)
+			}
+
+			named := Scope{Provider: "ups", Account: "named"}
+			if err := g1.Resume(ctx, named); err != nil {
+				t.Fatal(err)
+			}
+			g2, trips2 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			cacheOpen(t, g2, trips2, Scope{Provider: "warm"})
+			for i := range 3 { // a round trip (or two, a script loaded on a Cluster's node), then none
+				before = trips2.Load()
+				if err := g2.admit(ctx, named, 1, false); err != nil {
+					t.Fatal(err)
+				}
+				if n := trips2.Load() - before; (n > 0) != (i == 0) {
+					t.Errorf("a scope the snapshot names, admission %d: %d round trips", i, n)
+				}
+			}
+
+			g3, trips3 := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			g3.observed.Store(true)
+			g3.cfg.Tuning.MaxHold = -1 // no first contact's probe: the scope is open once seen
+			cacheOpen(t, g3, trips3, Scope{Provider: "warm"})
+			before = trips3.Load()
+			if err := g3.admit(ctx, Scope{Provider: "ups", Account: "unseen-0"}, 1, false); err != nil {
+				t.Fatal(err)
+			}
+			if trips3.Load() == before {
+				t.Error("a gate that observes responses admitted a scope it never saw without a round trip")
+			}
+
+			learns := Scope{Provider: "ups", Account: "learns"}
+			admitted := 0
+			for range 5 {
+				if err := g1.admit(ctx, learns, 1, false); err != nil {
+					t.Fatal(err)
+				}
+				admitted++
+			}
+			time.Sleep(time.Millisecond) // the first admission is a while before the refusal
+			if err := refusing(g1, 3*time.Second).ProcessTask(ctx, NewTask("poll", nil, learns)); !errors.As(err, new(*Refusal)) {
+				t.Fatalf("the refusal: %v", err)
+			}
+			admitted++ // the refused request
+			if p, err := g1.State(ctx, learns); err != nil || p.Learned.Rate != admitted-1 {
+				t.Errorf("learned %+v (%v) from a first cycle no script saw, want a rate of %d", p.Learned, err, admitted-1)
+			}
+		})
+	}
 }

@@ -81,7 +81,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	if hint%time.Second == 0 {
 		facts.Precision = time.Second // "try again in 5 seconds": read to the second
 	}
-	g.open.Forget(k.Pause) // before the round trip: this worker stops at once
+	g.open.Ask(k.Pause) // before the round trip: this worker stops at once
 	counts := g.uncounted.Take(k.Pause)
 	facts.Counts, facts.CountsAge = counts.N, counts.Age(g.now())
 	rec, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)

@@ -42,7 +42,7 @@ type Config struct {
 	Slack  time.Duration
 	Logger *slog.Logger // receives the re-assertions that moved a deadline; nil: slog.Default
 	// Moved, when set, is called with the pause key of every pause a
-	// re-assertion moved (the gate's open cache forgets the scope).
+	// re-assertion moved (the gate's open cache asks Redis about the scope).
 	Moved func(key string)
 }
 

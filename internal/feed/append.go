@@ -26,21 +26,36 @@ func Groups(rdb redis.UniversalClient) int {
 	return schema.FeedGroups
 }
 
+// AskRetain is how long a group's asks keep a scope an entry named
+// after its last: longer than any record that may hold a scope back
+// lives unwritten (a pause, at most the default MaxPause of 12 hours; a
+// budget, LearnTTL past its reset), so that a process that starts, or
+// catches up after a gap, asks Redis about every scope that may hold
+// its tasks back. A scope whose records the scripts keep writing without
+// any entry for longer (a learned limit in use a whole day without a
+// refusal) is admitted without a round trip by the processes that start
+// after that, until the provider's next refusal, which is announced.
+const AskRetain = 25 * time.Hour
+
 // appendScript appends an entry to a group's log and brings its snapshot
-// up to date: a pause raises the scope's score to its deadline (never
-// lowers it), a resume removes the scope, and every append removes the
-// scopes whose deadline passed. The log keeps the entries of the last
+// and its asks up to date: a pause raises the scope's score in the
+// snapshot to its deadline (never lowers it), a resume removes the scope
+// from it, every entry scores the scope in the asks at its time, and
+// every append removes the snapshot's scopes whose deadline passed and
+// the asks older than AskRetain. The log keeps the entries of the last
 // Retain (XADD MINID, by the time of their IDs) and expires Retain after
-// the last; the snapshot expires at its last deadline.
+// the last; the snapshot expires at its last deadline, the asks
+// AskRetain after the last entry.
 //
-// KEYS[1] log  KEYS[2] snapshot
+// KEYS[1] log  KEYS[2] snapshot  KEYS[3] asks
 // ARGV[1] the entry (encode)  ARGV[2] pause key  ARGV[3] deadline, Unix
 // ms (0: none)  ARGV[4] resumed ("1" or "0")  ARGV[5] Retain ms
+// ARGV[6] AskRetain ms
 // returns: the entry's ID
 var appendScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local retain = tonumber(ARGV[5])
+local retain, askRetain = tonumber(ARGV[5]), tonumber(ARGV[6])
 local id = redis.call('XADD', KEYS[1], 'MINID', '~', string.format('%.0f', now_ms - retain), '*', 'e', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], retain)
 if ARGV[4] == '1' then
@@ -52,16 +67,20 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now_ms))
 local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[2], last[2]) end
+redis.call('ZADD', KEYS[3], string.format('%.0f', now_ms), ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%.0f', now_ms - askRetain))
+redis.call('PEXPIRE', KEYS[3], askRetain)
 return id
 `)
 
 // Append writes e (its Version ignored: this package's is written) to
 // the log of its group under prefix.
 func Append(ctx context.Context, rdb redis.UniversalClient, prefix string, e Entry) error {
-	log, snap := schema.FeedKeys(prefix, schema.FeedGroup(e.Key, Groups(rdb)))
+	log, snap, asks := schema.FeedKeys(prefix, schema.FeedGroup(e.Key, Groups(rdb)))
 	resumed := "0"
 	if e.Resumed {
 		resumed = "1"
 	}
-	return appendScript.Run(ctx, rdb, []string{log, snap}, encode(e), e.Key, e.UntilMs, resumed, Retain.Milliseconds()).Err()
+	return appendScript.Run(ctx, rdb, []string{log, snap, asks}, encode(e), e.Key, e.UntilMs, resumed, Retain.Milliseconds(),
+		AskRetain.Milliseconds()).Err()
 }

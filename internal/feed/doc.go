@@ -17,12 +17,19 @@
 //     long the pauses are;
 //   - its snapshot, a sorted set of the pause keys waiting, scored by
 //     their deadline (Unix ms of Redis TIME), only ever raised, the
-//     scopes resumed or past their deadline removed.
+//     scopes resumed or past their deadline removed;
+//   - its asks, a sorted set of every pause key an entry named within
+//     AskRetain, scored by the last entry's time: the scopes whose
+//     admissions may have to ask Redis. A process that starts, or catches
+//     up after a gap, asks Redis about those, and admits any other scope
+//     with nothing configured without a round trip (local.OpenCache).
 //
 // A gate's store appends an entry after each script that changes what the
 // scope tells other gates (Append: a refusal, a re-asserted pause, a
 // Resume, a first budget): one more call on those rare paths, none on an
-// admission's.
+// admission's. Every script that can make a scope's admissions depend on
+// its records begins with one of those, so a scope no entry named within
+// AskRetain has nothing in Redis but what a pause would stop.
 //
 // # The reader
 //
@@ -43,8 +50,7 @@
 // (Reset(false)); the reader then reloads the snapshot, and reads the logs
 // from the IDs the snapshot was taken at (Reset(true)): no entry of the
 // gap is lost, and none is needed, since a pause the snapshot holds is
-// heard from it and what else the gap held (resumes, budgets) the gate
-// forgot when it went stale. A reader that could not read for Retain/2
+// heard from it, and every scope the gap's entries named is in its asks. A reader that could not read for Retain/2
 // (its logs may have been trimmed past what it read), or whose store
 // recovered from a failure (Resync: a new master may have lost entries
 // it read) reloads the snapshot too.
@@ -57,8 +63,10 @@
 // force in Redis, where every admission that asks finds it, and
 // unannounced to the gates that trust the scope open until a request one
 // of them sends into it is refused (every refusal of a paused scope is
-// announced), and for at most their open cache's age (Tuning.OpenCache)
-// when none is (an operator's pause). A failover may lose entries with
+// announced): a gate that saw the scope open trusts it for at most its
+// open cache's age (Tuning.OpenCache), one that never asked about it
+// until that refusal. An operator's pause so lost, with no refusal to
+// follow, goes unheard by the latter. A failover may lose entries with
 // the writes they announce; the gates' failover memory re-asserts the
 // pauses it knew, and appends them again.
 package feed

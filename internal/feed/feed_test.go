@@ -87,8 +87,10 @@ func TestSnapshotThenLog(t *testing.T) {
 			if got := h.of(k("waiting")); len(got) != 1 || got[0].UntilMs != now+60_000 || !got[0].Current() {
 				t.Errorf("the waiting scope from the snapshot: %+v, want one entry until %d", got, now+60_000)
 			}
-			if got := append(h.of(k("past")), h.of(k("resumed"))...); len(got) != 0 {
-				t.Errorf("heard scopes no longer waiting: %+v", got)
+			for _, s := range []string{"past", "resumed"} { // no longer waiting: named, to be asked about
+				if got := h.of(k(s)); len(got) != 1 || got[0].UntilMs != 0 || got[0].Resumed || !got[0].Current() {
+					t.Errorf("scope %s from the snapshot: %+v, want one entry that names it", s, got)
+				}
 			}
 			if got := h.resetsSoFar(); len(got) != 1 || !got[0] {
 				t.Errorf("resets %v, want [true] (live from the snapshot)", got)
@@ -126,7 +128,7 @@ func TestSnapshotKeepsTheLatest(t *testing.T) {
 	ctx := context.Background()
 	now := c.Now.UnixMilli()
 	k := schema.ScopeKeys("qg", "ups", "a").Pause
-	_, snap := schema.FeedKeys("qg", schema.FeedGroup(k, Groups(rdb)))
+	_, snap, _ := schema.FeedKeys("qg", schema.FeedGroup(k, Groups(rdb)))
 	score := func() float64 {
 		s, err := rdb.ZScore(ctx, snap, k).Result()
 		if err == redis.Nil {
@@ -168,6 +170,54 @@ func TestSnapshotKeepsTheLatest(t *testing.T) {
 	}
 }
 
+// TestAsksNameEveryScope: every entry scores its scope in the group's
+// asks at the entry's Redis TIME, a resume too; the asks drop a scope
+// AskRetain after its last entry, and expire AskRetain after the last.
+func TestAsksNameEveryScope(t *testing.T) {
+	c, rdb := redistest.StartMini(t, redistest.T0)
+	ctx := context.Background()
+	k := func(s string) string { return schema.ScopeKeys("qg", "ups", s).Pause }
+	_, _, asks := schema.FeedKeys("qg", 0)
+	score := func(k string) int64 {
+		s, err := rdb.ZScore(ctx, asks, k).Result()
+		if err == redis.Nil {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(s)
+	}
+	t0 := c.Now.UnixMilli()
+	for _, en := range []Entry{{Key: k("a"), UntilMs: t0 + 2000, NowMs: t0}, {Key: k("b")}, {Key: k("c"), Resumed: true}} {
+		if err := Append(ctx, rdb, "qg", en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"a", "b", "c"} {
+		if got := score(k(s)); got != t0 {
+			t.Errorf("scope %s asked at %d, want %d", s, got, t0)
+		}
+	}
+	c.Advance(AskRetain - time.Second)
+	if err := Append(ctx, rdb, "qg", Entry{Key: k("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := score(k("b")), c.Now.UnixMilli(); got != want {
+		t.Errorf("scope b asked again at %d, want %d", got, want)
+	}
+	c.Advance(2 * time.Second)
+	if err := Append(ctx, rdb, "qg", Entry{Key: k("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := score(k("a")) + score(k("c")); got != 0 {
+		t.Errorf("scopes named AskRetain ago still asked (%d)", got)
+	}
+	if ttl := c.MR.TTL(asks); ttl != AskRetain {
+		t.Errorf("the asks expire in %v, want AskRetain", ttl)
+	}
+}
+
 // TestStaleAndBack: a reader whose Redis goes away goes stale (Reset
 // false, not Fresh) and, once Redis is back, loads the snapshot again and
 // is live, having heard a pause recorded while it was away.
@@ -192,8 +242,7 @@ func TestStaleAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 10*time.Second, "the reader live again, the pause recorded during the gap heard", func() bool {
-		got := h.of(k)
-		return r.Fresh() && len(got) > 0 && got[len(got)-1].UntilMs == now+60_000
+		return r.Fresh() && slices.ContainsFunc(h.of(k), func(e Entry) bool { return e.UntilMs == now+60_000 })
 	})
 	if got := h.resetsSoFar(); len(got) < 3 || got[0] != true || got[1] != false || got[len(got)-1] != true {
 		t.Errorf("resets %v, want true, false, …, true", got)

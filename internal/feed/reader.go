@@ -53,6 +53,7 @@ type Reader struct {
 	cfg   Config
 	logs  []string // of each group (Groups)
 	snaps []string
+	asks  []string
 
 	once      sync.Once
 	stop      chan struct{}
@@ -76,9 +77,10 @@ func NewReader(cfg Config) *Reader {
 		cfg.Now = time.Now
 	}
 	n := Groups(cfg.Client)
-	r := &Reader{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), logs: make([]string, n), snaps: make([]string, n)}
+	r := &Reader{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), logs: make([]string, n), snaps: make([]string, n),
+		asks: make([]string, n)}
 	for g := range n {
-		r.logs[g], r.snaps[g] = schema.FeedKeys(cfg.Prefix, g)
+		r.logs[g], r.snaps[g], r.asks[g] = schema.FeedKeys(cfg.Prefix, g)
 	}
 	return r
 }
@@ -294,47 +296,49 @@ func (r *Reader) groupOf(key string) int {
 	return -1
 }
 
-// snapshotScript reads a group's snapshot and the ID of its log's last
-// entry at one instant: the reader then reads the log from that ID, so
-// that whatever was appended after the snapshot is read from the log.
+// snapshotScript reads a group's snapshot, its asks and the ID of its
+// log's last entry at one instant: the reader then reads the log from
+// that ID, so that whatever was appended after the snapshot is read from
+// the log.
 //
-// KEYS[1] log  KEYS[2] snapshot
-// returns: {Redis TIME ms, the last entry's ID ("0-0": none), then each
-// pause key waiting and its deadline ms}
+// KEYS[1] log  KEYS[2] snapshot  KEYS[3] asks
+// ARGV[1] AskRetain ms
+// returns: {Redis TIME ms, the last entry's ID ("0-0": none), {each pause
+// key waiting and its deadline ms}, {each pause key asked and its entry's
+// time ms}}
 var snapshotScript = redis.NewScript(snapshotSource)
 
 const snapshotSource = `
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-local out = {string.format('%.0f', now_ms), last[1] and last[1][1] or '0-0'}
 local waiting = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now_ms), '+inf', 'WITHSCORES')
-for _, v in ipairs(waiting) do out[#out + 1] = v end
-return out
+local asked = redis.call('ZRANGEBYSCORE', KEYS[3], string.format('%.0f', now_ms - tonumber(ARGV[1])), '+inf', 'WITHSCORES')
+return {string.format('%.0f', now_ms), last[1] and last[1][1] or '0-0', waiting, asked}
 `
 
-// snapshot loads every group's snapshot, its pauses heard, and sets the
-// IDs the logs are read from.
+// snapshot loads every group's snapshot, its pauses and asks heard, and
+// sets the IDs the logs are read from.
 func (r *Reader) snapshot(ctx context.Context) error {
 	pipe := r.cfg.Client.Pipeline()
 	cmds := make([]*redis.Cmd, len(r.logs))
 	for g := range r.logs {
-		cmds[g] = snapshotScript.Eval(ctx, pipe, []string{r.logs[g], r.snaps[g]})
+		cmds[g] = snapshotScript.Eval(ctx, pipe, []string{r.logs[g], r.snaps[g], r.asks[g]}, AskRetain.Milliseconds())
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
 	ids := make([]string, len(r.logs))
-	var waiting []Entry
+	var heard []Entry
 	for g, c := range cmds {
 		id, es, err := snapshotOf(c.Val())
 		if err != nil {
 			return err
 		}
-		ids[g], waiting = id, append(waiting, es...)
+		ids[g], heard = id, append(heard, es...)
 	}
 	recv := r.cfg.Now()
-	for _, e := range waiting {
+	for _, e := range heard {
 		r.heard(e, recv)
 	}
 	r.mu.Lock()
@@ -343,30 +347,65 @@ func (r *Reader) snapshot(ctx context.Context) error {
 	return nil
 }
 
-// snapshotOf decodes snapshotScript's reply.
-func snapshotOf(v any) (id string, waiting []Entry, err error) {
+// snapshotOf decodes snapshotScript's reply: the pauses waiting, as
+// entries of their deadline, then the other scopes asked, as entries that
+// name them with neither a deadline nor a resume (a scope that must ask
+// Redis), their time their entry's.
+func snapshotOf(v any) (id string, heard []Entry, err error) {
 	list, ok := v.([]any)
-	if !ok || len(list) < 2 || len(list)%2 != 0 {
+	if !ok || len(list) != 4 {
 		return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot %v", v)
 	}
-	s := make([]string, len(list))
-	for i, x := range list {
-		if s[i], ok = x.(string); !ok {
-			return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot %v", v)
-		}
+	s0, ok0 := list[0].(string)
+	id, ok1 := list[1].(string)
+	now, err := strconv.ParseInt(s0, 10, 64)
+	if !ok0 || !ok1 || err != nil {
+		return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot %v", v)
 	}
-	now, err := strconv.ParseInt(s[0], 10, 64)
+	waiting, err := scoredOf(list[2])
 	if err != nil {
-		return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot time %q", s[0])
+		return "", nil, err
 	}
-	for i := 2; i < len(s); i += 2 {
-		until, err := strconv.ParseFloat(s[i+1], 64)
-		if err != nil {
-			return "", nil, fmt.Errorf("quotagate: unexpected feed snapshot deadline %q", s[i+1])
+	paused := make(map[string]bool, len(waiting))
+	for _, w := range waiting {
+		heard = append(heard, Entry{Key: w.key, UntilMs: w.score, NowMs: now, Version: schema.FeedVersion})
+		paused[w.key] = true
+	}
+	asked, err := scoredOf(list[3])
+	if err != nil {
+		return "", nil, err
+	}
+	for _, a := range asked {
+		if !paused[a.key] { // its pause names it already
+			heard = append(heard, Entry{Key: a.key, NowMs: a.score, Version: schema.FeedVersion})
 		}
-		waiting = append(waiting, Entry{Key: s[i], UntilMs: int64(until), NowMs: now, Version: schema.FeedVersion})
 	}
-	return s[1], waiting, nil
+	return id, heard, nil
+}
+
+// scored is a member of a sorted set and its score.
+type scored struct {
+	key   string
+	score int64
+}
+
+// scoredOf decodes a ZRANGE ... WITHSCORES reply.
+func scoredOf(v any) ([]scored, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return nil, fmt.Errorf("quotagate: unexpected feed snapshot set %v", v)
+	}
+	out := make([]scored, 0, len(list)/2)
+	for i := 0; i < len(list); i += 2 {
+		k, ok1 := list[i].(string)
+		sc, ok2 := list[i+1].(string)
+		f, err := strconv.ParseFloat(sc, 64)
+		if !ok1 || !ok2 || err != nil {
+			return nil, fmt.Errorf("quotagate: unexpected feed snapshot member %v %v", list[i], list[i+1])
+		}
+		out = append(out, scored{key: k, score: int64(f)})
+	}
+	return out, nil
 }
 
 // Owns reports whether cmd is one of the feed's own reads (a poll or a
@@ -399,7 +438,7 @@ func CommandName(cmd redis.Cmder) string {
 func Entries(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]Entry, error) {
 	var out []Entry
 	for g := range Groups(rdb) {
-		log, _ := schema.FeedKeys(prefix, g)
+		log, _, _ := schema.FeedKeys(prefix, g)
 		ms, err := rdb.XRange(ctx, log, "-", "+").Result()
 		if err != nil {
 			return nil, err

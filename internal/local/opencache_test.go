@@ -57,10 +57,10 @@ func TestOpenCacheTrustSteps(t *testing.T) {
 					late[n](nil)
 				}
 			}
-			if got := caches[0].Fresh("k"); got != s.fresh {
+			if got := caches[0].Fresh("k", false); got != s.fresh {
 				t.Errorf("case %d step %d (%s): fail closed fresh = %v, want %v", i, j, s.do, got, s.fresh)
 			}
-			if got := caches[1].Fresh("k"); got != s.freshOpen {
+			if got := caches[1].Fresh("k", false); got != s.freshOpen {
 				t.Errorf("case %d step %d (%s): fail open fresh = %v, want %v", i, j, s.do, got, s.freshOpen)
 			}
 		}
@@ -81,7 +81,7 @@ func TestOpenCacheFeed(t *testing.T) {
 	f := &switchFeed{fresh: true}
 	c := NewOpenCache(f, time.Hour, 0, func() time.Time { return now })
 	c.Remember("k", c.Begin())
-	if c.Fresh("k") {
+	if c.Fresh("k", false) {
 		t.Error("trusted before the feed caught up")
 	}
 	if !f.started {
@@ -89,29 +89,29 @@ func TestOpenCacheFeed(t *testing.T) {
 	}
 	c.Reset(true)
 	c.Remember("k", c.Begin())
-	if !c.Fresh("k") {
+	if !c.Fresh("k", false) {
 		t.Error("not trusted with the feed caught up and fresh")
 	}
 	f.fresh = false
-	if c.Fresh("k") {
+	if c.Fresh("k", false) {
 		t.Error("trusted with the feed late")
 	}
 	f.fresh = true
 	gen := c.Begin()
-	c.Forget("other") // an entry heard during the round trip
+	c.Ask("other") // an entry heard during the round trip
 	c.Remember("j", gen)
-	if c.Fresh("j") {
+	if c.Fresh("j", false) {
 		t.Error("remembered across an entry heard during its round trip")
 	}
 	c.Reset(false)
 	c.Reset(true)
-	if c.Fresh("k") {
+	if c.Fresh("k", false) {
 		t.Error("an entry outlived the feed's gap")
 	}
 	c.Close()
 	c.Reset(true)
 	c.Remember("k", c.Begin())
-	if c.Fresh("k") {
+	if c.Fresh("k", false) {
 		t.Error("trusted after Close")
 	}
 }
@@ -133,8 +133,8 @@ func TestOpenCachePrune(t *testing.T) {
 		t.Fatalf("%d entries before the first prune, want %d", len(c.seen), pruneAt)
 	}
 	c.Remember("b", c.Begin()) // pruneAt entries: the first prune drops the old ones
-	if len(c.seen) != 2 || !c.Fresh("a") || !c.Fresh("b") {
-		t.Fatalf("after the first prune: %d entries, a %v, b %v; want the 2 fresh", len(c.seen), c.Fresh("a"), c.Fresh("b"))
+	if len(c.seen) != 2 || !c.Fresh("a", false) || !c.Fresh("b", false) {
+		t.Fatalf("after the first prune: %d entries, a %v, b %v; want the 2 fresh", len(c.seen), c.Fresh("a", false), c.Fresh("b", false))
 	}
 	for i := range 3 * pruneAt { // all fresh: the map grows, pruned once per doubling
 		c.Remember("f"+strconv.Itoa(i), c.Begin())
@@ -152,3 +152,48 @@ type switchFeed struct{ fresh, started bool }
 
 func (f *switchFeed) Start()      { f.started = true }
 func (f *switchFeed) Fresh() bool { return f.fresh }
+
+// TestOpenCacheAsks: a scope never seen is admitted when the gate lets
+// such scopes in (unseen) unless it is an ask; an ask holds until a round
+// trip remembers it open; a snapshot caught up keeps the asks it brought,
+// a stale feed forgets them with everything; asks older than AskAge are
+// pruned.
+func TestOpenCacheAsks(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	c := NewOpenCache(&switchFeed{fresh: true}, time.Hour, 0, func() time.Time { return now })
+	if c.Fresh("k", true) {
+		t.Error("an unseen scope admitted before the feed caught up")
+	}
+	c.Ask("k") // a snapshot's scope, heard before it is live
+	c.Reset(true)
+	if !c.Fresh("j", true) || c.Fresh("j", false) {
+		t.Error("a scope never seen: want admitted only when unseen scopes are")
+	}
+	if c.Fresh("k", true) {
+		t.Error("the snapshot's ask admitted without a round trip")
+	}
+	c.Remember("k", c.Begin())
+	if !c.Fresh("k", true) || !c.Fresh("k", false) {
+		t.Error("an ask a round trip saw open: want admitted")
+	}
+	c.Ask("k") // an entry names it again
+	if c.Fresh("k", true) {
+		t.Error("an ask named again admitted without a round trip")
+	}
+	c.Reset(false)
+	if c.Fresh("j", true) {
+		t.Error("admitted with the feed stale")
+	}
+	c.Reset(true)
+	if !c.Fresh("k", true) {
+		t.Error("an ask outlived the feed's gap (the snapshot names what must ask)")
+	}
+	for i := range pruneAt {
+		c.Ask(strconv.Itoa(i))
+	}
+	now = now.Add(AskAge)
+	c.Ask("a") // past pruneAt entries, all older than AskAge: pruned
+	if len(c.asks) != 1 || c.Fresh("a", true) || !c.Fresh("0", true) {
+		t.Errorf("after the prune: %d asks, want only the new one", len(c.asks))
+	}
+}

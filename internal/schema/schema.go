@@ -219,12 +219,13 @@ const FeedVersion = 1
 const FeedGroups = 16
 
 // FeedKeys are the keys of group g of the feed under prefix: its log
-// (a stream) and its snapshot (a sorted set of the pause keys waiting,
-// scored by their deadline, Unix ms), "<prefix>:feed:{v<version>g<g>}:log"
-// and ":snap".
-func FeedKeys(prefix string, g int) (log, snap string) {
+// (a stream), its snapshot (a sorted set of the pause keys waiting,
+// scored by their deadline, Unix ms) and its asks (a sorted set of the
+// pause keys an entry named, scored by the entry's time, Unix ms),
+// "<prefix>:feed:{v<version>g<g>}:log", ":snap" and ":asks".
+func FeedKeys(prefix string, g int) (log, snap, asks string) {
 	base := prefix + ":feed:{v" + strconv.Itoa(FeedVersion) + "g" + strconv.Itoa(g) + "}:"
-	return base + "log", base + "snap"
+	return base + "log", base + "snap", base + "asks"
 }
 
 // FeedGroup is the group, of n, of the feed that carries the scope of
