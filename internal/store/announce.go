@@ -2,20 +2,91 @@ package store
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/quotagate/quotagate/internal/feed"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // announce appends e to the feed (internal/feed) after the script whose
-// change it tells the other gates. A failure is logged, not returned: the
-// change is in force in Redis, where every admission that asks finds it,
-// and the gates that trust the scope open without asking do so for at
-// most their open cache's age.
+// change it tells the other gates. The change is in force in Redis, where
+// every admission that asks finds it; but a gate that admits the scope
+// without asking hears it only from the feed, so an append that fails (a
+// Cluster's slot half moved answers TRYAGAIN; a failover) is tried again
+// in the background (announceAgain) rather than dropped. An entry
+// appended late is read like any other: its ID is later than what every
+// reader read.
 func (s *Store) announce(ctx context.Context, e feed.Entry) {
+	if err := s.appendEntry(ctx, e); err != nil {
+		s.retryAnnounce(e, err)
+	}
+}
+
+// appendEntry is one bounded attempt to append e.
+func (s *Store) appendEntry(ctx context.Context, e feed.Entry) error {
 	_, err := bounded(ctx, s, "announce", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, feed.Append(ctx, s.rdb, s.prefix, e)
 	})
-	if err != nil && s.log != nil {
-		s.log.Warn("quotagate: a scope's change is in force but was not announced to the other gates", "err", err)
+	return err
+}
+
+// Announcing again: the first retry after announceFirst, each next one
+// twice as late, at most announceMax apart, for at most announceFor (the
+// feed's Retain: a reader that has not caught up by then reloads the
+// snapshot, which holds the pauses, and the scope's records expire
+// within minutes of a silence anyway); at most announceQueued entries at
+// once, beyond which one is dropped (an outage of the whole store, in
+// which the scripts that changed the scopes fail too).
+const (
+	announceFirst  = 50 * time.Millisecond
+	announceMax    = 2 * time.Second
+	announceFor    = feed.Retain
+	announceQueued = 1000
+)
+
+// announcing counts the entries being tried again, over every store.
+var announcing atomic.Int32
+
+// retryAnnounce tries e again in the background after its append failed
+// with err, logging the failure once now and again if it is dropped.
+func (s *Store) retryAnnounce(e feed.Entry, err error) {
+	if errors.Is(err, redis.ErrClosed) {
+		return
+	}
+	if announcing.Add(1) > announceQueued {
+		announcing.Add(-1)
+		s.warn("quotagate: a scope's change is in force but was not announced to the other gates", err)
+		return
+	}
+	s.warn("quotagate: a scope's change is in force, its announcement to the other gates is tried again", err)
+	go func() {
+		defer announcing.Add(-1)
+		if err := s.announceAgain(e); err != nil {
+			s.warn("quotagate: a scope's change is in force but was not announced to the other gates", err)
+		}
+	}()
+}
+
+// announceAgain appends e, trying again with a growing wait until it is
+// appended, the client is closed, or announceFor passed.
+func (s *Store) announceAgain(e feed.Entry) error {
+	deadline := time.Now().Add(announceFor)
+	var err error
+	for wait := announceFirst; time.Now().Before(deadline); wait = min(2*wait, announceMax) {
+		time.Sleep(wait)
+		if err = s.appendEntry(context.Background(), e); err == nil || errors.Is(err, redis.ErrClosed) {
+			return nil
+		}
+	}
+	return err
+}
+
+// warn logs msg with err, when the store has a logger.
+func (s *Store) warn(msg string, err error) {
+	if s.log != nil {
+		s.log.Warn(msg, "err", err)
 	}
 }
