@@ -2,6 +2,7 @@ package quotagate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/internal/feed"
@@ -41,20 +43,23 @@ import (
 //     first (each after a failed or late poll), the failover memory's
 //     re-assertion runs, and the deadlines they moved.
 //
+// The hold load measures the holders at fleet scale: 10 gates of 4
+// workers each run tasks through the Middleware (the holds at its
+// default MaxHold) of fanoutHoldScopes scopes, of which the pausing gate
+// pauses fanoutHoldPauses a second; hold-open is the same load with no
+// pause, the rate to compare with. Their admits/s and latency count
+// every admission decided, run or deferred.
+//
 // A fresh server or Cluster per case. Run:
 //
 //	go test -run '^$' -bench BenchmarkFanout -benchtime 1x .
 func BenchmarkFanout(b *testing.B) {
 	for _, topo := range []string{"redis", "cluster"} {
-		for _, load := range []string{"idle", "admit"} {
-			for _, g := range []int{10, 100, 500} {
-				b.Run(fmt.Sprintf("%s/%s/gates=%d", topo, load, g), func(b *testing.B) {
-					workers := fanoutWorkers
-					if load == "idle" {
-						workers = 0
-					}
+		for _, l := range fanoutLoads {
+			for _, g := range l.gates {
+				b.Run(fmt.Sprintf("%s/%s/gates=%d", topo, l.name, g), func(b *testing.B) {
 					for range b.N {
-						runFanout(b, topo, g, workers)
+						runFanout(b, topo, g, l)
 					}
 				})
 			}
@@ -62,12 +67,36 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
+// fanoutLoad is a load of the fan-out benchmark: its workers (in all),
+// the scopes they admit (provider workOn, scopes of them), and the
+// pauses a second the pausing gate records on as many scopes of the
+// provider "busy"; middleware: the tasks run through each gate's
+// Middleware, holds on, instead of its admission alone, holds off.
+type fanoutLoad struct {
+	name       string
+	gates      []int
+	workers    int
+	workOn     string
+	scopes     int
+	pauses     int
+	middleware bool
+}
+
+var fanoutLoads = []fanoutLoad{
+	{name: "idle", gates: []int{10, 100, 500}, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses},
+	{name: "admit", gates: []int{10, 100, 500}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses},
+	{name: "hold", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, pauses: fanoutHoldPauses, middleware: true},
+	{name: "hold-open", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, middleware: true},
+}
+
 const (
-	fanoutScopes   = 10_000
-	fanoutWorkers  = 16
-	fanoutPauses   = 167 // a second: 10,000 scopes pausing once a minute
-	fanoutPauseFor = 2 * time.Second
-	fanoutFor      = 5 * time.Second
+	fanoutScopes     = 10_000
+	fanoutWorkers    = 16
+	fanoutPauses     = 167 // a second: 10,000 scopes pausing once a minute
+	fanoutHoldScopes = 1000
+	fanoutHoldPauses = 100
+	fanoutPauseFor   = 2 * time.Second
+	fanoutFor        = 5 * time.Second
 	// fanoutTask is a task's work after its admission: without it, the
 	// workers of a gate that admits open scopes without a round trip spin
 	// on the process's cores and starve the gates' feeds and the pausing
@@ -126,15 +155,19 @@ func (*scriptCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-func runFanout(b *testing.B, topo string, n, workers int) {
+func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	b.StopTimer()
 	e := newFanoutEnv(b, topo)
 	trips := new(scriptCount)
 	gates := make([]*Gate, n)
+	tuning := Tuning{MaxHold: -1}
+	if l.middleware {
+		tuning = Tuning{}
+	}
 	for i := range gates {
 		rdb := e.client()
 		rdb.AddHook(trips)
-		gates[i] = New(rdb, Config{Prefix: e.prefix, Tuning: Tuning{MaxHold: -1}})
+		gates[i] = New(rdb, Config{Prefix: e.prefix, Tuning: tuning})
 		b.Cleanup(func() { gates[i].Close() })
 		if err := gates[i].admit(context.Background(), Scope{Provider: "warm", Account: strconv.Itoa(i)}, 1, false); err != nil {
 			b.Fatal(err) // starts its feed
@@ -159,24 +192,23 @@ func runFanout(b *testing.B, topo string, n, workers int) {
 	defer stop()
 	b.StartTimer()
 	var wg sync.WaitGroup
-	lat := make([][]time.Duration, workers)
-	for w := range workers {
+	lat := make([][]time.Duration, l.workers)
+	for w := range l.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; ctx.Err() == nil; i += workers {
-				s := Scope{Provider: "open", Account: strconv.Itoa(rand.IntN(fanoutScopes))}
-				t0 := time.Now()
-				if err := gates[i%n].admit(ctx, s, 1, false); err != nil && ctx.Err() == nil {
+			for i := w; ctx.Err() == nil; i += l.workers { // every gate's turn, or a gate's own workers
+				s := Scope{Provider: l.workOn, Account: strconv.Itoa(rand.IntN(l.scopes))}
+				d, err := fanoutTaskRun(ctx, gates[i%n], s, l.middleware)
+				if err != nil && ctx.Err() == nil {
 					b.Error(err)
 					return
 				}
-				lat[w] = append(lat[w], time.Since(t0))
-				time.Sleep(fanoutTask)
+				lat[w] = append(lat[w], d)
 			}
 		}()
 	}
-	know := fanoutPausing(ctx, b, writer, gates, e.prefix)
+	know := fanoutPausing(ctx, b, writer, gates, e.prefix, l)
 	wg.Wait()
 	b.StopTimer()
 	wall := time.Since(start)
@@ -207,6 +239,32 @@ func runFanout(b *testing.B, topo string, n, workers int) {
 	b.ReportMetric(float64(moved-moved0), "moved")
 }
 
+// fanoutTaskRun runs one task of s on g, a millisecond of work
+// (fanoutTask) once admitted, and returns how long its admission took to
+// decide: through g's Middleware (middleware), until the handler ran or
+// the task was deferred, or through its admission alone.
+func fanoutTaskRun(ctx context.Context, g *Gate, s Scope, middleware bool) (time.Duration, error) {
+	t0 := time.Now()
+	if !middleware {
+		err := g.admit(ctx, s, 1, false)
+		d := time.Since(t0)
+		time.Sleep(fanoutTask)
+		return d, err
+	}
+	var d time.Duration
+	h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		d = time.Since(t0)
+		time.Sleep(fanoutTask)
+		return nil
+	}))
+	err := h.ProcessTask(ctx, NewTask("poll", nil, s))
+	var def *Deferral
+	if errors.As(err, &def) {
+		return time.Since(t0), nil
+	}
+	return d, err
+}
+
 // fanoutHealth sums, over gates, the feed's snapshots, the failover
 // memory's runs and the deadlines its re-assertions moved.
 func fanoutHealth(gates []*Gate) (snapshots, runs, moved int64) {
@@ -226,10 +284,10 @@ type fanoutKnown struct {
 	missed      int
 }
 
-// fanoutPausing records fanoutPauses pauses a second through writer until
+// fanoutPausing records l.pauses pauses a second through writer until
 // ctx ends, and watches the gates learn a sample of them, until every
 // gate knew each or fanoutMiss passed.
-func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gate, prefix string) fanoutKnown {
+func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gate, prefix string, l fanoutLoad) fanoutKnown {
 	type sample struct {
 		key   string
 		at    time.Time
@@ -238,7 +296,11 @@ func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gat
 	}
 	var out fanoutKnown
 	var open []*sample
-	tick := time.NewTicker(time.Second / fanoutPauses)
+	if l.pauses == 0 {
+		<-ctx.Done()
+		return out
+	}
+	tick := time.NewTicker(time.Second / time.Duration(l.pauses))
 	defer tick.Stop()
 	look := time.NewTicker(10 * time.Millisecond)
 	defer look.Stop()
@@ -248,7 +310,7 @@ func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gat
 			if ctx.Err() != nil {
 				continue
 			}
-			s := Scope{Provider: "busy", Account: strconv.Itoa(i % fanoutScopes)}
+			s := Scope{Provider: "busy", Account: strconv.Itoa(i % l.scopes)}
 			if _, err := writer.Pause(context.Background(), s, fanoutPauseFor); err != nil {
 				b.Error(err)
 			}
