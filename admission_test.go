@@ -141,3 +141,29 @@ func TestPlaces(t *testing.T) {
 		}
 	}
 }
+
+// TestBriefSteps walks brief: only a worker without a waiter's place
+// holds, once per task, a short pause or a limit's near instant within
+// briefHold; anything longer, or a deferral, goes through asynq.
+func TestBriefSteps(t *testing.T) {
+	placed := &waiting{worker: true, joined: true}
+	free := &waiting{worker: true}
+	for _, st := range []struct {
+		name    string
+		v       verdict
+		w       *waiting
+		briefed bool
+		want    bool
+	}{
+		{"without a place, a pause ending within briefHold", verdict{act: holdPause, wait: 100 * time.Millisecond}, free, false, true},
+		{"without a place, a limit's instant within briefHold", verdict{act: hold, wait: briefHold}, free, false, true},
+		{"without a place, longer than briefHold", verdict{act: holdPause, wait: briefHold + time.Millisecond}, free, false, false},
+		{"without a place, held briefly once already", verdict{act: holdPause, wait: 10 * time.Millisecond}, free, true, false},
+		{"without a place, a deferral", verdict{act: deferTask, wait: 10 * time.Millisecond}, free, false, false},
+		{"with a place: the holders' rules", verdict{act: holdPause, wait: 10 * time.Millisecond}, placed, false, false},
+	} {
+		if got := brief(st.v, st.w, st.briefed); got != st.want {
+			t.Errorf("%s: brief = %v, want %v", st.name, got, st.want)
+		}
+	}
+}

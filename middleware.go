@@ -201,6 +201,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 	rechecked := false
 	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), configuredLease: concurrent(ls), p: p}
 	var inFlight time.Duration // held so far for a slot in flight
+	briefed := false           // a worker without a place held briefly once (briefHold)
 	for {
 		gen := g.open.Begin()
 		counts := g.uncounted.Take(k.Pause)
@@ -222,6 +223,15 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 			continue
 		}
 		v := decide(a, p, g.rand())
+		if brief(v, w, briefed) {
+			briefed = true
+			err = sleep(ctx, v.wait)
+			w.leave()
+			if err != nil {
+				return gr, err
+			}
+			continue
+		}
 		switch v.act {
 		case run:
 			return g.runAdmitted(ctx, q, a, v.wait, gen, w)
@@ -240,6 +250,23 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 			return gr, err
 		}
 	}
+}
+
+// briefHold is the longest wait a worker without a waiter's place
+// (local.Holders.Join) holds rather than defers, once per task: a
+// deferral goes through asynq, which brings the task back at a whole
+// second and within its DelayedTaskCheckInterval, a second or more later
+// however short the wait; and the worker freed to meet other scopes'
+// tasks, deferring its own scope's, would send the whole queue of a scope
+// whose pause ends in a moment to asynq's retries. A quarter of asynq's
+// tick keeps what other scopes' tasks may wait for it short.
+const briefHold = asynqTick / 4
+
+// brief decides whether a worker without a waiter's place holds verdict v
+// in-process: a short pause or a limit's near instant, within briefHold,
+// the task's first brief hold (briefed: it held one).
+func brief(v verdict, w *waiting, briefed bool) bool {
+	return w.nowOnly() && !briefed && (v.act == holdPause || v.act == hold) && v.wait <= briefHold
 }
 
 // asking is what every round of one admission asks with: the scope, its
@@ -378,12 +405,17 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Held)
 	g.metrics.Wait(q.s.Provider, q.c.String(), v.wait)
 	var err error
-	if slot {
+	switch {
+	case slot:
 		t0 := g.now()
-		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
+		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause), nil) // or until a slot is released here
 		*inFlight += max(g.now().Sub(t0), time.Millisecond)
-	} else {
-		err = sleepOr(ctx, v.wait, g.holders.Crowded()) // or until another scope needs the worker
+	case a.reason == model.ReasonLearned:
+		// or until another scope needs the worker, or an answer of the
+		// scope's reported here may let it go (a probe's: the next may go)
+		err = sleepOr(ctx, v.wait, g.holders.Crowded(), g.slots.Of(q.k.Pause))
+	default:
+		err = sleepOr(ctx, v.wait, g.holders.Crowded(), nil) // or until another scope needs the worker
 	}
 	g.holders.Release(q.k.Pause, q.c == Interactive)
 	w.leave()
@@ -430,10 +462,11 @@ func (g *Gate) storeFailed(s Scope, c Class, op string, err error) error {
 }
 
 // sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error { return sleepOr(ctx, d, nil) }
+func sleep(ctx context.Context, d time.Duration) error { return sleepOr(ctx, d, nil, nil) }
 
-// sleepOr waits d, until wake fires (nil: never), or until ctx ends.
-func sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+// sleepOr waits d, until wake or wake2 fires (nil: never), or until ctx
+// ends.
+func sleepOr(ctx context.Context, d time.Duration, wake, wake2 <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -442,6 +475,7 @@ func sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	select {
 	case <-t.C:
 	case <-wake:
+	case <-wake2: // a nil channel never wakes
 	case <-ctx.Done():
 		return fmt.Errorf("quotagate: waiting for the gate: %w", ctx.Err())
 	}
