@@ -362,11 +362,17 @@ func (s *Server) start() (retry bool, err error) {
 		return false, nil
 	}
 	p.kill()
-	retry = errors.Is(err, errNotOurs) || strings.Contains(out.String(), "Address already in use")
+	retry = errors.Is(err, errNotOurs) || errors.Is(err, errDropped) || strings.Contains(out.String(), "Address already in use")
 	return retry, fmt.Errorf("%w; server output:\n%s", err, out)
 }
 
 var errNotOurs = errors.New("another process answers on the port")
+
+// errDropped is a connection accepted on the port and dropped before it
+// answered: another process's listener closing, or the server exiting as
+// it found its cluster bus port taken (before its log says so). Another
+// port is tried, as for errNotOurs.
+var errDropped = errors.New("the port accepted a connection and dropped it")
 
 // waitReady waits until s accepts TCP connections (bounded by readyTimeout
 // and by the process p exiting), PINGs it, and checks that the answering
@@ -396,11 +402,11 @@ func (s *Server) waitReady(p *process) error {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, PoolSize: 1})
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("PING %s: %v", s.Addr, err)
+		return fmt.Errorf("%w: PING %s: %v", errDropped, s.Addr, err)
 	}
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		return fmt.Errorf("INFO server on %s: %v", s.Addr, err)
+		return fmt.Errorf("%w: INFO server on %s: %v", errDropped, s.Addr, err)
 	}
 	fields := ParseInfo(info)
 	if pid := fields["process_id"]; pid != strconv.Itoa(p.cmd.Process.Pid) {
