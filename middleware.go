@@ -21,9 +21,11 @@ import (
 // task quiet. Register it on the ServeMux (mux.Use) together with RetryDelay
 // and IsFailure in asynq.Config.
 //
-// For a task that carries a scope (NewTask), before the handler runs, one
-// Redis round trip asks whether the scope is paused and whether its limit has
-// capacity (see decide, admission.go, for the rules):
+// For a task that carries a scope (NewTask), before the handler runs, the
+// gate asks whether the scope is paused and whether its limit has capacity
+// (see decide, admission.go, for the rules): a Redis round trip, or none
+// for a scope with nothing configured that the feed of pauses does not
+// name (local.OpenCache), once the feed, started here, has caught up:
 //
 //   - open: the handler runs, with the scope in its context (see Transport).
 //   - a wait of at most Tuning.MaxHold (a slot of the limit, or the end of a
@@ -44,6 +46,7 @@ import (
 // happens. A task without that reserve (MaxRetry overridden at Enqueue)
 // waits in-process on its last attempt instead, bounded by its context.
 func (g *Gate) Middleware() asynq.MiddlewareFunc {
+	g.open.Begin() // the feed catches up while asynq's workers start: the first tasks need no round trip
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			s, ok := ScopeOf(t)
