@@ -26,16 +26,14 @@ func Groups(rdb redis.UniversalClient) int {
 	return schema.FeedGroups
 }
 
-// AskRetain is how long a group's asks keep a scope an entry named
-// after its last: longer than any record that may hold a scope back
-// lives unwritten (a pause, at most the default MaxPause of 12 hours; a
-// budget, LearnTTL past its reset), so that a process that starts, or
-// catches up after a gap, asks Redis about every scope that may hold
-// its tasks back. A scope whose records the scripts keep writing without
-// any entry for longer (a learned limit in use a whole day without a
-// refusal) is admitted without a round trip by the processes that start
-// after that, until the provider's next refusal, which is announced.
-const AskRetain = 25 * time.Hour
+// AskRetain is how long a group's asks keep a scope an entry named after
+// its last (schema.AskRetain), so that a process that starts, or catches
+// up after a gap, asks Redis about every scope that may hold its tasks
+// back. A scope whose records the scripts keep writing without any entry
+// for longer (a learned limit in use a whole day without a refusal) is
+// admitted without a round trip by the processes that start after that,
+// until the provider's next refusal, which is announced.
+const AskRetain = schema.AskRetain
 
 // appendScript appends an entry to a group's log and brings its snapshot
 // and its asks up to date: a pause raises the scope's score in the

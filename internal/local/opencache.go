@@ -3,6 +3,8 @@ package local
 import (
 	"sync"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // OpenCache lets a gate admit a task without a round trip when its scope
@@ -102,17 +104,13 @@ func NewOpenCache(feed Feed, maxAge, trustFor time.Duration, now func() time.Tim
 }
 
 // pruneAt is how many entries the cache holds before it first drops
-// those past their age (maxAge for the seen, AskAge for the asks); after
+// those past their age (maxAge for the seen, schema.AskRetain for the
+// asks, as long as the feed's snapshot names them); after
 // each prune the next comes when the entries have doubled
 // (OpenCache.pruneNext), so a cache of many scopes scans its maps once
 // per doubling, not per entry, and holds at most twice the entries still
 // in force (or pruneAt).
 const pruneAt = 4096
-
-// AskAge is how long the cache holds a scope as an ask: as long as the
-// feed's snapshot names it (feed.AskRetain), past which a process that
-// starts would not ask about it either.
-const AskAge = 25 * time.Hour
 
 // Fresh reports whether the scope of pause key k may be admitted without
 // a round trip: it is not an ask, and a round trip saw it open within
@@ -209,7 +207,7 @@ func (c *OpenCache) prune(now time.Time) {
 		}
 	}
 	for k, at := range c.asks {
-		if now.Sub(at) >= AskAge {
+		if now.Sub(at) >= schema.AskRetain { // past it, a process that starts would not ask either
 			delete(c.asks, k)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // TestOpenCacheTrustSteps: the rules of the proof of life, step by step, on
@@ -156,8 +158,8 @@ func (f *switchFeed) Fresh() bool { return f.fresh }
 // TestOpenCacheAsks: a scope never seen is admitted when the gate lets
 // such scopes in (unseen) unless it is an ask; an ask holds until a round
 // trip remembers it open; a snapshot caught up keeps the asks it brought,
-// a stale feed forgets them with everything; asks older than AskAge are
-// pruned.
+// a stale feed forgets them with everything; asks older than
+// schema.AskRetain are pruned.
 func TestOpenCacheAsks(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	c := NewOpenCache(&switchFeed{fresh: true}, time.Hour, 0, func() time.Time { return now })
@@ -191,8 +193,8 @@ func TestOpenCacheAsks(t *testing.T) {
 	for i := range pruneAt {
 		c.Ask(strconv.Itoa(i))
 	}
-	now = now.Add(AskAge)
-	c.Ask("a") // past pruneAt entries, all older than AskAge: pruned
+	now = now.Add(schema.AskRetain)
+	c.Ask("a") // past pruneAt entries, all older than schema.AskRetain: pruned
 	if len(c.asks) != 1 || c.Fresh("a", true) || !c.Fresh("0", true) {
 		t.Errorf("after the prune: %d asks, want only the new one", len(c.asks))
 	}

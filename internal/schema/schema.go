@@ -44,6 +44,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // BudgetFields are the fields of the budget hash, as the model's
@@ -217,6 +218,14 @@ const FeedVersion = 1
 // command. It is part of the format: every gate of one FeedVersion
 // agrees on it.
 const FeedGroups = 16
+
+// AskRetain is how long a feed group's asks (FeedKeys) keep a scope after
+// the last entry that named it, and so how long a process holds it as a
+// scope that must ask Redis: longer than any record that may hold a
+// scope back lives unwritten (a pause, at most the default MaxPause of 12
+// hours; a budget, LearnTTL past its reset). Every gate of one FeedVersion
+// agrees on it.
+const AskRetain = 25 * time.Hour
 
 // FeedKeys are the keys of group g of the feed under prefix: its log
 // (a stream), its snapshot (a sorted set of the pause keys waiting,
