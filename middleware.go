@@ -408,17 +408,12 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Held)
 	g.metrics.Wait(q.s.Provider, q.c.String(), v.wait)
 	var err error
-	switch {
-	case slot:
+	if slot {
 		t0 := g.now()
-		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause), nil) // or until a slot is released here
+		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
 		*inFlight += max(g.now().Sub(t0), time.Millisecond)
-	case a.reason == model.ReasonLearned:
-		// or until another scope needs the worker, or an answer of the
-		// scope's reported here may let it go (a probe's: the next may go)
-		err = sleepOr(ctx, v.wait, g.holders.Crowded(), g.slots.Of(q.k.Pause))
-	default:
-		err = sleepOr(ctx, v.wait, g.holders.Crowded(), nil) // or until another scope needs the worker
+	} else {
+		err = sleepOr(ctx, v.wait, g.holders.Crowded()) // or until another scope needs the worker
 	}
 	g.holders.Release(q.k.Pause, q.c == Interactive)
 	w.leave()
@@ -465,11 +460,10 @@ func (g *Gate) storeFailed(s Scope, c Class, op string, err error) error {
 }
 
 // sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error { return sleepOr(ctx, d, nil, nil) }
+func sleep(ctx context.Context, d time.Duration) error { return sleepOr(ctx, d, nil) }
 
-// sleepOr waits d, until wake or wake2 fires (nil: never), or until ctx
-// ends.
-func sleepOr(ctx context.Context, d time.Duration, wake, wake2 <-chan struct{}) error {
+// sleepOr waits d, until wake fires (nil: never), or until ctx ends.
+func sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -478,7 +472,6 @@ func sleepOr(ctx context.Context, d time.Duration, wake, wake2 <-chan struct{}) 
 	select {
 	case <-t.C:
 	case <-wake:
-	case <-wake2: // a nil channel never wakes
 	case <-ctx.Done():
 		return fmt.Errorf("quotagate: waiting for the gate: %w", ctx.Err())
 	}
