@@ -197,6 +197,12 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	ctx, stop := context.WithTimeout(context.Background(), fanoutFor)
 	defer stop()
 	b.StartTimer()
+	handlers := make([]asynq.Handler, n) // each gate's Middleware, built once (nil: admissions alone)
+	for i, g := range gates {
+		if l.middleware {
+			handlers[i] = fanoutHandler(g)
+		}
+	}
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, l.workers)
 	for w := range l.workers {
@@ -205,7 +211,7 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 			defer wg.Done()
 			for i := w; ctx.Err() == nil; i += l.workers { // every gate's turn, or a gate's own workers
 				s := Scope{Provider: l.workOn, Account: strconv.Itoa(rand.IntN(l.scopes))}
-				d, err := fanoutTaskRun(ctx, gates[i%n], s, l.middleware)
+				d, err := fanoutTaskRun(ctx, gates[i%n], handlers[i%n], s)
 				if err != nil && ctx.Err() == nil {
 					b.Error(err)
 					return
@@ -247,28 +253,43 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 
 // fanoutTaskRun runs one task of s on g, a millisecond of work
 // (fanoutTask) once admitted, and returns how long its admission took to
-// decide: through g's Middleware (middleware), until the handler ran or
-// the task was deferred, or through its admission alone.
-func fanoutTaskRun(ctx context.Context, g *Gate, s Scope, middleware bool) (time.Duration, error) {
-	t0 := time.Now()
-	if !middleware {
+// decide: through h, g's Middleware (fanoutHandler), until the handler
+// ran or the task was deferred, or, h nil, through its admission alone.
+func fanoutTaskRun(ctx context.Context, g *Gate, h asynq.Handler, s Scope) (time.Duration, error) {
+	st := &fanoutStart{t0: time.Now()}
+	if h == nil {
 		err := g.admit(ctx, s, 1, false)
-		d := time.Since(t0)
+		d := time.Since(st.t0)
 		time.Sleep(fanoutTask)
 		return d, err
 	}
-	var d time.Duration
-	h := g.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
-		d = time.Since(t0)
+	err := h.ProcessTask(context.WithValue(ctx, fanoutKey{}, st), NewTask("poll", nil, s))
+	var def *Deferral
+	if errors.As(err, &def) {
+		return time.Since(st.t0), nil
+	}
+	return st.d, err
+}
+
+// fanoutStart is one task's start, and how long its admission took to
+// decide, set by the handler (fanoutHandler).
+type fanoutStart struct {
+	t0 time.Time
+	d  time.Duration
+}
+
+// fanoutKey is the context key of a task's fanoutStart.
+type fanoutKey struct{}
+
+// fanoutHandler is g's Middleware around a task's work: it notes when
+// the task was admitted, then works fanoutTask.
+func fanoutHandler(g *Gate) asynq.Handler {
+	return g.Middleware()(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		st := ctx.Value(fanoutKey{}).(*fanoutStart)
+		st.d = time.Since(st.t0)
 		time.Sleep(fanoutTask)
 		return nil
 	}))
-	err := h.ProcessTask(ctx, NewTask("poll", nil, s))
-	var def *Deferral
-	if errors.As(err, &def) {
-		return time.Since(t0), nil
-	}
-	return d, err
 }
 
 // fanoutHealth sums, over gates, the feed's snapshots, the failover
