@@ -138,7 +138,12 @@ type Config struct {
 	Reserve float64
 
 	// InteractiveQueues are the asynq queues whose tasks are Interactive
-	// unless NewTask gave them a class. Default none.
+	// unless NewTask gave them a class. Default none. With any, interactive
+	// work is expected in every scope: Background work never reserves the
+	// Reserve of a window ahead of now, even before the scope's first
+	// interactive task, so that task finds it (see Class); and its waits
+	// leave one worker of the process free, so that an interactive task of
+	// a scope whose backlog holds every other worker is dequeued at once.
 	InteractiveQueues []string
 
 	// Tuning holds the knobs of the in-process waits and the open cache.
@@ -359,6 +364,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	cfg = cfg.withDefaults()
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
+	g.holders.Expect = len(cfg.InteractiveQueues) > 0
 	// A count runs as long as a cycle the scope's records keep.
 	g.uncounted.Span = time.Duration(model.LearnTTL) * time.Microsecond
 	var trustFor time.Duration // a fail-closed gate's open cache needs a proof of life
@@ -376,7 +382,8 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.open = local.NewOpenCache(g.feed, cfg.Tuning.OpenCache, trustFor, now)
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
-		Hooks: store.Hooks{RoundTrip: m.RoundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
+		Expect: len(cfg.InteractiveQueues) > 0,
+		Hooks:  store.Hooks{RoundTrip: m.RoundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
 	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Ask})
 	return g
 }

@@ -211,7 +211,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
-		w := g.joinWaiters(k.Pause, worker, mustHold)
+		w := g.joinWaiters(k.Pause, c, worker, mustHold)
 		a, err := g.ask(ctx, q, ls, counts, w.nowOnly())
 		var again bool
 		if err != nil {
@@ -295,10 +295,12 @@ type waiting struct {
 	joined bool // it holds a waiter's place
 }
 
-// joinWaiters takes a waiter's place for a worker of scope k if the rule
-// of local.Holders allows it (force: whatever the count; see Join).
-func (g *Gate) joinWaiters(k string, worker, force bool) *waiting {
-	return &waiting{h: &g.holders, k: k, worker: worker, joined: worker && g.holders.Join(k, g.inside.Load(), g.now(), force)}
+// joinWaiters takes a waiter's place for a worker of scope k, of class c,
+// if the rule of local.Holders allows it (force: whatever the count; see
+// Join).
+func (g *Gate) joinWaiters(k string, c Class, worker, force bool) *waiting {
+	joined := worker && g.holders.Join(k, g.inside.Load(), g.now(), c == Interactive, force)
+	return &waiting{h: &g.holders, k: k, worker: worker, joined: joined}
 }
 
 // nowOnly decides whether the admission may reserve no slot ahead: a

@@ -21,14 +21,14 @@ func TestHoldersCapInAll(t *testing.T) {
 	for i := range 100 {
 		k := string(rune('a'+i%26)) + "x"
 		h.Enter(k, now)
-		if h.Join(k, inside, now, false) {
+		if h.Join(k, inside, now, false, false) {
 			held++
 		}
 	}
 	if held != inside/holdShare {
 		t.Errorf("%d waiting across scopes with %d tasks inside, want %d", held, inside, inside/holdShare)
 	}
-	if !h.Join("zz", inside, now, true) || h.total != inside/holdShare+1 {
+	if !h.Join("zz", inside, now, false, true) || h.total != inside/holdShare+1 {
 		t.Errorf("a last attempt did not join whatever the count: total %d", h.total)
 	}
 	var one Holders
@@ -76,7 +76,7 @@ func TestHoldersFairShare(t *testing.T) {
 	const inside = 20
 	fill := func(h *Holders, at time.Time) int {
 		n := 0
-		for n < 2*inside && h.Join("acme", inside, at, false) {
+		for n < 2*inside && h.Join("acme", inside, at, false, false) {
 			n++
 		}
 		return n
@@ -94,15 +94,26 @@ func TestHoldersFairShare(t *testing.T) {
 	if n := fill(&first, now.Add(fairFor-time.Millisecond)); n != inside-1 {
 		t.Errorf("in a process's first fairFor, one scope seen: %d waiters of %d tasks inside, want every one but one", n, inside)
 	}
-	if !first.Join("acme", inside, now, true) {
+	if !first.Join("acme", inside, now, false, true) {
 		t.Error("a last attempt did not join in a process's first fairFor")
 	}
 	if n := fill(&first, now.Add(fairFor)); n != 2*inside {
 		t.Errorf("fairFor after the process's first task, one scope seen: %d more waiters, want every one", n)
 	}
+	// Interactive work expected: one task inside is left to meet it,
+	// however long the scope has been alone.
+	expect := Holders{Expect: true}
+	expect.Enter("acme", start)
+	expect.Enter("acme", now)
+	if n := fill(&expect, now); n != inside-1 {
+		t.Errorf("one scope alone, interactive work expected: %d waiters of %d tasks inside, want every one but one", n, inside)
+	}
+	if !expect.Join("acme", inside, now, true, false) {
+		t.Error("the interactive task did not take the worker left for it")
+	}
 	var two Holders // with 2 tasks inside in the first fairFor, 1 waits
 	two.Enter("acme", now)
-	if !two.Join("acme", 2, now, false) || two.Join("acme", 2, now, false) {
+	if !two.Join("acme", 2, now, false, false) || two.Join("acme", 2, now, false, false) {
 		t.Errorf("with 2 tasks inside in a process's first fairFor: %d waiters, want 1", two.Waiting())
 	}
 	var shared Holders
@@ -117,15 +128,15 @@ func TestHoldersFairShare(t *testing.T) {
 	for range 50 {
 		shared.Enter("acme", at)
 	}
-	if shared.Join("acme", inside, at, false) {
+	if shared.Join("acme", inside, at, false, false) {
 		t.Error("acme joined past its share after more acme tasks entered")
 	}
-	if !shared.Join("swift", inside, at, true) {
+	if !shared.Join("swift", inside, at, false, true) {
 		t.Error("a last attempt did not join")
 	}
 	shared.Leave("swift")
 	later := now.Add(fairFor)
-	if !shared.Join("acme", inside, later, false) {
+	if !shared.Join("acme", inside, later, false, false) {
 		t.Errorf("fairFor after swift's last task acme is alone, and may wait")
 	}
 	// A task without a scope counts as another scope's.
@@ -178,7 +189,7 @@ func TestHoldersCrowded(t *testing.T) {
 	h.Enter("acme", now.Add(-fairFor))
 	h.Enter("acme", now)
 	for range inside / holdShare {
-		h.Join("acme", inside, now, false)
+		h.Join("acme", inside, now, false, false)
 	}
 	within := h.Crowded()
 	h.Enter("acme", now)
@@ -186,7 +197,7 @@ func TestHoldersCrowded(t *testing.T) {
 		t.Error("woken by a task of the scope itself")
 	}
 	for range inside / holdShare {
-		if !h.Join("acme", inside, now, false) {
+		if !h.Join("acme", inside, now, false, false) {
 			t.Fatal("acme alone could not wait past the share")
 		}
 	}
@@ -203,13 +214,13 @@ func TestHoldersCrowded(t *testing.T) {
 	if closed(again) {
 		t.Error("woken twice for one time past the share")
 	}
-	if h.Join("acme", inside, now.Add(time.Millisecond), false) {
+	if h.Join("acme", inside, now.Add(time.Millisecond), false, false) {
 		t.Error("acme joined past the share beside another scope")
 	}
 
 	var shared Holders // within the share: no wake
 	shared.Enter("acme", now)
-	shared.Join("acme", inside, now, false)
+	shared.Join("acme", inside, now, false, false)
 	ch := shared.Crowded()
 	shared.Enter("swift", now)
 	if closed(ch) {

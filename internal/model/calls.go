@@ -23,6 +23,7 @@ type AdmitRequest struct {
 	Reserve  int64  // per mille left to interactive work
 	Lend     int64  // µs: after this long without interactive work, its reserve is lent
 	Lease    string // the admission's lease id on the concurrency limits
+	Expect   bool   // interactive work is expected (Params.Expect)
 }
 
 // Call returns the keys and arguments of AdmitScript for the scope of k.
@@ -38,7 +39,7 @@ func (r AdmitRequest) Call(k schema.Keys) ([]string, []any) {
 		line = k.ILine
 	}
 	return limitArgs(k, r.Limits, []string{k.Pause, line, k.Budget, k.Learn, k.LearnWin, k.PauseBy, k.Class, k.Fallback, k.LearnLog, k.Start, k.Flight, k.FlightConc},
-		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, r.Age, int(r.Class), r.Reserve, r.Lend, r.Lease})
+		[]any{max(r.Cost, 1), r.Hold, r.MaxPause, r.Probe, mode, r.Answer, r.Counts, r.Age, int(r.Class), r.Reserve, r.Lend, r.Lease, boolArg(r.Expect)})
 }
 
 // The modes of an admission (AdmitScript's mode): commit what it admits,

@@ -15,14 +15,15 @@ package model
 // bucket keeps the bucket's whole rate). When no interactive work has
 // asked for the lending delay, background may spend everything: the
 // reserve is lent, and given back at the next interactive request. While
-// the scope has had interactive work within LearnTTL it is lent for now
-// only: a slot reserved ahead (within Tuning.MaxHold) still leaves it, so
-// background work never spends the reserve of the next window (or the
-// bucket's next tokens) in advance, and the next interactive request finds
-// it there. (This costs a sweep little: the holders asking as a window
+// the scope has had interactive work within LearnTTL, or while interactive
+// work is expected (Params.Expect: the gate serves interactive queues), it
+// is lent for now only: a slot reserved ahead (within Tuning.MaxHold) still
+// leaves it, so background work never spends the reserve of the next
+// window (or the bucket's next tokens) in advance, and the next interactive
+// request finds it there, the scope's first among them. (This costs a sweep little: the holders asking as a window
 // opens spend what the slots ahead left, and a bucket gives every token
 // beyond the reserve.) A scope that has had no interactive work for
-// LearnTTL is exactly as without classes.
+// LearnTTL, and none is expected, is exactly as without classes.
 //
 // An interactive task that has to wait claims its cost from the capacity
 // it comes back to: until it is back (admitted), background work leaves
@@ -74,7 +75,7 @@ func (s classState) keeper(p Params, now int64, interactive bool) keeper {
 	if s.claims > 0 && now < s.claimed {
 		k.claims, k.lapse = s.claims, max(k.lapse, s.claimed)
 	}
-	if s.seen > 0 && !k.holds() {
+	if (s.seen > 0 || p.Expect) && !k.holds() {
 		k.lent = p.Reserve
 	}
 	return k
@@ -152,7 +153,7 @@ local function class_keeper(s, interactive)
   if interactive then return k end
   if s.seen > 0 and now_us < s.seen + C.lend then k.share, k.lapse = C.reserve, s.seen + C.lend end
   if s.claims > 0 and now_us < s.claimed then k.claims, k.lapse = s.claims, math.max(k.lapse, s.claimed) end
-  if s.seen > 0 and not keeper_holds(k) then k.lent = C.reserve end
+  if (s.seen > 0 or C.expect) and not keeper_holds(k) then k.lent = C.reserve end
   return k
 end
 local function keeper_of(k, n)

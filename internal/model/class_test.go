@@ -162,3 +162,64 @@ func TestClassBudget(t *testing.T) {
 		t.Fatalf("the interactive task back at the reset: %+v, want the probe", d)
 	}
 }
+
+// TestKeeperSteps is classState.keeper's rule: what background work leaves
+// at an instant, from what the scope kept of its interactive work and
+// whether interactive work is expected (Params.Expect).
+func TestKeeperSteps(t *testing.T) {
+	lend := 5_000 * ms
+	for _, c := range []struct {
+		name        string
+		s           classState
+		expect      bool
+		interactive bool
+		want        keeper
+	}{
+		{"no interactive work, none expected: nothing kept, nothing lent", classState{}, false, false, keeper{}},
+		{"none seen, but expected: the reserve lent for now only", classState{}, true, false, keeper{lent: 200}},
+		{"seen within LendAfter: the reserve kept until it lapses", classState{seen: T0 - ms}, false, false, keeper{share: 200, lapse: T0 - ms + lend}},
+		{"seen before LendAfter: lent for now only", classState{seen: T0 - lend}, false, false, keeper{lent: 200}},
+		{"claims waiting: kept until they lapse", classState{claims: 2, claimed: T0 + 2*ms}, true, false, keeper{claims: 2, lapse: T0 + 2*ms}},
+		{"interactive work itself: nothing kept", classState{seen: T0 - ms}, true, true, keeper{}},
+	} {
+		p := Params{Reserve: 200, Lend: lend, Expect: c.expect}
+		if got := c.s.keeper(p, T0, c.interactive); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestClassExpected: a sweep behind a fixed window of 10 per second
+// reserves slots of the next window ahead; with interactive work expected
+// (Params.Expect) it leaves the reserve of that window even before the
+// scope's first interactive request, which then takes a slot of the next
+// window (less than a second away) instead of asking again after it.
+func TestClassExpected(t *testing.T) {
+	for _, c := range []struct {
+		expect   bool
+		reserved int   // background slots taken in the next window
+		code     int64 // the first interactive request's
+		next     bool  // whose slot is in the next window
+	}{
+		{false, 10, Limited, false},
+		{true, 8, Admitted, true},
+	} {
+		p := Params{Hold: 1500 * ms, MaxPause: 3_600_000, Reserve: 200, Lend: 5_000 * ms, Expect: c.expect,
+			Limits: []LimitSpec{specOf(FixedWindow(10, time.Second))}}
+		var s State
+		for range 10 {
+			s.Admit(p, T0, 1, Background)
+		}
+		reserved := 0
+		for range 20 {
+			if d := s.Admit(p, T0+ms, 1, Background); d.Code == Admitted && d.Wait > 0 {
+				reserved++
+			}
+		}
+		d := s.Admit(p, T0+500*ms, 1, Interactive)
+		if reserved != c.reserved || d.Code != c.code || (d.Wait < 1000*ms) != c.next {
+			t.Errorf("expect %v: background reserved %d of the next window, want %d; the first interactive request: %+v, want code %d, in the next window %v",
+				c.expect, reserved, c.reserved, d, c.code, c.next)
+		}
+	}
+}

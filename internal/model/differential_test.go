@@ -47,6 +47,7 @@ type diffEvent struct {
 	answered bool // release: its request was not refused
 	cost     int64
 	nowOnly  bool // admit: reserve no slot ahead (Params.NowOnly)
+	expect   bool // admit: interactive work is expected (Params.Expect)
 	retry    bool // admit: with the last admission's lease id, as a call retried after its answer was lost (admission.retried)
 	class    Class
 	counts   int64 // admissions no script counted, reported first
@@ -63,7 +64,7 @@ type diffEvent struct {
 func (e diffEvent) String() string {
 	switch e.kind {
 	case 'a':
-		return fmt.Sprintf("admit(cost %d %s now-only %v retry %v)", e.cost, e.class, e.nowOnly, e.retry)
+		return fmt.Sprintf("admit(cost %d %s now-only %v expect %v retry %v)", e.cost, e.class, e.nowOnly, e.expect, e.retry)
 	case 'r':
 		return fmt.Sprintf("refuse(%dms hinted %v prec %dµs alt %dms of %d)", e.pause, e.hinted, e.prec, e.alt, e.lease)
 	case 'o':
@@ -189,6 +190,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				lastID, lastCost = id, e.cost
 			}
 			e.nowOnly = e.nowOnly || i%9 == 4             // every ninth event: no slot ahead (no draw of r: the paths stay)
+			e.expect = e.expect || i%7 == 3               // every seventh: interactive work expected
 			if i%5 == 2 && e.counts > 0 && len(ls) == 0 { // the counts reported apart (ReportScript), then the admission
 				ks, args := ReportCall(k, e.counts, e.age)
 				v, _ := diffCall(t, rdb, ReportScript, ReportReply, ks, args, i, e)
@@ -200,7 +202,7 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				e.counts = 0
 			}
 			ks, args := AdmitRequest{Limits: specsOf(ls), Cost: e.cost, Hold: p.Hold, MaxPause: p.MaxPause, Probe: p.Probe, NowOnly: e.nowOnly,
-				Answer: p.Answer, Counts: e.counts, Age: e.age, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id}.Call(k)
+				Answer: p.Answer, Counts: e.counts, Age: e.age, Class: e.class, Reserve: p.Reserve, Lend: p.Lend, Lease: id, Expect: e.expect}.Call(k)
 			v, _ := diffCall(t, rdb, AdmitScript, AdmitReply, ks, args, i, e)
 			var got Decision
 			got, now = AdmitDecision(v)
@@ -208,9 +210,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 				seen["counts begin the first cycle"]++
 			}
 			m.Report(p, now, e.counts, e.age)
-			kp := m.class.keeper(p, now, e.class == Interactive)
 			pe := p
-			pe.NowOnly = e.nowOnly
+			pe.NowOnly, pe.Expect = e.nowOnly, e.expect
+			kp := m.class.keeper(pe, now, e.class == Interactive)
 			probing := m.budget.probeAt > 0 && now < m.budget.probeAt+p.Probe && len(ls) == 0
 			d := m.AdmitLease(pe, now, e.cost, e.class, id)
 			if probing && e.nowOnly && d.Code == Admitted {
@@ -225,6 +227,9 @@ func diffRun(t testing.TB, rdb redis.UniversalClient, clock *miniClock, prefix s
 			}
 			if kp.lent > 0 && len(ls) > 0 {
 				seen[fmt.Sprintf("lent: code %d", d.Code)]++
+				if m.class.seen == 0 {
+					seen["lent, expected"]++
+				}
 			}
 			if d.Probe {
 				seen["probe"]++
@@ -657,7 +662,7 @@ func TestDifferential(t *testing.T) {
 					"concurrent: code 0 reason 0", "concurrent: code 1 reason 1", "concurrent: code 2 reason 6", "concurrent: code 2 reason 4", "released",
 					"hintless probe", "hintless probe answered", "hintless pause grown", "budget refills", "resets rounded down",
 					"slow start holds", "slow start answered", "resets read in milliseconds", "refusal read in milliseconds",
-					"now-only beside a probe", "counts reported apart", "counts begin the first cycle"} {
+					"now-only beside a probe", "lent, expected", "counts reported apart", "counts begin the first cycle"} {
 					if seen[path] == 0 {
 						t.Errorf("no event reached %q", path)
 					}

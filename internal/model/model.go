@@ -58,6 +58,10 @@ type Params struct {
 	Answer   int64 // µs: a learned window's probe's timeout (its task reports it)
 	Reserve  int64 // per mille of every capacity background work leaves to interactive work (Config.Reserve)
 	Lend     int64 // µs: after this long without interactive work, its reserve is lent (Tuning.LendAfter)
+	// Expect: interactive work is expected (Config.InteractiveQueues), so
+	// the reserve is lent for now only before the scope's first
+	// interactive request as after it (classState.keeper)
+	Expect bool
 }
 
 // Reason names what holds a scope back: what a deferral says, what State

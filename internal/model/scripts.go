@@ -67,9 +67,9 @@ end
 // Go definitions, the flags among them (flagOn, the modes, the refusal
 // kinds, the class, the limit kinds, the verdict codes) that the
 // arguments, records and replies carry; the per-call ones, Params' fields
-// (hold, nowOnly, maxPause, probe, answer, reserve, lend, limits: how many
-// are configured, longestWindow: p.longestWindow, 0 for none), are set by
-// the script body from its arguments.
+// (hold, nowOnly, maxPause, probe, answer, reserve, lend, expect, limits:
+// how many are configured, longestWindow: p.longestWindow, 0 for none),
+// are set by the script body from its arguments.
 var luaConstants = func() string {
 	c := map[string]int64{
 		"maxRounds": maxRounds, "earliestRounds": earliestRounds, "probePoll": probePoll,
@@ -261,8 +261,9 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen"
 // ARGV[8] how long before the call the first of them was admitted, µs
 // ARGV[9] class (Background, Interactive)  ARGV[10] reserve per mille
 // ARGV[11] lend µs  ARGV[12] the admission's lease id (its concurrency
-// limits' lease)
-// ARGV[13] n, the number of configured limits, then 3 values per limit:
+// limits' lease)  ARGV[13] expect (flagOn: interactive work is expected,
+// Params.Expect)
+// ARGV[14] n, the number of configured limits, then 3 values per limit:
 // its kind (schema.LimitKind: GCRA, Fixed, Sliding, Concurrent), period
 // (a sliding log's with its settling time; a lease's life) or interval
 // µs, rate, burst or the requests in flight
@@ -276,7 +277,7 @@ local keys = {pause = KEYS[1], line = KEYS[2], budget = KEYS[3], learn = KEYS[4]
   fallback = KEYS[8], llog = KEYS[9], start = KEYS[10], flight = KEYS[11], fconc = KEYS[12]}
 local argv = {cost = tonumber(ARGV[1]), hold = tonumber(ARGV[2]), maxPause = tonumber(ARGV[3]), probe = tonumber(ARGV[4]), mode = tonumber(ARGV[5]),
   answer = tonumber(ARGV[6]), counts = tonumber(ARGV[7]), age = tonumber(ARGV[8]), interactive = tonumber(ARGV[9]) == C.classInteractive,
-  reserve = tonumber(ARGV[10]), lend = tonumber(ARGV[11]), lease = ARGV[12], nlim = tonumber(ARGV[13])}
+  reserve = tonumber(ARGV[10]), lend = tonumber(ARGV[11]), lease = ARGV[12], expect = tonumber(ARGV[13]) == C.flagOn, nlim = tonumber(ARGV[14])}
 `
 
 // luaAdmitOpen is the admission of a scope that has no record but its
@@ -308,9 +309,9 @@ end
 const luaAdmitBody = `
 local dry = argv.mode == C.modeDry
 C.hold, C.maxPause, C.probe, C.answer = argv.hold, argv.maxPause, argv.probe, argv.answer
-C.reserve, C.lend, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.nlim, argv.mode == C.modeNowOnly
+C.reserve, C.lend, C.expect, C.limits, C.nowOnly = argv.reserve, argv.lend, argv.expect, argv.nlim, argv.mode == C.modeNowOnly
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), learn = learn_load(keys.learn),
-  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 13, argv.nlim),
+  class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 14, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 s.lease = flight_lease(s.flight)
 if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts, argv.age); learn_save(s.learn) end

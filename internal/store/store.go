@@ -26,6 +26,7 @@ type Config struct {
 	Durable  int           // replicas that acknowledge a pause (Config.Durable)
 	Reserve  int64         // per mille left to interactive work (Config.Reserve)
 	Lend     time.Duration // Tuning.LendAfter
+	Expect   bool          // interactive work is expected (Config.InteractiveQueues; model.Params.Expect)
 	Log      *slog.Logger  // hears a pause fewer replicas than Durable acknowledged; nil: not logged
 	Hooks
 }
@@ -61,6 +62,7 @@ type Store struct {
 	durable  int           // Config.Durable: replicas that acknowledge a pause
 	reserve  int64         // Config.Reserve, per mille
 	lend     time.Duration // Tuning.LendAfter
+	expect   bool          // interactive work is expected
 	log      *slog.Logger
 	hooks    Hooks
 
@@ -80,7 +82,7 @@ type Store struct {
 // New returns the store of c.
 func New(c Config) *Store {
 	return &Store{rdb: c.Client, prefix: c.Prefix, timeout: c.Timeout, maxPause: c.MaxPause, direct: honoursDeadlines(c.Client),
-		durable: c.Durable, reserve: c.Reserve, lend: c.Lend, log: c.Log, hooks: c.Hooks, failed: newReloader(c.Client).failed}
+		durable: c.Durable, reserve: c.Reserve, lend: c.Lend, expect: c.Expect, log: c.Log, hooks: c.Hooks, failed: newReloader(c.Client).failed}
 }
 
 // Client is the client the store calls Redis with (Config.Client).

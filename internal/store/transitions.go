@@ -89,7 +89,7 @@ func (a Admission) Remaining() time.Duration {
 func (s *Store) Admit(ctx context.Context, k schema.Keys, r AdmitRequest) (Admission, error) {
 	ks, args := model.AdmitRequest{Limits: r.Limits, Cost: int64(r.Cost), Hold: r.Hold.Microseconds(), MaxPause: s.maxPause.Milliseconds(),
 		Probe: r.Probe.Microseconds(), Dry: r.Dry, NowOnly: r.NowOnly, Answer: r.Answer.Microseconds(), Counts: r.Counts,
-		Age: r.CountsAge.Microseconds(), Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease}.Call(k)
+		Age: r.CountsAge.Microseconds(), Class: r.Class, Reserve: s.reserve, Lend: s.lend.Microseconds(), Lease: r.Lease, Expect: s.expect}.Call(k)
 	var v map[string]int64
 	var err error
 	if r.Dry {
