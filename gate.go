@@ -424,6 +424,7 @@ func (g *Gate) feedReset(live bool, recovered func()) {
 	g.open.Reset(live)
 	if live && g.feed.Snapshots() > 1 {
 		recovered()
+		g.mem.Reannounce(g.feed.LastSnapshot()) // what the gap's failover lost of the feed
 	}
 }
 

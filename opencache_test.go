@@ -12,7 +12,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // eventually fails the test when cond does not hold within 10 s
@@ -305,6 +307,43 @@ func TestOpenCacheUnseenScopes(t *testing.T) {
 			admitted++ // the refused request
 			if p, err := g1.State(ctx, learns); err != nil || p.Learned.Rate != admitted-1 {
 				t.Errorf("learned %+v (%v) from a first cycle no script saw, want a rate of %d", p.Learned, err, admitted-1)
+			}
+		})
+	}
+}
+
+// A pause whose feed entry was lost with a failed master (its scope's own
+// key intact, on another master) is announced again by a gate that
+// remembers it, at its feed's next snapshot (which a master's change
+// makes: Resync): a gate started meanwhile, which admitted the scope
+// without a round trip, then defers it.
+func TestFeedLostEntryAnnouncedAgain(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			s := Scope{Provider: "ups", Account: "acct-1"}
+			k := scopeKeys(e.Prefix, s)
+			a, _ := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			a.open.Begin()
+			eventually(t, "the first gate's feed is live", a.open.Live)
+			if _, err := a.Pause(ctx, s, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			log, snap, asks := schema.FeedKeys(e.Prefix, schema.FeedGroup(k.Pause, feed.Groups(e.Rdb)))
+			if err := e.Rdb.Del(ctx, log, snap, asks).Err(); err != nil { // the group's entries, lost
+				t.Fatal(err)
+			}
+			c, _ := cachedGate(t, e.Rdb, e.Prefix, time.Now)
+			c.open.Begin()
+			eventually(t, "the later gate's feed is live", c.open.Live)
+			if !c.admitsUncached(k.Pause) {
+				t.Fatal("the later gate asks about the scope: the feed still names it")
+			}
+			a.feed.Resync()
+			eventually(t, "the pause announced again reaches the later gate", func() bool { return !c.admitsUncached(k.Pause) })
+			if !deferredPaused(c, s) {
+				t.Error("the later gate admits a task of the paused scope")
 			}
 		})
 	}

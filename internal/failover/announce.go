@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"time"
 
 	"github.com/quotagate/quotagate/internal/feed"
@@ -16,5 +17,52 @@ func (m *Memory) Heard(e feed.Entry, recv time.Time) {
 		m.Drop(e.Key)
 	case e.UntilMs > 0:
 		m.Note(e.Key, e.UntilMs, e.NowMs, recv, false)
+		m.named(e.Key, recv)
 	}
+}
+
+// named records that the feed named the remembered pause of key at recv.
+func (m *Memory) named(key string, recv time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.m[key]; ok && recv.After(e.heard) {
+		e.heard = recv
+		m.m[key] = e
+	}
+}
+
+// Reannounce announces again, in a goroutine of its own, every remembered
+// pause in force that the feed has not named since since: the start of the
+// poll that loaded the feed's snapshot after a gap, which named every
+// pause its groups keep. One it does not name was lost with the entries a
+// failed master had not replicated (while the pause's own key, on
+// another master, may be intact: no re-assertion would move it), or was
+// never announced. Each is re-asserted (store.Reassert), which checks it
+// against the scope's records: a resumed scope is forgotten, a pause in
+// force announced.
+func (m *Memory) Reannounce(since time.Time) {
+	if m == nil || m.store == nil {
+		return
+	}
+	var lost []string
+	for k, e := range m.inForce(m.now()) {
+		if e.heard.Before(since) {
+			lost = append(lost, k)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	go func() {
+		for _, k := range lost {
+			if e, ok := m.Get(k, m.now()); ok {
+				if _, err := m.reassertOne(context.Background(), k, e, true); err != nil {
+					return // the store's recovery brings the next snapshot, and another call
+				}
+			}
+		}
+	}()
 }

@@ -60,6 +60,15 @@
 //     that an idle gate notices a promotion too.
 //   - While the store fails, the gate defers a task of a scope it knows
 //     paused (Memory.Get) until the pause ends, instead of failing open.
+//   - A failed master may lose a feed group's last entries while the
+//     pauses they announced, whose keys are on other masters, stand: no
+//     re-assertion would move them, and a gate that trusts a scope open
+//     from its cache would not hear them. So after a gap, once the feed's
+//     snapshot is loaded (it names every pause its groups keep), every
+//     remembered pause in force that the feed has not named since the
+//     snapshot's poll began is re-asserted and announced again
+//     (Reannounce): one script per pause the feed lost, by each gate that
+//     remembers it.
 //
 // # The new master's clock
 //

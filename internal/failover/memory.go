@@ -24,7 +24,8 @@ type Remembered struct {
 	End      time.Time // when it ends by this process's clock (see Memory)
 	Operator bool      // set by Gate.Pause
 
-	epoch uint64 // Memory.epoch when it was first remembered
+	epoch uint64    // Memory.epoch when it was first remembered
+	heard time.Time // when the feed last named it (Heard; zero: never)
 	// on is the identity of the master known to hold the pause
 	// (store.Identity): that of its key's master as the memory knew it
 	// before it remembered the pause, or after a re-assertion; "" when

@@ -51,6 +51,7 @@ func TestMemoryNil(t *testing.T) {
 	m.Heard(feed.Entry{Key: "k", UntilMs: 2_000_000, NowMs: 1_990_000, Version: schema.FeedVersion}, now)
 	m.Drop("k")
 	m.Recovered()
+	m.Reannounce(now)
 	m.Close()
 	if _, ok := m.Get("k", now); ok || m.Reasserted() != 0 {
 		t.Error("a nil memory remembered a pause")

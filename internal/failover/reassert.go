@@ -108,9 +108,12 @@ func (m *Memory) reassertion(e Remembered, now time.Time) store.Reassertion {
 }
 
 // reassertOne re-asserts the remembered pause e of key and remembers what
-// is in force after it.
-func (m *Memory) reassertOne(ctx context.Context, key string, e Remembered) (store.Reasserted, error) {
-	r, err := m.store.Reassert(ctx, key, m.reassertion(e, m.now()))
+// is in force after it; announce: the pause in force is announced even if
+// the re-assertion did not move it (Reannounce).
+func (m *Memory) reassertOne(ctx context.Context, key string, e Remembered, announce bool) (store.Reasserted, error) {
+	ra := m.reassertion(e, m.now())
+	ra.Announce = announce
+	r, err := m.store.Reassert(ctx, key, ra)
 	if err != nil {
 		return r, err
 	}
@@ -140,7 +143,7 @@ func (m *Memory) Recheck(ctx context.Context, key string, a Answer) (again bool,
 	if !ok || m.store == nil || !e.LostFrom(a, m.slack, m.since(e)) {
 		return false, nil
 	}
-	r, err := m.reassertOne(ctx, key, e)
+	r, err := m.reassertOne(ctx, key, e, false)
 	if err != nil {
 		return false, err
 	}
@@ -233,7 +236,7 @@ func (m *Memory) reassertOn(ctx context.Context, keys []string, in map[string]Re
 		if id != "" && e.on == id {
 			continue
 		}
-		if _, err := m.reassertOne(ctx, k, e); err != nil {
+		if _, err := m.reassertOne(ctx, k, e, false); err != nil {
 			return false
 		}
 		if cur, ok := m.Get(k, m.now()); ok {

@@ -63,6 +63,7 @@ type Reader struct {
 	mu     sync.Mutex
 	ok     time.Time // the start of the last poll that succeeded
 	live   bool      // caught up from a snapshot, no failure since
+	snapAt time.Time // the start of the poll that loaded the last snapshot
 	resync bool      // the next round loads the snapshot (Resync)
 	ids    []string  // the last entry read of each log
 }
@@ -112,6 +113,15 @@ func (r *Reader) Lag() time.Duration {
 // Snapshots is how many snapshots the reader loaded: one at start, one
 // after each gap.
 func (r *Reader) Snapshots() int64 { return r.snapshots.Load() }
+
+// LastSnapshot is when the poll that loaded the last snapshot began (zero
+// before the first): every pause that snapshot named was heard at or
+// after it.
+func (r *Reader) LastSnapshot() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapAt
+}
 
 // Close stops the polls and waits for the last to end.
 func (r *Reader) Close() {
@@ -193,6 +203,9 @@ func (r *Reader) finish(began time.Time, err error, snapshot bool) error {
 	r.mu.Lock()
 	r.ok = began
 	r.live = r.live || snapshot
+	if snapshot {
+		r.snapAt = began
+	}
 	r.mu.Unlock()
 	if snapshot {
 		r.snapshots.Add(1)

@@ -251,6 +251,9 @@ type Reassertion struct {
 	UntilMs, SeenMs int64
 	Left            time.Duration
 	Operator        bool
+	// Announce: announce the pause in force on the feed even when the
+	// re-assertion did not move it (the feed lost its entry)
+	Announce bool
 }
 
 // Reasserted is what a re-assertion did.
@@ -275,7 +278,7 @@ func (s *Store) Reassert(ctx context.Context, key string, e Reassertion) (Reasse
 	if v["deadline"] > 0 {
 		r.Until = time.UnixMilli(v["deadline"])
 	}
-	if r.Moved {
+	if r.Moved || e.Announce && !r.Resumed && v["deadline"] > 0 {
 		s.announce(ctx, feed.Entry{Key: key, UntilMs: v["deadline"], NowMs: r.NowMs})
 	}
 	return r, nil
