@@ -1,9 +1,11 @@
 package quotagate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // BenchmarkFanout measures a fleet on one Redis and on a 3-master Cluster:
@@ -50,12 +53,23 @@ import (
 // pause, the rate to compare with. Their admits/s and latency count
 // every admission decided, run or deferred.
 //
+// The failover and migrate loads run the admit load on a replicated
+// Cluster (3 masters, each with a replica; topology "replicated") and, a
+// third into the run, kill the master of a feed group's slot (its replica
+// is promoted) or move that slot to another master one key at a time: a
+// pause recorded (its Pause returned) must still reach every gate
+// (missed: 0). A Pause that fails while the slot moves or the master is
+// down records nothing and is counted apart (failed).
+//
 // A fresh server or Cluster per case. Run:
 //
 //	go test -run '^$' -bench BenchmarkFanout -benchtime 1x .
 func BenchmarkFanout(b *testing.B) {
-	for _, topo := range []string{"redis", "cluster"} {
+	for _, topo := range []string{"redis", "cluster", "replicated"} {
 		for _, l := range fanoutLoads {
+			if (topo == "replicated") != (l.event != nil) {
+				continue // an event needs the replicated Cluster, and only it
+			}
 			for _, g := range l.gates {
 				b.Run(fmt.Sprintf("%s/%s/gates=%d", topo, l.name, g), func(b *testing.B) {
 					for range b.N {
@@ -71,7 +85,11 @@ func BenchmarkFanout(b *testing.B) {
 // the scopes they admit (provider workOn, scopes of them), and the
 // pauses a second the pausing gate records on as many scopes of the
 // provider "busy"; middleware: the tasks run through each gate's
-// Middleware, holds on, instead of its admission alone, holds off.
+// Middleware, holds on, instead of its admission alone, holds off; event,
+// what happens to the replicated Cluster a third into the run (nil:
+// nothing, on one Redis or a plain Cluster), with pauses that outlast it
+// (pauseFor), so that a pause recorded just before it is still in force
+// when the feed is back.
 type fanoutLoad struct {
 	name       string
 	gates      []int
@@ -80,6 +98,8 @@ type fanoutLoad struct {
 	scopes     int
 	pauses     int
 	middleware bool
+	event      func(b *testing.B, c *redistest.Cluster, prefix string)
+	pauseFor   time.Duration // each pause's length (0: fanoutPauseFor)
 }
 
 var fanoutLoads = []fanoutLoad{
@@ -87,6 +107,45 @@ var fanoutLoads = []fanoutLoad{
 	{name: "admit", gates: []int{10, 100, 500}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses},
 	{name: "hold", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, pauses: fanoutHoldPauses, middleware: true},
 	{name: "hold-open", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, middleware: true},
+	{name: "failover", gates: []int{10, 100}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses,
+		event: func(b *testing.B, c *redistest.Cluster, prefix string) {
+			master := fanoutGroupMaster(b, c, prefix)
+			b.Logf("killed %s, the master of feed group 0; %s promoted", master, c.KillMaster(b, master))
+		}, pauseFor: fanoutEventPause},
+	{name: "migrate", gates: []int{10, 100}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses,
+		event: func(b *testing.B, c *redistest.Cluster, prefix string) {
+			from, to := c.MigrateSlot(b, fanoutGroupSlot(b, c, prefix), 10*time.Millisecond)
+			b.Logf("moved feed group 0's slot from %s to %s", from, to)
+		}, pauseFor: fanoutEventPause},
+}
+
+// fanoutGroupSlot is the slot of feed group 0's keys.
+func fanoutGroupSlot(b *testing.B, c *redistest.Cluster, prefix string) int {
+	log, _, _ := schema.FeedKeys(prefix, 0)
+	slot, err := c.Client(b).ClusterKeySlot(context.Background(), log).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return int(slot)
+}
+
+// fanoutGroupMaster is the address of the master that serves feed group
+// 0's slot.
+func fanoutGroupMaster(b *testing.B, c *redistest.Cluster, prefix string) string {
+	slot := fanoutGroupSlot(b, c, prefix)
+	for _, m := range c.Masters(b) {
+		slots, err := c.NodeClient(b, m, false).ClusterSlots(context.Background()).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range slots {
+			if slot >= int(r.Start) && slot <= int(r.End) && len(r.Nodes) > 0 && r.Nodes[0].Addr == m {
+				return m
+			}
+		}
+	}
+	b.Fatalf("no master serves slot %d", slot)
+	return ""
 }
 
 const (
@@ -96,6 +155,10 @@ const (
 	fanoutHoldScopes = 1000
 	fanoutHoldPauses = 100
 	fanoutPauseFor   = 2 * time.Second
+	// fanoutEventPause is a pause's length with an event: longer than a
+	// master's promotion (a few seconds with the replicated Cluster's
+	// node timeout) and within fanoutMiss.
+	fanoutEventPause = 4 * time.Second
 	fanoutFor        = 5 * time.Second
 	// fanoutTask is a task's work after its admission: without it, the
 	// workers of a gate that admits open scopes without a round trip spin
@@ -111,13 +174,17 @@ const (
 // fanoutEnv is one case's Redis: a client per gate, and one per node for
 // INFO.
 type fanoutEnv struct {
-	prefix string
-	client func() redis.UniversalClient // a new client, closed with the case
-	nodes  []*redis.Client
+	prefix  string
+	client  func() redis.UniversalClient // a new client, closed with the case
+	nodes   []*redis.Client
+	cluster *redistest.Cluster // the replicated Cluster (nil: another topology)
 }
 
 func newFanoutEnv(b *testing.B, topo string) fanoutEnv {
 	switch topo {
+	case "replicated": // no CPU figures: a node killed has none to give
+		c := redistest.StartReplicatedCluster(b)
+		return fanoutEnv{prefix: c.Prefix(b), cluster: c, client: func() redis.UniversalClient { return c.Client(b) }}
 	case "cluster":
 		c := redistest.StartCluster(b)
 		e := fanoutEnv{prefix: c.Prefix(b), client: func() redis.UniversalClient {
@@ -161,6 +228,10 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	b.StopTimer()
 	e := newFanoutEnv(b, topo)
 	trips := new(scriptCount)
+	quiet := slog.New(slog.DiscardHandler) // a failover's warnings would break the benchmark's lines
+	if l.event != nil {
+		redis.SetLogger(discardRedisLog{}) // and so would go-redis's, of its dials to the dead master
+	}
 	gates := make([]*Gate, n)
 	tuning := Tuning{MaxHold: -1}
 	if l.middleware {
@@ -169,7 +240,7 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	for i := range gates {
 		rdb := e.client()
 		rdb.AddHook(trips)
-		gates[i] = New(rdb, Config{Prefix: e.prefix, Tuning: tuning})
+		gates[i] = New(rdb, Config{Prefix: e.prefix, Tuning: tuning, Logger: quiet})
 		b.Cleanup(func() { gates[i].Close() })
 		if err := gates[i].admit(context.Background(), Scope{Provider: "warm", Account: strconv.Itoa(i)}, 1, false); err != nil {
 			b.Fatal(err) // starts its feed
@@ -182,8 +253,11 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	// up to fanoutWriterTimeout, so a process starved by hundreds of
 	// gates' feeds still records every pause (the gates' own calls keep
 	// the default StoreTimeout).
-	writer := New(e.client(), Config{Prefix: e.prefix, StoreTimeout: fanoutWriterTimeout})
+	writer := New(e.client(), Config{Prefix: e.prefix, StoreTimeout: fanoutWriterTimeout, Logger: quiet})
 	b.Cleanup(func() { writer.Close() })
+	if l.event != nil {
+		writer.Middleware() // its feed, as a worker's gate has: after a gap it announces again what the feed lost
+	}
 
 	cpu0 := make([]time.Duration, len(e.nodes))
 	for i, nd := range e.nodes {
@@ -204,6 +278,15 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 		}
 	}
 	var wg sync.WaitGroup
+	if l.event != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(fanoutFor / 3)
+			l.event(b, e.cluster, e.prefix)
+		}()
+	}
+	var failed atomic.Int64 // admissions that failed while the Cluster changed
 	lat := make([][]time.Duration, l.workers)
 	for w := range l.workers {
 		wg.Add(1)
@@ -212,6 +295,10 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 			for i := w; ctx.Err() == nil; i += l.workers { // every gate's turn, or a gate's own workers
 				s := Scope{Provider: l.workOn, Account: strconv.Itoa(rand.IntN(l.scopes))}
 				d, err := fanoutTaskRun(ctx, gates[i%n], handlers[i%n], s)
+				if err != nil && ctx.Err() == nil && l.event != nil {
+					failed.Add(1)
+					continue
+				}
 				if err != nil && ctx.Err() == nil {
 					b.Error(err)
 					return
@@ -245,11 +332,21 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	b.ReportMetric(ms(quantile(know.each, 0.99)), "know-p99-ms")
 	b.ReportMetric(ms(quantile(know.every, 0.99)), "all-p99-ms")
 	b.ReportMetric(float64(know.missed), "missed")
+	if l.event != nil {
+		b.ReportMetric(float64(know.failed), "failed")
+		b.ReportMetric(float64(know.recorded), "recorded")
+		b.ReportMetric(float64(failed.Load()), "admit-errors")
+	}
 	gaps, runs, moved := fanoutHealth(gates)
 	b.ReportMetric(float64(gaps-gaps0), "gaps")
 	b.ReportMetric(float64(runs-runs0), "runs")
 	b.ReportMetric(float64(moved-moved0), "moved")
 }
+
+// discardRedisLog is a go-redis logger that says nothing.
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
 
 // fanoutTaskRun runs one task of s on g, a millisecond of work
 // (fanoutTask) once admitted, and returns how long its admission took to
@@ -309,6 +406,8 @@ func fanoutHealth(gates []*Gate) (snapshots, runs, moved int64) {
 type fanoutKnown struct {
 	each, every []time.Duration
 	missed      int
+	recorded    int // pauses recorded (Pause returned no error)
+	failed      int // pauses that failed (with an event: see BenchmarkFanout)
 }
 
 // fanoutPausing records l.pauses pauses a second through writer until
@@ -338,10 +437,16 @@ func fanoutPausing(ctx context.Context, b *testing.B, writer *Gate, gates []*Gat
 				continue
 			}
 			s := Scope{Provider: "busy", Account: strconv.Itoa(i % l.scopes)}
-			if _, err := writer.Pause(context.Background(), s, fanoutPauseFor); err != nil {
+			_, err := writer.Pause(context.Background(), s, cmp.Or(l.pauseFor, fanoutPauseFor))
+			switch {
+			case err != nil && l.event != nil:
+				out.failed++
+			case err != nil:
 				b.Error(err)
+			default:
+				out.recorded++
 			}
-			if i%fanoutSample == 0 {
+			if err == nil && i%fanoutSample == 0 {
 				open = append(open, &sample{key: scopeKeys(prefix, s).Pause, at: time.Now(), known: make([]bool, len(gates)), left: len(gates)})
 			}
 			i++
