@@ -19,13 +19,14 @@ import (
 // tasks inside the middleware wait, unless every waiter is of its own scope
 // and no task of another scope (or without one) entered the middleware
 // within fairFor: a process that serves one scope alone gives its
-// reopening every worker, but one in its first fairFor, and but one while
-// interactive work is expected (Expect: an interactive task of that very
-// scope, queued behind its backlog, needs a worker to meet it). (Then, that no
-// other scope entered yet says nothing: its first tasks may all be of one
-// scope, the others' queued behind them, and were every worker waiting
-// for that scope, none would be reached but at its pace. The one left
-// takes task after task of the queue and meets them.) When a task of
+// reopening every worker but one in its first fairFor, and every worker
+// but one to its background work while interactive work is expected
+// (Expect: an interactive task of that very scope, queued behind its
+// backlog, needs a free worker to be dequeued at all). (In the first
+// fairFor, that no other scope entered yet says nothing: its first tasks
+// may all be of one scope, the others' queued behind them, and were every
+// worker waiting for that scope, none would be reached but at its pace.
+// The one left takes task after task of the queue and meets them.) When a task of
 // another scope enters while one scope's waiters are past the share, its
 // holders are woken (Crowded) to ask again, and keep to the share. A
 // worker that may not wait asks the admission for no slot ahead
