@@ -117,11 +117,14 @@ type Config struct {
 	// Durable is how many replicas must acknowledge a pause before it is
 	// recorded: the refusal script is followed by WAIT on the same
 	// connection of the slot's master, within half of StoreTimeout, so a
-	// recorded pause survives the loss of that master. A pause fewer
-	// replicas acknowledged is still in force (logged at WARN): after a
-	// failover the promoted master has no replica until one is added.
-	// Costs one more reply in the refusal's round trip and the replica's
-	// acknowledgement (go test -run Failover -v .; docs/measurements.md).
+	// recorded pause survives the loss of that master; and so is its
+	// announcement on the feed, on its group's master, so that the gates
+	// that admit the scope without asking hear it through the failover. A
+	// pause or announcement fewer replicas acknowledged is still in force
+	// (logged at WARN): after a failover the promoted master has no
+	// replica until one is added. Costs one more reply in each of the two
+	// round trips and the replicas' acknowledgements (go test -run
+	// Failover -v .; docs/measurements.md).
 	// Only for *redis.Client (plain or Sentinel failover) and
 	// *redis.ClusterClient. Default 0: pauses are acknowledged by the
 	// master alone.

@@ -74,11 +74,18 @@ return id
 // Append writes e (its Version ignored: this package's is written) to
 // the log of its group under prefix.
 func Append(ctx context.Context, rdb redis.UniversalClient, prefix string, e Entry) error {
+	script, keys, args := AppendCall(rdb, prefix, e)
+	return script.Run(ctx, rdb, keys, args...).Err()
+}
+
+// AppendCall is Append's script, keys and arguments, for a caller that
+// runs it another way (the store, which WAITs for replicas when asked
+// to: quotagate's Config.Durable). The keys share one slot.
+func AppendCall(rdb redis.UniversalClient, prefix string, e Entry) (*redis.Script, []string, []any) {
 	log, snap, asks := schema.FeedKeys(prefix, schema.FeedGroup(e.Key, Groups(rdb)))
 	resumed := "0"
 	if e.Resumed {
 		resumed = "1"
 	}
-	return appendScript.Run(ctx, rdb, []string{log, snap, asks}, encode(e), e.Key, e.UntilMs, resumed, Retain.Milliseconds(),
-		AskRetain.Milliseconds()).Err()
+	return appendScript, []string{log, snap, asks}, []any{encode(e), e.Key, e.UntilMs, resumed, Retain.Milliseconds(), AskRetain.Milliseconds()}
 }

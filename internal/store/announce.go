@@ -25,10 +25,25 @@ func (s *Store) announce(ctx context.Context, e feed.Entry) {
 	}
 }
 
-// appendEntry is one bounded attempt to append e.
+// appendEntry is one bounded attempt to append e. With Config.Durable
+// set it WAITs for as many replicas, as a pause does: a failover that
+// loses an entry the master alone held leaves the pause it announces
+// unheard by the gates that admit its scope without asking (the failover
+// memory announces it again after the gap, but only once a gate that
+// remembers it has caught up). An entry fewer replicas acknowledged is
+// appended all the same: it is logged, not failed.
 func (s *Store) appendEntry(ctx context.Context, e feed.Entry) error {
 	_, err := bounded(ctx, s, "announce", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, feed.Append(ctx, s.rdb, s.prefix, e)
+		if s.durable <= 0 {
+			return struct{}{}, feed.Append(ctx, s.rdb, s.prefix, e)
+		}
+		script, keys, args := feed.AppendCall(s.rdb, s.prefix, e)
+		_, _, err := runDurably(ctx, s.rdb, keys[0], s.durable, max(s.timeout/2, time.Millisecond), script, keys, args...)
+		if errors.Is(err, errNotReplicated) {
+			s.warn("quotagate: a scope's change is announced but fewer replicas than Config.Durable acknowledged it", err)
+			err = nil
+		}
+		return struct{}{}, err
 	})
 	return err
 }

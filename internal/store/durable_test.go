@@ -1,14 +1,21 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/schema"
 )
 
 // durableWait bounds the wait for a promoted replica to take its master's
@@ -104,6 +111,8 @@ func runDurableChecks(t *testing.T, d durableTarget) {
 		t.Errorf("with the replica suspended: the script's reply %v (%T), want %d: the write ran", v, v, later)
 	}
 
+	checkDurableAnnounce(t, d)
+
 	// The master is lost: runDurably reaches the promoted replica, which
 	// has the deadline and no replica of its own.
 	d.kill(t, key)
@@ -141,4 +150,49 @@ func BenchmarkDurableWrite(b *testing.B) {
 			}
 		}
 	})
+}
+
+// checkDurableAnnounce: a store with Durable set appends its announcements
+// as it records its pauses: the entry is on the replica of the feed
+// group's master when the append returns, and with that replica suspended
+// it is appended all the same and logged as not acknowledged.
+func checkDurableAnnounce(t *testing.T, d durableTarget) {
+	ctx := context.Background()
+	var logged syncBuffer
+	s := New(Config{Client: d.rdb, Prefix: d.prefix, Timeout: time.Second, Durable: 1, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	e := feed.Entry{Key: schema.ScopeKeys(d.prefix, "ups", "durable").Pause, UntilMs: time.Now().Add(time.Minute).UnixMilli(), NowMs: time.Now().UnixMilli()}
+	_, keys, _ := feed.AppendCall(d.rdb, d.prefix, e)
+	reader, replica := d.replica(t, keys[0])
+	if err := s.appendEntry(ctx, e); err != nil {
+		t.Fatalf("a durable append: %v", err)
+	}
+	last, err := reader.XRevRangeN(ctx, keys[0], "+", "-", 1).Result()
+	if err != nil || len(last) != 1 || !strings.Contains(fmt.Sprint(last[0].Values), e.Key) {
+		t.Errorf("on the replica right after a durable append: %v, %v; want the entry of %s", last, err, e.Key)
+	}
+	replica.Suspend(t)
+	err = s.appendEntry(ctx, e)
+	replica.Resume(t)
+	if err != nil || !strings.Contains(logged.String(), "fewer replicas than Config.Durable") {
+		t.Errorf("a durable append with the replica suspended: %v, logged %q; want appended, and logged as not acknowledged", err, logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's writes beside a
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
