@@ -64,7 +64,8 @@ import (
 // is promoted) or move that slot to another master one key at a time: a
 // pause recorded (its Pause returned) must still reach every gate
 // (missed: 0). A Pause that fails while the slot moves or the master is
-// down records nothing and is counted apart (failed).
+// down records nothing and is counted apart (failed). failover-durable
+// is failover with the pausing gate's Config.Durable at 1.
 //
 // A fresh server or Cluster per case. Run:
 //
@@ -105,6 +106,7 @@ type fanoutLoad struct {
 	middleware bool
 	event      func(b *testing.B, c *redistest.Cluster, prefix string)
 	pauseFor   time.Duration // each pause's length (0: fanoutPauseFor)
+	durable    int           // the pausing gate's Config.Durable
 }
 
 var fanoutLoads = []fanoutLoad{
@@ -113,15 +115,21 @@ var fanoutLoads = []fanoutLoad{
 	{name: "hold", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, pauses: fanoutHoldPauses, middleware: true},
 	{name: "hold-open", gates: []int{10}, workers: 40, workOn: "busy", scopes: fanoutHoldScopes, middleware: true},
 	{name: "failover", gates: []int{10, 100}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses,
-		event: func(b *testing.B, c *redistest.Cluster, prefix string) {
-			master := fanoutGroupMaster(b, c, prefix)
-			b.Logf("killed %s, the master of feed group 0; %s promoted", master, c.KillMaster(b, master))
-		}, pauseFor: fanoutEventPause},
+		event: fanoutKill, pauseFor: fanoutEventPause},
+	{name: "failover-durable", gates: []int{10, 100}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses,
+		event: fanoutKill, pauseFor: fanoutEventPause, durable: 1},
 	{name: "migrate", gates: []int{10, 100}, workers: fanoutWorkers, workOn: "open", scopes: fanoutScopes, pauses: fanoutPauses,
 		event: func(b *testing.B, c *redistest.Cluster, prefix string) {
 			from, to := c.MigrateSlot(b, fanoutGroupSlot(b, c, prefix), 10*time.Millisecond)
 			b.Logf("moved feed group 0's slot from %s to %s", from, to)
 		}, pauseFor: fanoutEventPause},
+}
+
+// fanoutKill kills the master of feed group 0's slot, and waits until its
+// replica is promoted.
+func fanoutKill(b *testing.B, c *redistest.Cluster, prefix string) {
+	master := fanoutGroupMaster(b, c, prefix)
+	b.Logf("killed %s, the master of feed group 0; %s promoted", master, c.KillMaster(b, master))
 }
 
 // fanoutGroupSlot is the slot of feed group 0's keys.
@@ -262,7 +270,7 @@ func runFanout(b *testing.B, topo string, n int, l fanoutLoad) {
 	// up to fanoutWriterTimeout, so a process starved by hundreds of
 	// gates' feeds still records every pause (the gates' own calls keep
 	// the default StoreTimeout).
-	writer := New(e.client(), Config{Prefix: e.prefix, StoreTimeout: fanoutWriterTimeout, Logger: quiet})
+	writer := New(e.client(), Config{Prefix: e.prefix, StoreTimeout: fanoutWriterTimeout, Logger: quiet, Durable: l.durable})
 	b.Cleanup(func() { writer.Close() })
 	if l.event != nil {
 		writer.Middleware() // its feed, as a worker's gate has: after a gap it announces again what the feed lost
