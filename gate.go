@@ -427,6 +427,7 @@ func (g *Gate) feedReset(live bool, recovered func()) {
 	g.open.Reset(live)
 	if live && g.feed.Snapshots() > 1 {
 		recovered()
+		g.store.RetryAnnouncements()            // this gate's own, refused during the gap
 		g.mem.Reannounce(g.feed.LastSnapshot()) // what the gap's failover lost of the feed
 	}
 }

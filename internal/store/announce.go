@@ -77,26 +77,58 @@ func (s *Store) retryAnnounce(e feed.Entry, err error) {
 		return
 	}
 	s.warn("quotagate: a scope's change is in force, its announcement to the other gates is tried again", err)
+	asked := s.retrying() // now: an ask from here on counts
 	go func() {
 		defer announcing.Add(-1)
-		if err := s.announceAgain(e); err != nil {
+		if err := s.announceAgain(e, asked); err != nil {
 			s.warn("quotagate: a scope's change is in force but was not announced to the other gates", err)
 		}
 	}()
 }
 
-// announceAgain appends e, trying again with a growing wait until it is
-// appended, the client is closed, or announceFor passed.
-func (s *Store) announceAgain(e feed.Entry) error {
+// announceAgain appends e, trying again with a growing wait, or at once
+// when RetryAnnouncements asks (asked: closed by the first ask since the
+// failure), until it is appended, the client is closed, or announceFor
+// passed.
+func (s *Store) announceAgain(e feed.Entry, asked <-chan struct{}) error {
 	deadline := time.Now().Add(announceFor)
 	var err error
-	for wait := announceFirst; time.Now().Before(deadline); wait = min(2*wait, announceMax) {
-		time.Sleep(wait)
+	for wait := s.retryFirst; time.Now().Before(deadline); wait = min(2*wait, max(announceMax, s.retryFirst)) {
+		select {
+		case <-time.After(wait):
+		case <-asked:
+		}
+		asked = s.retrying() // before the attempt: an ask during it counts
 		if err = s.appendEntry(context.Background(), e); err == nil || errors.Is(err, redis.ErrClosed) {
 			return nil
 		}
 	}
 	return err
+}
+
+// RetryAnnouncements has the announcements waiting to be tried again
+// tried at once: Redis answers again (a call of the store did after
+// failing, or the gate's feed caught up), so the master that refused
+// them may be back or replaced, and a recorded pause whose announcement
+// waits its turn (up to announceMax) is unheard by the gates that admit
+// its scope without asking, now fresh again.
+func (s *Store) RetryAnnouncements() {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if s.retry != nil {
+		close(s.retry)
+		s.retry = nil
+	}
+}
+
+// retrying is closed at the next RetryAnnouncements.
+func (s *Store) retrying() <-chan struct{} {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if s.retry == nil {
+		s.retry = make(chan struct{})
+	}
+	return s.retry
 }
 
 // warn logs msg with err, when the store has a logger.

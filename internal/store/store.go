@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,12 +78,21 @@ type Store struct {
 	failing atomic.Bool
 
 	answers answers // observations kept for their scope's next round trip (answers.go)
+
+	// retry is closed, and replaced, when the pending announcements are
+	// to be tried at once (RetryAnnouncements; announce.go).
+	retryMu sync.Mutex
+	retry   chan struct{}
+	// retryFirst is the first wait before an announcement is tried again
+	// (announceFirst; tests set it longer)
+	retryFirst time.Duration
 }
 
 // New returns the store of c.
 func New(c Config) *Store {
 	return &Store{rdb: c.Client, prefix: c.Prefix, timeout: c.Timeout, maxPause: c.MaxPause, direct: honoursDeadlines(c.Client),
-		durable: c.Durable, reserve: c.Reserve, lend: c.Lend, expect: c.Expect, log: c.Log, hooks: c.Hooks, failed: newReloader(c.Client).failed}
+		durable: c.Durable, reserve: c.Reserve, lend: c.Lend, expect: c.Expect, log: c.Log, hooks: c.Hooks, failed: newReloader(c.Client).failed,
+		retryFirst: announceFirst}
 }
 
 // Client is the client the store calls Redis with (Config.Client).
@@ -226,8 +236,11 @@ func (s *Store) endCall(ctx context.Context, err error, done func(error)) {
 	if err != nil {
 		s.failed(err)
 	}
-	if was && err == nil && s.hooks.Recovered != nil {
-		s.hooks.Recovered()
+	if was && err == nil {
+		s.RetryAnnouncements()
+		if s.hooks.Recovered != nil {
+			s.hooks.Recovered()
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/quotagate/quotagate/internal/schema"
@@ -593,4 +594,33 @@ func scopeKeysOf(keys []string) []string {
 		}
 	}
 	return out
+}
+
+// An announcement that failed waits its turn to be tried again, unless
+// RetryAnnouncements asks for it at once (Redis answers again): with the
+// first wait an hour long, only the ask appends it.
+func TestRetryAnnouncements(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			e := b.Open(t)
+			ctx := context.Background()
+			st := testStore(e.Rdb, e.Prefix)
+			st.retryFirst = time.Hour
+			entry := feed.Entry{Key: schema.ScopeKeys(e.Prefix, "ups", "acct").Pause, UntilMs: time.Now().Add(time.Minute).UnixMilli(), NowMs: time.Now().UnixMilli()}
+			_, keys, _ := feed.AppendCall(e.Rdb, e.Prefix, entry)
+			if err := e.Rdb.Set(ctx, keys[0], "not a stream", 0).Err(); err != nil { // the append fails: WRONGTYPE
+				t.Fatal(err)
+			}
+			st.announce(ctx, entry)
+			if err := e.Rdb.Del(ctx, keys[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			appended := func() bool { n, err := e.Rdb.XLen(ctx, keys[0]).Result(); return err == nil && n == 1 }
+			if appended() {
+				t.Fatal("the failed announcement was appended before it was tried again")
+			}
+			st.RetryAnnouncements()
+			eventually(t, 10*time.Second, "the announcement appended once asked", appended)
+		})
+	}
 }
