@@ -1,9 +1,7 @@
 package quotagate
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,22 +72,7 @@ func checkExpireAt(t *testing.T, rdb redis.UniversalClient, key string, until ti
 }
 
 // testLogBuffer is a concurrency-safe log sink for Config.Logger.
-type testLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *testLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *testLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type testLogBuffer struct{ redistest.Buffer }
 
 func (b *testLogBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -84,7 +84,7 @@ type Server struct {
 // process is one run of the server binary; Restart starts a new one.
 type process struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer   // its stdout+stderr
+	out  *Buffer       // its stdout+stderr
 	done chan struct{} // closed when it has exited
 }
 
@@ -345,7 +345,7 @@ func (s *Server) start() (retry bool, err error) {
 	if s.env != nil {
 		cmd.Env = append(os.Environ(), s.env...)
 	}
-	out := new(syncBuffer)
+	out := new(Buffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = stopGrace
 	if err := cmd.Start(); err != nil {
@@ -478,20 +478,23 @@ func (s *Server) stop() {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of the child's
-// output and reads for error messages.
-type syncBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent writes and reads: a child
+// server's output read for error messages, a logger's lines read by a
+// test. Its zero value is empty and ready.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String returns what was written so far.
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

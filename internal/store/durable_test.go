@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -158,7 +156,7 @@ func BenchmarkDurableWrite(b *testing.B) {
 // it is appended all the same and logged as not acknowledged.
 func checkDurableAnnounce(t *testing.T, d durableTarget) {
 	ctx := context.Background()
-	var logged syncBuffer
+	var logged redistest.Buffer
 	s := New(Config{Client: d.rdb, Prefix: d.prefix, Timeout: time.Second, Durable: 1, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	e := feed.Entry{Key: schema.ScopeKeys(d.prefix, "ups", "durable").Pause, UntilMs: time.Now().Add(time.Minute).UnixMilli(), NowMs: time.Now().UnixMilli()}
 	_, keys, _ := feed.AppendCall(d.rdb, d.prefix, e)
@@ -176,23 +174,4 @@ func checkDurableAnnounce(t *testing.T, d durableTarget) {
 	if err != nil || !strings.Contains(logged.String(), "fewer replicas than Config.Durable") {
 		t.Errorf("a durable append with the replica suspended: %v, logged %q; want appended, and logged as not acknowledged", err, logged.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's writes beside a
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
