@@ -145,8 +145,9 @@ type Config struct {
 	// work is expected in every scope: Background work never reserves the
 	// Reserve of a window ahead of now, even before the scope's first
 	// interactive task, so that task finds it (see Class); and its waits
-	// leave one worker of the process free, so that an interactive task of
-	// a scope whose backlog holds every other worker is dequeued at once.
+	// behind a configured limit leave one worker of the process free, so
+	// that an interactive task of a scope whose backlog holds every other
+	// worker is dequeued at once.
 	InteractiveQueues []string
 
 	// Tuning holds the knobs of the in-process waits and the open cache.
@@ -332,6 +333,7 @@ type Gate struct {
 	open        *local.OpenCache
 	feed        *feed.Reader // the feed of pauses that the open cache and mem hear (internal/feed)
 	holders     local.Holders
+	expect      bool             // interactive work is expected: Config.InteractiveQueues (keepsWorker)
 	slots       local.SlotWakers // workers waiting for a slot of a concurrency limit
 	absorbed    local.Absorbed   // refusals of requests already on their way, per pause (log)
 	inside      atomic.Int64     // tasks inside the Middleware (see local.Holders)
@@ -367,7 +369,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	cfg = cfg.withDefaults()
 	m := newMetrics()
 	g := &Gate{cfg: cfg, now: now, rand: rnd, metrics: m}
-	g.holders.Expect = len(cfg.InteractiveQueues) > 0
+	g.expect = len(cfg.InteractiveQueues) > 0
 	// A count runs as long as a cycle the scope's records keep.
 	g.uncounted.Span = time.Duration(model.LearnTTL) * time.Microsecond
 	var trustFor time.Duration // a fail-closed gate's open cache needs a proof of life

@@ -211,7 +211,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
-		w := g.joinWaiters(k.Pause, c, worker, mustHold)
+		w := g.joinWaiters(k.Pause, g.keepsWorker(c, ls), worker, mustHold)
 		a, err := g.ask(ctx, q, ls, counts, w.nowOnly())
 		var again bool
 		if err != nil {
@@ -295,12 +295,28 @@ type waiting struct {
 	joined bool // it holds a waiter's place
 }
 
-// joinWaiters takes a waiter's place for a worker of scope k, of class c,
-// if the rule of local.Holders allows it (force: whatever the count; see
-// Join).
-func (g *Gate) joinWaiters(k string, c Class, worker, force bool) *waiting {
-	joined := worker && g.holders.Join(k, g.inside.Load(), g.now(), c == Interactive, force)
+// joinWaiters takes a waiter's place for a worker of scope k if the rule
+// of local.Holders allows it, keeping one worker free if keep (see
+// keepsWorker; force: whatever the count; see Join).
+func (g *Gate) joinWaiters(k string, keep, worker, force bool) *waiting {
+	joined := worker && g.holders.Join(k, g.inside.Load(), g.now(), keep, force)
 	return &waiting{h: &g.holders, k: k, worker: worker, joined: joined}
+}
+
+// keepsWorker decides whether a wait of class c, for a scope under the
+// configured limits ls, leaves one worker of the process free: background
+// work, where interactive work is expected (Config.InteractiveQueues),
+// behind a configured limit. There the waiters sleep until slots they
+// reserved ahead, up to MaxHold each, and an interactive task of the same
+// scope queued behind them would wait for a worker as long (asynq serves
+// its queue first, but only to a free worker). A scope with nothing
+// configured keeps none: its waiters ask again as each learned window
+// opens, and the worker kept free sends the tasks it meets through
+// asynq's retries, which bring them back at whole seconds, out of the
+// learned windows' phase, for no gain the priority benchmark could see
+// (docs/measurements.md).
+func (g *Gate) keepsWorker(c Class, ls []Limit) bool {
+	return g.expect && c == Background && len(ls) > 0
 }
 
 // nowOnly decides whether the admission may reserve no slot ahead: a

@@ -157,3 +157,26 @@ func labelsMatch(m *dto.Metric, want map[string]string) bool {
 	}
 	return true
 }
+
+// TestKeepsWorker is keepsWorker's rule: only background work behind a
+// configured limit, in a gate that expects interactive work, leaves a
+// worker free.
+func TestKeepsWorker(t *testing.T) {
+	limited := []Limit{FixedWindow(10, time.Second)}
+	for _, c := range []struct {
+		expect bool
+		class  Class
+		ls     []Limit
+		want   bool
+	}{
+		{true, Background, limited, true},
+		{true, Interactive, limited, false},
+		{true, Background, nil, false},
+		{false, Background, limited, false},
+	} {
+		g := &Gate{expect: c.expect}
+		if got := g.keepsWorker(c.class, c.ls); got != c.want {
+			t.Errorf("expect %v, %v, %d limits: %v, want %v", c.expect, c.class, len(c.ls), got, c.want)
+		}
+	}
+}

@@ -19,10 +19,10 @@ import (
 // tasks inside the middleware wait, unless every waiter is of its own scope
 // and no task of another scope (or without one) entered the middleware
 // within fairFor: a process that serves one scope alone gives its
-// reopening every worker but one in its first fairFor, and every worker
-// but one to its background work while interactive work is expected
-// (Expect: an interactive task of that very scope, queued behind its
-// backlog, needs a free worker to be dequeued at all). (In the first
+// reopening every worker but one in its first fairFor, and but one when
+// the waiter asks to keep one free (keep: an interactive task of that very
+// scope, queued behind its backlog, needs a free worker to be dequeued at
+// all; the gate decides when to ask). (In the first
 // fairFor, that no other scope entered yet says nothing: its first tasks
 // may all be of one scope, the others' queued behind them, and were every
 // worker waiting for that scope, none would be reached but at its pace.
@@ -39,12 +39,6 @@ import (
 // has Tuning.MaxHolders places of its own per scope, which background
 // holders never take.
 type Holders struct {
-	// Expect: interactive work is expected (quotagate's
-	// Config.InteractiveQueues), so one task inside never waits: its
-	// worker takes the next task of the queue, and asynq serves the
-	// interactive queue first. Set before the first Join.
-	Expect bool
-
 	mu    sync.Mutex
 	n     map[string]int // holders per scope, every class
 	ni    map[string]int // holders per scope, interactive
@@ -103,12 +97,12 @@ func (h *Holders) Enter(k string, now time.Time) {
 
 // Join takes a waiter's place for a worker of scope k at now, with inside
 // tasks inside the middleware (this one among them), if the rule allows
-// it (see Holders), for interactive work or not; force takes it whatever
-// the count.
-func (h *Holders) Join(k string, inside int64, now time.Time, interactive, force bool) bool {
+// it (see Holders), keeping one task inside from waiting if keep; force
+// takes it whatever the count.
+func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !force && !h.mayWait(k, inside, now, interactive) {
+	if !force && !h.mayWait(k, inside, now, keep) {
 		return false
 	}
 	if h.w == nil {
@@ -121,21 +115,19 @@ func (h *Holders) Join(k string, inside int64, now time.Time, interactive, force
 
 // mayWait reports whether one more worker of scope k may wait at now,
 // with inside tasks inside the middleware: within the share; or while
-// every waiter is of k and k is alone, in the process's first fairFor
-// and, for background work, while interactive work is expected (Expect),
-// only as long as one task inside does not wait: the worker left is for
-// the interactive task, which may take it. That one takes task
-// after task of the queue: a process's first tasks may all be of k, the
-// others' queued behind them, and with every worker waiting for k none
-// would enter but at k's pace, k looking alone all along.
-func (h *Holders) mayWait(k string, inside int64, now time.Time, interactive bool) bool {
+// every waiter is of k and k is alone, in the process's first fairFor or
+// when keep asks it, only as long as one task inside does not wait. That
+// one takes task after task of the queue: a process's first tasks may all
+// be of k, the others' queued behind them, and with every worker waiting
+// for k none would enter but at k's pace, k looking alone all along.
+func (h *Holders) mayWait(k string, inside int64, now time.Time, keep bool) bool {
 	n := int64(h.total)
 	switch {
 	case n < max(inside/holdShare, 1):
 		return true
 	case h.total > h.w[k] || !h.alone(k, now):
 		return false
-	case (now.Sub(h.first) < fairFor || h.Expect && !interactive) && n+1 >= inside:
+	case (now.Sub(h.first) < fairFor || keep) && n+1 >= inside:
 		return false
 	}
 	h.past = k
