@@ -387,7 +387,7 @@ func newGate(rdb redis.UniversalClient, cfg Config, now func() time.Time, rnd fu
 	g.open = local.NewOpenCache(g.feed, cfg.Tuning.OpenCache, trustFor, now)
 	g.store = store.New(store.Config{Client: rdb, Prefix: cfg.Prefix, Timeout: cfg.StoreTimeout, MaxPause: cfg.MaxPause,
 		Durable: cfg.Durable, Log: cfg.Logger, Reserve: int64(math.Round(cfg.Reserve * 1000)), Lend: cfg.Tuning.LendAfter,
-		Expect: len(cfg.InteractiveQueues) > 0,
+		Expect: g.expect,
 		Hooks:  store.Hooks{RoundTrip: m.RoundTrip, Track: g.open.Track, Recovered: g.storeRecovered}})
 	g.mem = failover.New(failover.Config{Store: g.store, Now: now, Slack: cfg.StoreTimeout, Logger: cfg.Logger, Moved: g.open.Ask})
 	return g
@@ -428,9 +428,9 @@ func (g *Gate) storeRecovered() {
 func (g *Gate) feedReset(live bool, recovered func()) {
 	g.open.Reset(live)
 	if live && g.feed.Snapshots() > 1 {
+		g.mem.Reannounce(g.feed.LastSnapshot()) // what the gap's failover lost of the feed, by the run recovered asks for
 		recovered()
-		g.store.RetryAnnouncements()            // this gate's own, refused during the gap
-		g.mem.Reannounce(g.feed.LastSnapshot()) // what the gap's failover lost of the feed
+		g.store.RetryAnnouncements() // this gate's own, refused during the gap
 	}
 }
 

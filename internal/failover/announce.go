@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"context"
 	"time"
 
 	"github.com/quotagate/quotagate/internal/feed"
@@ -34,35 +33,31 @@ func (m *Memory) named(key string, recv time.Time) {
 	}
 }
 
-// Reannounce announces again, in a goroutine of its own, every remembered
-// pause in force that the feed has not named since since: the start of the
-// poll that loaded the feed's snapshot after a gap, which named every
-// pause its groups keep. One it does not name was lost with the entries a
-// failed master had not replicated (while the pause's own key, on
-// another master, may be intact: no re-assertion would move it), or was
-// never announced. Each is re-asserted (store.Reassert), which checks it
-// against the scope's records: a resumed scope is forgotten, a pause in
-// force announced.
+// Reannounce has every remembered pause in force that the feed has not
+// named since since announced again by the next run of ReassertLost (the
+// recovery that follows asks for it: Recovered):
+// since is the start of the poll that loaded the feed's snapshot after a
+// gap, which named every pause its groups keep. One it does not name was
+// lost with the entries a failed master had not replicated (while the
+// pause's own key, on another master, may be intact: no re-assertion would
+// move it), or was never announced. The run re-asserts each
+// (store.Reassert), which checks it against the scope's records: a
+// resumed scope is forgotten, a pause in force announced.
 func (m *Memory) Reannounce(since time.Time) {
-	if m == nil || m.store == nil {
+	if m == nil {
 		return
 	}
-	var lost []string
-	for k, e := range m.inForce(m.now()) {
-		if e.heard.Before(since) {
-			lost = append(lost, k)
-		}
+	m.mu.Lock()
+	if since.After(m.namedSince) {
+		m.namedSince = since
 	}
-	if len(lost) == 0 {
-		return
-	}
-	go func() {
-		for _, k := range lost {
-			if e, ok := m.Get(k, m.now()); ok {
-				if _, err := m.reassertOne(context.Background(), k, e, true); err != nil {
-					return // the store's recovery brings the next snapshot, and another call
-				}
-			}
-		}
-	}()
+	m.mu.Unlock()
+}
+
+// unnamed reports whether the feed has not named e since the last
+// snapshot Reannounce was told of: its announcement may be lost.
+func (m *Memory) unnamed(e Remembered) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.heard.Before(m.namedSince)
 }

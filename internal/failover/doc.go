@@ -66,9 +66,9 @@
 //     from its cache would not hear them. So after a gap, once the feed's
 //     snapshot is loaded (it names every pause its groups keep), every
 //     remembered pause in force that the feed has not named since the
-//     snapshot's poll began is re-asserted and announced again
-//     (Reannounce): one script per pause the feed lost, by each gate that
-//     remembers it.
+//     snapshot's poll began is re-asserted and announced again by the
+//     recovery's run of ReassertLost, whatever its master (Reannounce):
+//     one script per pause the feed lost, by each gate that remembers it.
 //
 // # The new master's clock
 //

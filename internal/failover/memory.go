@@ -90,6 +90,10 @@ type Memory struct {
 	// the re-assertion proposes); within one epoch the deadlines are all
 	// of one master's clock, and only they count.
 	epoch uint64
+
+	// namedSince: a remembered pause the feed has not named since is
+	// announced again by the next re-assertion run (Reannounce).
+	namedSince time.Time
 }
 
 // New returns the memory of a gate configured by c.

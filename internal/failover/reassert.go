@@ -229,15 +229,21 @@ func (m *Memory) reassertLost(ctx context.Context) {
 
 // reassertOn re-asserts the pauses of keys (remembered as in holds them)
 // that a master of identity id may not have ("" says nothing: all of
-// them), and records that they are on it; false at the first error.
+// them), or whose announcement the feed may have lost (unnamed: those are
+// announced again, and count as named from then on), and records that
+// they are on it; false at the first error.
 func (m *Memory) reassertOn(ctx context.Context, keys []string, in map[string]Remembered, id string) bool {
 	for _, k := range keys {
 		e := in[k]
-		if id != "" && e.on == id {
+		announce := m.unnamed(e)
+		if id != "" && e.on == id && !announce {
 			continue
 		}
-		if _, err := m.reassertOne(ctx, k, e, false); err != nil {
+		if _, err := m.reassertOne(ctx, k, e, announce); err != nil {
 			return false
+		}
+		if announce {
+			m.named(k, m.now())
 		}
 		if cur, ok := m.Get(k, m.now()); ok {
 			m.vouch(k, cur, id)
