@@ -109,10 +109,12 @@
 // Middleware (middleware.go), RetryDelay (retrydelay.go), Transport
 // (transport.go), Limit (limit.go), Class (class.go), Gate with State,
 // Pauses, Pause, Resume and Close (gate.go, pauses.go) and Collector
-// (metrics.go), with the admission loop that acts on the model's verdict
-// (admission.go) and the glue to the memory of the pauses in force
-// (reassert.go). Below it, each layer importing only those under it:
+// (metrics.go), with the admission loop that acts on the decision
+// (middleware.go, admission.go) and the glue to the memory of the pauses
+// in force (reassert.go). Below it, each layer importing only those under
+// it:
 //
+//	internal/decide  the admission decision: run, hold in-process or defer, from the script's answer
 //	internal/local   what one process keeps about scopes between round trips: the open cache, the holders, the slot wakers
 //	internal/metrics  the gate's Prometheus series (their names and labels are documented on Collector)
 //	internal/failover  what a process remembers of the pauses in force, and their re-assertion after a failover

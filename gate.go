@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/decide"
 	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/feed"
 	"github.com/quotagate/quotagate/internal/local"
@@ -644,5 +645,5 @@ func (g *Gate) probe() time.Duration {
 	if !g.observed.Load() || g.cfg.Tuning.MaxHold <= 0 {
 		return 0
 	}
-	return g.cfg.Tuning.MaxHold + asynqTick
+	return g.cfg.Tuning.MaxHold + decide.AsynqTick
 }

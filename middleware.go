@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/decide"
 	"github.com/quotagate/quotagate/internal/local"
 	"github.com/quotagate/quotagate/internal/metrics"
 	"github.com/quotagate/quotagate/internal/model"
@@ -23,7 +24,7 @@ import (
 //
 // For a task that carries a scope (NewTask), before the handler runs, the
 // gate asks whether the scope is paused and whether its limit has capacity
-// (see decide, admission.go, for the rules): a Redis round trip, or none
+// (internal/decide says what it does with the answer): a Redis round trip, or none
 // for a scope with nothing configured that the feed of pauses does not
 // name (local.OpenCache), once the feed, started here, has caught up:
 //
@@ -181,8 +182,8 @@ type grant struct {
 }
 
 // admission is admit for work of class c, also returning the grant. It is
-// the loop around decide: ask Redis (unless the open cache knows the scope
-// is open), do what decide says, ask again after a hold. Interactive work
+// the loop around decide.Decide: ask Redis (unless the open cache knows the scope
+// is open), do what the decision says, ask again after a hold. Interactive work
 // holds in places of its own (Tuning.MaxHolders of them), so background
 // holders never take the place of an interactive task. A wait for a slot
 // of a concurrency limit holds at most Tuning.MaxHold in all, woken by the
@@ -199,12 +200,12 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		g.metrics.Admission(s.Provider, c.String(), metrics.Admitted)
 		return gr, nil
 	}
-	p := policy{maxHold: g.cfg.Tuning.MaxHold, jitter: g.cfg.Tuning.ReopenJitter, maxHolders: g.cfg.Tuning.MaxHolders, mustHold: mustHold,
-		interactive: c == Interactive}
+	p := decide.Policy{MaxHold: g.cfg.Tuning.MaxHold, Jitter: g.cfg.Tuning.ReopenJitter, MaxHolders: g.cfg.Tuning.MaxHolders, MustHold: mustHold,
+		Interactive: c == Interactive}
 	rechecked := false
 	q := asking{s: s, k: k, c: c, cost: cost, lease: g.leaseID(ls), configuredLease: concurrent(ls), p: p}
 	var inFlight time.Duration // held so far for a slot in flight
-	briefed := false           // a worker without a place held briefly once (briefHold)
+	briefed := false           // a worker without a place held briefly once (decide.BriefHold)
 	for {
 		gen := g.open.Begin()
 		counts := g.uncounted.Take(k.Pause)
@@ -225,51 +226,34 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 			w.leave()
 			continue
 		}
-		v := decide(a, p, g.rand())
-		if brief(v, w, briefed) {
+		v := decide.Decide(a, p, g.rand())
+		if decide.Brief(v, w.nowOnly(), briefed) {
 			briefed = true
-			err = sleep(ctx, v.wait)
+			err = sleep(ctx, v.Wait)
 			w.leave()
 			if err != nil {
 				return gr, err
 			}
 			continue
 		}
-		switch v.act {
-		case run:
-			return g.runAdmitted(ctx, q, a, v.wait, gen, w)
-		case holdPause:
+		switch v.Act {
+		case decide.Run:
+			return g.runAdmitted(ctx, q, a, v.Wait, gen, w)
+		case decide.HoldPause:
 			err = g.holdInPlace(ctx, q, a, v, w, &inFlight)
-		case hold:
+		case decide.Hold:
 			g.metrics.Admission(s.Provider, c.String(), metrics.Held)
-			g.metrics.Wait(s.Provider, c.String(), v.wait)
-			err = sleep(ctx, v.wait) // a last attempt: joined whatever the count
+			g.metrics.Wait(s.Provider, c.String(), v.Wait)
+			err = sleep(ctx, v.Wait) // a last attempt: joined whatever the count
 			w.leave()
-		case deferTask:
+		case decide.Defer:
 			w.leave()
-			return gr, g.deferred(s, c, v.deferral)
+			return gr, g.deferred(s, c, deferralOf(a, v.Retry))
 		}
 		if err != nil {
 			return gr, err
 		}
 	}
-}
-
-// briefHold is the longest wait a worker without a waiter's place
-// (local.Holders.Join) holds rather than defers, once per task: a
-// deferral goes through asynq, which brings the task back at a whole
-// second and within its DelayedTaskCheckInterval, a second or more later
-// however short the wait; and the worker freed to meet other scopes'
-// tasks, deferring its own scope's, would send the whole queue of a scope
-// whose pause ends in a moment to asynq's retries. A quarter of asynq's
-// tick keeps what other scopes' tasks may wait for it short.
-const briefHold = asynqTick / 4
-
-// brief decides whether a worker without a waiter's place holds verdict v
-// in-process: a short pause or a limit's near instant, within briefHold,
-// the task's first brief hold (briefed: it held one).
-func brief(v verdict, w *waiting, briefed bool) bool {
-	return w.nowOnly() && !briefed && (v.act == holdPause || v.act == hold) && v.wait <= briefHold
 }
 
 // asking is what every round of one admission asks with: the scope, its
@@ -283,7 +267,7 @@ type asking struct {
 	cost            int
 	lease           string
 	configuredLease bool
-	p               policy
+	p               decide.Policy
 }
 
 // waiting is a worker's place among the waiters of one scope during one
@@ -334,20 +318,20 @@ func (w *waiting) leave() {
 // ask is one round's question to the store: an admission under the
 // limits ls, reporting counts admissions no script counted, reserving no
 // slot ahead when nowOnly.
-func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts local.Count, nowOnly bool) (admission, error) {
-	r := admitRequest(ls, q.cost, q.p.maxHold)
+func (g *Gate) ask(ctx context.Context, q asking, ls []Limit, counts local.Count, nowOnly bool) (decide.Answer, error) {
+	r := admitRequest(ls, q.cost, q.p.MaxHold)
 	r.Probe, r.Counts, r.CountsAge, r.Class, r.Lease, r.NowOnly = g.probe(), counts.N, counts.Age(g.now()), model.Class(q.c), q.lease, nowOnly
 	a, err := g.store.Admit(ctx, q.k, r)
 	if err != nil {
-		return admission{}, err
+		return decide.Answer{}, err
 	}
-	return admissionOf(a), nil
+	return decide.AnswerOf(a.Decision, a.Now), nil
 }
 
 // admitFailed decides what an admission the store failed acts on: the
 // pause this gate knows for the scope (known), or else the caller's end or
 // the fail-open or fail-closed answer (err, nil to run unchecked).
-func (g *Gate) admitFailed(ctx context.Context, q asking, counts local.Count, err error) (a admission, known bool, _ error) {
+func (g *Gate) admitFailed(ctx context.Context, q asking, counts local.Count, err error) (a decide.Answer, known bool, _ error) {
 	g.uncounted.Add(q.k.Pause, counts)
 	if q.configuredLease {
 		// The script may have taken the lease before the call failed:
@@ -368,14 +352,14 @@ func (g *Gate) admitFailed(ctx context.Context, q asking, counts local.Count, er
 		return a, false, g.storeFailed(q.s, q.c, "admit", err)
 	}
 	g.cfg.Logger.Warn("quotagate: store unavailable, deferring a task of a scope this gate knows paused",
-		"scope", q.s.String(), "until", a.until, "err", err)
+		"scope", q.s.String(), "until", a.Until, "err", err)
 	return a, true, nil
 }
 
 // answerOf decides which answer the admission acts on: the store's a
 // (noted), or, until one round rechecked it, the pause this gate knows
 // the store lost (again: it is in force again, ask again; see recheck).
-func (g *Gate) answerOf(ctx context.Context, k schema.Keys, a admission, rechecked bool) (_ admission, again bool) {
+func (g *Gate) answerOf(ctx context.Context, k schema.Keys, a decide.Answer, rechecked bool) (_ decide.Answer, again bool) {
 	if rechecked {
 		g.noteAnswer(k, a)
 		return a, false
@@ -394,14 +378,14 @@ func (g *Gate) answerOf(ctx context.Context, k schema.Keys, a admission, recheck
 // runAdmitted grants the admission a that runs after wait (a slot reserved
 // ahead), remembering its scope open when only a pause can stop it; a
 // wait ended by ctx gives its lease back.
-func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time.Duration, gen uint64, w *waiting) (grant, error) {
-	if a.cacheable {
+func (g *Gate) runAdmitted(ctx context.Context, q asking, a decide.Answer, wait time.Duration, gen uint64, w *waiting) (grant, error) {
+	if a.Cacheable {
 		g.open.Remember(q.k.Pause, gen)
 	}
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Admitted)
 	g.metrics.Wait(q.s.Provider, q.c.String(), wait)
-	gr := grant{probe: a.probe, seq: a.seq, opens: a.opens, cost: q.cost, level: a.level, mark: a.mark}
-	if a.leased || q.configuredLease {
+	gr := grant{probe: a.Probe, seq: a.Seq, opens: a.Opens, cost: q.cost, level: a.Level, mark: a.Mark}
+	if a.Leased || q.configuredLease {
 		gr.lease = q.lease
 	}
 	err := sleep(ctx, wait) // a slot reserved ahead: only with a place (nowOnly otherwise)
@@ -417,21 +401,21 @@ func (g *Gate) runAdmitted(ctx context.Context, q asking, a admission, wait time
 // of its scope's places, and holds; without a place, or past maxHold in
 // all for a slot in flight (inFlight, which it adds to), it returns the
 // deferral instead.
-func (g *Gate) holdInPlace(ctx context.Context, q asking, a admission, v verdict, w *waiting, inFlight *time.Duration) error {
-	slot := a.reason == model.ReasonInFlight
-	if slot && *inFlight >= q.p.maxHold || w.nowOnly() || !g.holders.Acquire(q.k.Pause, q.c == Interactive, v.holders) {
+func (g *Gate) holdInPlace(ctx context.Context, q asking, a decide.Answer, v decide.Verdict, w *waiting, inFlight *time.Duration) error {
+	slot := a.Reason == model.ReasonInFlight
+	if slot && *inFlight >= q.p.MaxHold || w.nowOnly() || !g.holders.Acquire(q.k.Pause, q.c == Interactive, v.Holders) {
 		w.leave()
-		return g.deferred(q.s, q.c, v.deferral)
+		return g.deferred(q.s, q.c, deferralOf(a, v.Retry))
 	}
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Held)
-	g.metrics.Wait(q.s.Provider, q.c.String(), v.wait)
+	g.metrics.Wait(q.s.Provider, q.c.String(), v.Wait)
 	var err error
 	if slot {
 		t0 := g.now()
-		err = sleepOr(ctx, v.wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
+		err = sleepOr(ctx, v.Wait, g.slots.Of(q.k.Pause)) // or until a slot is released here
 		*inFlight += max(g.now().Sub(t0), time.Millisecond)
 	} else {
-		err = sleepOr(ctx, v.wait, g.holders.Crowded()) // or until another scope needs the worker
+		err = sleepOr(ctx, v.Wait, g.holders.Crowded()) // or until another scope needs the worker
 	}
 	g.holders.Release(q.k.Pause, q.c == Interactive)
 	w.leave()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/hint"
+	"github.com/quotagate/quotagate/internal/decide"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/sim"
 )
@@ -52,9 +53,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	const start, sendDelay = 40_000, 2_000
 	const t0 = 1_700_000_000_000_000 // µs: a whole second, a multiple of every window
 	maxHold := 1_500_000 * time.Microsecond
-	p := model.Params{Hold: maxHold.Microseconds(), MaxPause: 12 * 3600 * 1000, Answer: answerTimeout(maxHold).Microseconds()}
+	p := model.Params{Hold: maxHold.Microseconds(), MaxPause: 12 * 3600 * 1000, Answer: decide.AnswerTimeout(maxHold).Microseconds()}
 	if !plain {
-		p.Probe = (maxHold + asynqTick).Microseconds()
+		p.Probe = (maxHold + decide.AsynqTick).Microseconds()
 		for _, l := range limits {
 			p.Limits = append(p.Limits, l.spec())
 		}
@@ -78,9 +79,9 @@ func simulateShape(q sim.Quota, d sim.Dialect, limits []Limit, workers, polls in
 	inflight := map[int]flight{}
 	pending := map[int]*http.Response{}
 	bodies := map[int][]byte{}
-	pol := policy{maxHold: maxHold, maxHolders: 12}
+	pol := decide.Policy{MaxHold: maxHold, MaxHolders: 12}
 	if plain {
-		pol = policy{} // the plain pause holds nothing in-process (example/pause.go)
+		pol = decide.Policy{} // the plain pause holds nothing in-process (example/pause.go)
 	}
 	w := &simWorkers{ev: ev, pol: pol, holding: make([]bool, workers)}
 	// The polls are asynq's tasks (simAsynq): a worker takes one when it

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/decide"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/sim"
 )
@@ -123,7 +124,7 @@ func simulate(p model.Params, q simQuota, workers, polls int, latency int64, pla
 	for i := range workers {
 		heap.Push(ev, simEvent{at: t0, worker: i})
 	}
-	w := &simWorkers{ev: ev, pol: policy{maxHold: time.Duration(p.Hold) * time.Microsecond, maxHolders: 12}, holding: make([]bool, workers),
+	w := &simWorkers{ev: ev, pol: decide.Policy{MaxHold: time.Duration(p.Hold) * time.Microsecond, MaxHolders: 12}, holding: make([]bool, workers),
 		// no place: deferred through asynq (whole seconds, forwarded every
 		// DelayedTaskCheckInterval: half of 1 s on average)
 		wake: func(at, delay int64, _ int) int64 { return at + ceilSecond(delay) + 500_000 }}
@@ -186,7 +187,7 @@ func simulate(p model.Params, q simQuota, workers, polls int, latency int64, pla
 // or be deferred through asynq and woken by wake).
 type simWorkers struct {
 	ev      *simQueue
-	pol     policy
+	pol     decide.Policy
 	holding []bool
 	held    int
 	wake    func(at, delay int64, worker int) int64 // when asynq brings a deferred task back
@@ -230,26 +231,22 @@ func (w *simWorkers) admit(m *model.State, p model.Params, e simEvent) (model.De
 	w.leases++
 	id := "l" + strconv.Itoa(w.leases)
 	d := m.AdmitLease(p, e.at, 1, model.Background, id)
-	a := admission{code: d.Code, reason: d.Reason, wait: time.Duration(d.Wait) * time.Microsecond, now: time.UnixMicro(e.at),
-		reopen: d.Reopen, limited: d.Limited, spread: d.Spread, unreserved: d.Unreserved, slots: d.Slots}
-	if d.Until != 0 {
-		a.until = time.UnixMilli(d.Until)
-	}
+	a := decide.AnswerOf(d, e.at)
 	slot := d.Reason == model.ReasonInFlight
 	since, waited := w.slotSince[e.worker]
 	if !slot || !waited {
 		since = e.at
 	}
 	delete(w.slotSince, e.worker)
-	v := decide(a, w.pol, 0.5)
+	v := decide.Decide(a, w.pol, 0.5)
 	if shapeTrace != nil {
-		shapeTrace("  verdict w%d act %d wait %v holders %d held %d", e.worker, v.act, v.wait, v.holders, w.held)
+		shapeTrace("  verdict w%d act %d wait %v holders %d held %d", e.worker, v.Act, v.Wait, v.Holders, w.held)
 	}
-	switch v.act {
-	case hold, holdPause:
-		if v.act == holdPause && (!w.holding[e.worker] && w.held >= v.holders || slot && e.at-since >= p.Hold) {
+	switch v.Act {
+	case decide.Hold, decide.HoldPause:
+		if v.Act == decide.HoldPause && (!w.holding[e.worker] && w.held >= v.Holders || slot && e.at-since >= p.Hold) {
 			w.setHolding(e.worker, false)
-			w.deferTo(e, v.deferral.Delay.Microseconds())
+			w.deferTo(e, v.Retry.Microseconds())
 			return d, "", false
 		}
 		w.setHolding(e.worker, true)
@@ -257,11 +254,11 @@ func (w *simWorkers) admit(m *model.State, p model.Params, e simEvent) (model.De
 			w.slotSince[e.worker] = since
 			w.slotWaiting = append(w.slotWaiting, e.worker)
 		}
-		heap.Push(w.ev, simEvent{at: e.at + max(v.wait.Microseconds(), 1000), worker: e.worker, gen: w.gen[e.worker]})
+		heap.Push(w.ev, simEvent{at: e.at + max(v.Wait.Microseconds(), 1000), worker: e.worker, gen: w.gen[e.worker]})
 		return d, "", false
-	case deferTask:
+	case decide.Defer:
 		w.setHolding(e.worker, false)
-		w.deferTo(e, v.deferral.Delay.Microseconds())
+		w.deferTo(e, v.Retry.Microseconds())
 		return d, "", false
 	}
 	w.setHolding(e.worker, false)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/quotagate/quotagate/internal/decide"
 	"github.com/quotagate/quotagate/internal/failover"
 	"github.com/quotagate/quotagate/internal/model"
 	"github.com/quotagate/quotagate/internal/schema"
@@ -18,8 +19,8 @@ import (
 // received at recv: when a says the pause is absent or earlier, it is
 // re-asserted and again is set (ask again: the scope is paused). When the
 // re-assertion fails, known is the remembered pause as an answer (defer).
-func (g *Gate) recheck(ctx context.Context, k schema.Keys, a admission, recv time.Time) (again bool, known *admission) {
-	again, err := g.mem.Recheck(ctx, k.Pause, failover.Reply(a.code, a.nowMicros, a.wait, recv))
+func (g *Gate) recheck(ctx context.Context, k schema.Keys, a decide.Answer, recv time.Time) (again bool, known *decide.Answer) {
+	again, err := g.mem.Recheck(ctx, k.Pause, failover.Reply(a.Code, a.NowMicros, a.Wait, recv))
 	if err != nil {
 		kp, _ := g.knownPause(k, g.now())
 		return false, &kp
@@ -30,20 +31,20 @@ func (g *Gate) recheck(ctx context.Context, k schema.Keys, a admission, recv tim
 // knownPause returns, as an admission answer at now, the pause of k this
 // gate remembers in force, if any: what the store would answer had it not
 // lost or failed it.
-func (g *Gate) knownPause(k schema.Keys, now time.Time) (admission, bool) {
+func (g *Gate) knownPause(k schema.Keys, now time.Time) (decide.Answer, bool) {
 	e, ok := g.mem.Get(k.Pause, now)
 	if !ok {
-		return admission{}, false
+		return decide.Answer{}, false
 	}
 	wait := e.End.Sub(now)
-	return admission{code: model.Paused, reason: model.ReasonPause, wait: wait, until: now.Add(wait), now: now, byOperator: e.Operator}, true
+	return decide.Answer{Code: model.Paused, Reason: model.ReasonPause, Wait: wait, Until: now.Add(wait), Now: now, ByOperator: e.Operator}, true
 }
 
 // noteAnswer remembers the pause an admission answer a (received now)
 // says is in force.
-func (g *Gate) noteAnswer(k schema.Keys, a admission) {
-	if a.code == model.Paused && a.reason == model.ReasonPause && a.untilDeadline > 0 {
-		g.mem.Note(k.Pause, a.untilDeadline, a.nowMicros/1000, g.now(), a.byOperator)
+func (g *Gate) noteAnswer(k schema.Keys, a decide.Answer) {
+	if a.Code == model.Paused && a.Reason == model.ReasonPause && a.UntilDeadline > 0 {
+		g.mem.Note(k.Pause, a.UntilDeadline, a.NowMicros/1000, g.now(), a.ByOperator)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -180,41 +179,6 @@ func TestBackoff(t *testing.T) {
 	} {
 		if got := backoff(tc.base, tc.limit, tc.attempt); got != tc.want {
 			t.Errorf("backoff(%v, %v, %d) = %v, want %v", tc.base, tc.limit, tc.attempt, got, tc.want)
-		}
-	}
-}
-
-// TestJitter: a pure function of the window and u, clamped into the window.
-func TestJitter(t *testing.T) {
-	for _, tc := range []struct {
-		window time.Duration
-		u      float64
-		want   time.Duration
-	}{
-		{time.Second, 0, 0},
-		{time.Second, 0.5, 500 * time.Millisecond},
-		{time.Second, 0.999, 999 * time.Millisecond},
-		{time.Second, math.Nextafter(1, 0), time.Second - 1},
-		{time.Second, 1, time.Second},
-		{time.Second, 1.5, time.Second},
-		{time.Second, math.Inf(1), time.Second},
-		{time.Second, -1, 0},
-		{time.Second, math.Copysign(0, -1), 0},
-		{time.Second, math.Inf(-1), 0},
-		{time.Second, math.NaN(), 0},
-		{0, 0.5, 0},
-		{-time.Second, 0.5, 0},
-		{-time.Second, 1, 0},
-		{math.MaxInt64, 0.5, 1 << 62},
-	} {
-		if got := jitter(tc.window, tc.u); got != tc.want {
-			t.Errorf("jitter(%v, %v) = %v, want %v", tc.window, tc.u, got, tc.want)
-		}
-	}
-	for range 1000 {
-		u := rand.Float64()
-		if got := jitter(time.Minute, u); got < 0 || got >= time.Minute {
-			t.Fatalf("jitter(1m, %v) = %v, outside [0, 1m)", u, got)
 		}
 	}
 }

@@ -51,7 +51,7 @@ type Params struct {
 	Hold   int64       // µs: how far ahead a slot may be reserved (Tuning.MaxHold)
 	// NowOnly: reserve no slot ahead; admitted only at now, otherwise
 	// limited with the instant unreserved (the gate has no worker to spare
-	// for a wait in this process: see holders, admission.go)
+	// for a wait in this process: see internal/local's holders)
 	NowOnly  bool
 	MaxPause int64 // ms: a deadline farther ahead is malformed (Config.MaxPause)
 	Probe    int64 // µs: a budget probe's timeout; 0: responses are not observed
@@ -111,7 +111,7 @@ type Decision struct {
 	// (flight.go): the scope reopens into its slots, so the workers held
 	// for the deadline are no herd (each waits for a slot then), and
 	// every one of them may hold rather than defer to asynq's next whole
-	// second (admission.go's places)
+	// second (internal/decide's places)
 	Slots bool
 }
 

@@ -21,7 +21,7 @@ package model
 // and the others wait (looking every concurrentPoll, woken by an answer
 // reported in their process), as for a concurrency limit's slot
 // (ReasonInFlight). A task with no place to wait in its process
-// (Params.NowOnly: the fair share of waiting workers, admission.go) goes at
+// (Params.NowOnly: the fair share of waiting workers, internal/local's holders) goes at
 // once: deferred, asynq would bring it back a second later, more than the
 // start's round trips save (a carrier without quota beside a paced one had
 // its first tasks deferred: TestModesEndToEnd).
