@@ -53,7 +53,10 @@
 // heard from it, and every scope the gap's entries named is in its asks. A reader that could not read for Retain/2
 // (its logs may have been trimmed past what it read), or whose store
 // recovered from a failure (Resync: a new master may have lost entries
-// it read) reloads the snapshot too.
+// it read) reloads the snapshot too. A snapshot that ends a gap is
+// trusted only Settle after it: a failover may have refused or lost the
+// entries of pauses recorded around it, which their writers append again
+// once Redis answers them, and until then no snapshot holds them.
 //
 // # What it does not cover
 //

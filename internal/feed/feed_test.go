@@ -333,3 +333,36 @@ func TestEntryOf(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleAfterGap: a reader's first snapshot is trusted at once; one
+// that ends a gap (here a Resync) is not, until Config.Settle passed on
+// the reader's clock, however many polls succeed meanwhile: a pause whose
+// entry the gap lost is announced again by its writer within that time.
+func TestSettleAfterGap(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	var h heardLog
+	cfg := h.config(rdb, srv.Prefix(t))
+	var mu sync.Mutex
+	clock := time.Unix(1_700_000_000, 0)
+	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	cfg.Settle = 10 * time.Second // under Retain/2: moving the clock by it is no gap
+	r := NewReader(cfg)
+	r.Start()
+	defer r.Close()
+	redistest.Eventually(t, 5*time.Second, "the reader fresh after its first snapshot", r.Fresh)
+	r.Resync()
+	redistest.Eventually(t, 5*time.Second, "the snapshot loaded again", func() bool { return r.Snapshots() >= 2 })
+	polled := r.Snapshots()
+	redistest.Eventually(t, 5*time.Second, "a few polls after it", func() bool {
+		return len(h.resetsSoFar()) >= 3 && r.Lag() == 0 && r.Snapshots() == polled
+	})
+	time.Sleep(5 * cfg.Interval) // polls go on; the clock does not move
+	if r.Fresh() {
+		t.Fatal("fresh right after the snapshot that ended a gap, before Settle")
+	}
+	mu.Lock()
+	clock = clock.Add(cfg.Settle)
+	mu.Unlock()
+	redistest.Eventually(t, 5*time.Second, "fresh once Settle passed", r.Fresh)
+}

@@ -36,7 +36,24 @@ type Config struct {
 	Reset func(live bool)
 	// Failed hears every failed poll's error.
 	Failed func(error)
+	// Settle is how long after a snapshot that ends a gap the reader is
+	// not fresh (Fresh). Default Settle.
+	Settle time.Duration
 }
+
+// Settle is how long a reader that caught up after a gap stays not
+// fresh, so that its gate still asks Redis about every scope: the
+// pauses recorded in the gap whose entries a failed master refused or
+// lost are in force, but in no snapshot until their writer's store
+// appends them again (once Redis answers it) or its failover memory
+// announces them again (once its own feed caught up: the gates'
+// snapshots of one recovery come within an interval or two of each
+// other, and a writer's re-assertions of the pauses it remembers take a
+// round trip each). A second covers both on the fan-out benchmark's
+// failover (BenchmarkFanout/replicated/failover, docs/measurements.md).
+// A reader's first snapshot, at start, has no gap behind it and is
+// trusted at once.
+const Settle = time.Second
 
 // pollCount is the most entries one XREAD returns of a log; a log with
 // more is read again at once.
@@ -64,6 +81,7 @@ type Reader struct {
 	ok     time.Time // the start of the last poll that succeeded
 	live   bool      // caught up from a snapshot, no failure since
 	snapAt time.Time // the start of the poll that loaded the last snapshot
+	gapped bool      // that snapshot ended a gap (it was not the first): trusted Settle after snapAt
 	resync bool      // the next round loads the snapshot (Resync)
 	ids    []string  // the last entry read of each log
 }
@@ -76,6 +94,9 @@ func NewReader(cfg Config) *Reader {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = Settle
 	}
 	n := Groups(cfg.Client)
 	r := &Reader{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), logs: make([]string, n), snaps: make([]string, n),
@@ -91,12 +112,14 @@ func (r *Reader) Start() {
 	r.once.Do(func() { go r.run() })
 }
 
-// Fresh reports whether the reader is caught up and its last poll that
-// succeeded began within two intervals.
+// Fresh reports whether the reader is caught up, its last poll that
+// succeeded began within two intervals, and, when its last snapshot
+// ended a gap, that snapshot is Settle old (Config.Settle).
 func (r *Reader) Fresh() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.live && r.cfg.Now().Sub(r.ok) < 2*r.cfg.Interval
+	now := r.cfg.Now()
+	return r.live && now.Sub(r.ok) < 2*r.cfg.Interval && !(r.gapped && now.Sub(r.snapAt) < r.cfg.Settle)
 }
 
 // Lag is the time since the start of the last poll that succeeded, or
@@ -204,7 +227,7 @@ func (r *Reader) finish(began time.Time, err error, snapshot bool) error {
 	r.ok = began
 	r.live = r.live || snapshot
 	if snapshot {
-		r.snapAt = began
+		r.snapAt, r.gapped = began, r.snapshots.Load() > 0
 	}
 	r.mu.Unlock()
 	if snapshot {
