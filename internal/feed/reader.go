@@ -52,7 +52,12 @@ type Config struct {
 // round trip each). A second covers both on the fan-out benchmark's
 // failover (BenchmarkFanout/replicated/failover, docs/measurements.md).
 // A reader's first snapshot, at start, has no gap behind it and is
-// trusted at once.
+// trusted at once. A snapshot that Resync asked for settles too: through a
+// failover a gate's store may recover after its feed did, and its Resync
+// reloads a snapshot the writers' appends have not reached either (a
+// variant that trusted those at once exposed pauses again in the same
+// benchmark). The cost: after a store call that failed, however briefly,
+// the gate asks Redis about every scope for a second.
 const Settle = time.Second
 
 // pollCount is the most entries one XREAD returns of a log; a log with
