@@ -355,24 +355,21 @@ func TestSettleAfterGap(t *testing.T) {
 	srv.Kill(t)
 	redistest.Eventually(t, 5*time.Second, "the reader stale", func() bool { return !r.Fresh() && len(h.resetsSoFar()) >= 2 })
 	srv.Restart(t)
-	redistest.Eventually(t, 10*time.Second, "the snapshot loaded again", func() bool { return r.Snapshots() >= 2 && r.Lag() == 0 })
-	time.Sleep(5 * cfg.Interval) // polls go on; the clock does not move
-	if r.Fresh() {
-		t.Fatal("fresh right after the snapshot that ended a gap, before Settle")
+	settles := func(after string) {
+		t.Helper()
+		time.Sleep(5 * cfg.Interval) // polls go on; the clock does not move
+		if r.Fresh() {
+			t.Fatalf("fresh right after the snapshot %s, before Settle", after)
+		}
+		mu.Lock()
+		clock = clock.Add(cfg.Settle)
+		mu.Unlock()
+		redistest.Eventually(t, 5*time.Second, "fresh once Settle passed after the snapshot "+after, r.Fresh)
 	}
-	mu.Lock()
-	clock = clock.Add(cfg.Settle)
-	mu.Unlock()
-	redistest.Eventually(t, 5*time.Second, "fresh once Settle passed", r.Fresh)
+	redistest.Eventually(t, 10*time.Second, "the snapshot loaded again", func() bool { return r.Snapshots() >= 2 && r.Lag() == 0 })
+	settles("that ended a gap")
 	n := r.Snapshots()
 	r.Resync()
 	redistest.Eventually(t, 5*time.Second, "the snapshot of a Resync loaded", func() bool { return r.Snapshots() > n && r.Lag() == 0 })
-	time.Sleep(5 * cfg.Interval)
-	if r.Fresh() {
-		t.Fatal("fresh right after the snapshot a Resync asked for, before Settle")
-	}
-	mu.Lock()
-	clock = clock.Add(cfg.Settle)
-	mu.Unlock()
-	redistest.Eventually(t, 5*time.Second, "fresh once Settle passed again", r.Fresh)
+	settles("a Resync asked for")
 }
