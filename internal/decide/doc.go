@@ -13,8 +13,11 @@
 // specification).
 //
 // asynq shapes every rule here: a deferred task comes back through
-// asynq's retry set, which stores the retry time in whole seconds and
-// forwards due tasks once per DelayedTaskCheckInterval, so a deferral
-// costs a second or more however short the wait. Short waits therefore
-// hold in-process, and long ones wake early enough to hold the rest.
+// asynq's retry set, which keeps its retry time as a whole second
+// (truncated) and forwards, once per DelayedTaskCheckInterval, every task
+// whose second has come. A task deferred to an instant comes back at the
+// first forwarder tick within or after that instant's second: up to a
+// second before it, or a second or more after it, however short the wait.
+// Short waits therefore hold in-process, and long ones wake early enough
+// to hold the rest.
 package decide
