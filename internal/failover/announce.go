@@ -54,10 +54,14 @@ func (m *Memory) Reannounce(since time.Time) {
 	m.mu.Unlock()
 }
 
-// unnamed reports whether the feed has not named e since the last
-// snapshot Reannounce was told of: its announcement may be lost.
-func (m *Memory) unnamed(e Remembered) bool {
+// unnamed reports whether the feed has not named the remembered pause of
+// key since the last snapshot Reannounce was told of: its announcement
+// may be lost. It reads the pause as remembered now, not a run's copy: a
+// run that began before the snapshot holds the times heard before it,
+// and would announce again every pause the snapshot named.
+func (m *Memory) unnamed(key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return e.heard.Before(m.namedSince)
+	e, ok := m.m[key]
+	return ok && e.heard.Before(m.namedSince)
 }

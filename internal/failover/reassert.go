@@ -235,7 +235,7 @@ func (m *Memory) reassertLost(ctx context.Context) {
 func (m *Memory) reassertOn(ctx context.Context, keys []string, in map[string]Remembered, id string) bool {
 	for _, k := range keys {
 		e := in[k]
-		announce := m.unnamed(e)
+		announce := m.unnamed(k)
 		if id != "" && e.on == id && !announce {
 			continue
 		}
