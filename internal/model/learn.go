@@ -50,6 +50,17 @@ package model
 //     request of the window before gives back, and do not race it. The
 //     windows above still count its admissions (lwin): they tell the
 //     probe, the raises and the refusals' windows.
+//   - So is an unplaced window (unplaced: aligned to a precision no finer
+//     than itself, a hint in whole seconds on a window of a second, and
+//     not paced): its end may lie anywhere in the provider's window, and
+//     as fixed windows the tail of one (the tasks asynq brings back at its
+//     whole seconds, which is where a clock's windows begin) and the head
+//     of the next would fall in one window of the provider's, refused
+//     below n. A refusal at its end says what the provider's window got
+//     of the scope's requests was at most what the log took in the
+//     learned window before it (fromWindowEnd). On the learned
+//     concurrency limit's probation the log reserves no slot ahead, and a
+//     probe beyond it takes an entry (flight.go).
 //   - A hintless refusal teaches too (Refusal.teaching), as one hinted with
 //     its episode's pause read to a second, and paces the windows it
 //     aligns: the k-th admission of a window goes k·w/n into it (nothing
@@ -178,8 +189,17 @@ func (s *learnState) answer(now, at, reset int64) {
 // fixed window: its slots reserved up to MaxHold ahead would lie in
 // windows not yet seen, sent whatever a refusal meanwhile says.
 func (s learnState) logSpec(p Params) (LimitSpec, bool) {
-	return LimitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
+	return LimitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && (s.window > p.Hold || s.unplaced())
 }
+
+// unplaced reports whether the learned window lies where nothing placed
+// it: its alignment was read to a precision no finer than the window (a
+// hint in whole seconds, on a window of a second), and its admissions are
+// not paced. Such a window's end may lie anywhere in the provider's
+// window: applied as a fixed window, the tail of one learned window and
+// the head of the next fall in one of the provider's, which refuses a
+// level it accepts.
+func (s learnState) unplaced() bool { return s.paced == 0 && s.alignPrec >= s.window }
 
 func (s learnState) spec() (LimitSpec, bool) {
 	return LimitSpec{fixed: true, per: s.window, n: s.limit}, s.limit > 0 && s.window > 0
@@ -290,7 +310,7 @@ func (r Refusal) teaching(configured bool) Refusal {
 // (refuseProbe), a paced window's pace was too fast (slowDown), any other
 // says what the cycle got accepted (learnFrom); and the next cycle starts
 // at D (nextCycle).
-func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
+func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState, logged int64) (over bool, probe int64) {
 	if !open {
 		s.absorbOne(now)
 		s.followPause(D, r)
@@ -311,7 +331,7 @@ func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin
 	case pacedOut:
 		s.slowDown(now)
 	default:
-		s.learnFrom(now, D, r.Prec, lwin)
+		s.learnFrom(now, D, r.Prec, lwin, logged)
 	}
 	s.nextCycle(now, D, r)
 	return true, probe
@@ -401,9 +421,9 @@ func (s *learnState) nextCycle(now, D int64, r Refusal) {
 // provider's: n and w are learned again from the cycle since the last
 // refusal (fromCycle), as from a first refusal. A cycle not begun before
 // now teaches nothing.
-func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
+func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState, logged int64) {
 	s.absorb = 0
-	if s.fromWindowEnd(now, D, prec, lwin) {
+	if s.fromWindowEnd(now, D, prec, lwin, logged) {
 		return
 	}
 	if s.since == 0 || s.since >= now {
@@ -418,7 +438,13 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 // what the window got accepted (its admissions less the refused one, at
 // least 1). A window spent whole at a level never sustained (n at or above
 // best) refused that level: best is forgotten, raises frozen (raiseAfter).
-func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
+//
+// An unplaced window (unplaced: every deadline is at its end, to the
+// hint's precision) is not where the provider's lies: what the provider's
+// window got of the scope's requests is at most what went in the learned
+// window before now, logged (the learned log's entries, the probes beyond
+// it among them), where the provider's began.
+func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState, logged int64) bool {
 	l, ok := s.spec()
 	if !ok {
 		return false
@@ -427,10 +453,14 @@ func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
 	if abs(D-(start+l.per)) > max(prec, 1000) {
 		return false
 	}
-	if lwin.used(l, start) >= s.limit && s.limit >= s.best {
+	used := lwin.used(l, start)
+	if s.unplaced() {
+		used = logged
+	}
+	if used >= s.limit && s.limit >= s.best {
 		s.best, s.frozen = 0, now+raiseAfter
 	}
-	s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
+	s.limit, s.absorb = max(used-1, 1), D
 	return true
 }
 
@@ -563,8 +593,9 @@ const luaLearnRecord = `
 local function learn_load(key) return hrecord(key, learnFields) end
 local function learn_save(s) hsave(s, learnFields) end
 local function learn_spec(s) return {fixed = true, per = s.window, n = s.limit}, s.limit > 0 and s.window > 0 end
+local function learn_unplaced(s) return s.paced == 0 and s.alignPrec >= s.window end
 local function learn_log_spec(s)
-  return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and s.window > C.hold
+  return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and (s.window > C.hold or learn_unplaced(s))
 end
 local function learn_alignment(s) return {at = s.alignAt, prec = s.alignPrec} end
 `
@@ -584,13 +615,15 @@ local function learn_report(s, n, age)
   elseif s.since > 0 and now_us >= s.since then s.admits, s.dirty = s.admits + n, true
   elseif s.since == 0 and s.limit == 0 then learn_count(s, now_us - math.max(age, 0), n) end
 end
-local function learn_from_window_end(s, D, prec, lwin)
+local function learn_from_window_end(s, D, prec, lwin, logged)
   local l, ok = learn_spec(s)
   if not ok then return false end
   local start = s.alignAt + math.floor((now_us - s.alignAt) / l.per) * l.per
   if math.abs(D - (start + l.per)) > math.max(prec, 1000) then return false end
-  if window_used(lwin, start) >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
-  s.limit, s.absorb = math.max(window_used(lwin, start) - 1, 1), D
+  local used = window_used(lwin, start)
+  if learn_unplaced(s) then used = logged end
+  if used >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
+  s.limit, s.absorb = math.max(used - 1, 1), D
   return true
 end
 local function learn_from_cycle(s, D, prec)
@@ -599,9 +632,9 @@ local function learn_from_cycle(s, D, prec)
   if s.limit > 0 or D - now_us >= w - prec then s.frozen = now_us + C.raiseAfter end
   s.limit, s.window, s.absorb = s.admits - 1, w, D
 end
-local function learn_from(s, D, prec, lwin)
+local function learn_from(s, D, prec, lwin, logged)
   s.absorb = 0
-  if learn_from_window_end(s, D, prec, lwin) then return end
+  if learn_from_window_end(s, D, prec, lwin, logged) then return end
   if s.since == 0 or s.since >= now_us then return end
   learn_from_cycle(s, D, prec)
 end
@@ -642,7 +675,7 @@ local function learn_next_cycle(s, D, r)
   s.since, s.admits, s.refused, s.alignAt, s.alignPrec, s.paced = D, 0, now_us, D, r.prec, 0
   if r.hintless then s.alignPrec, s.paced = 0, 1 end
 end
-local function learn_refuse(s, D, r, open, configured, lwin)
+local function learn_refuse(s, D, r, open, configured, lwin, logged)
   s.dirty = s.expires > 0 or r.hinted
   if not open then
     learn_absorb_one(s)
@@ -658,7 +691,7 @@ local function learn_refuse(s, D, r, open, configured, lwin)
   if configured then -- the configured limits pace the scope: it learns the alignment only
   elseif probed then probe = learn_refuse_probe(s, D, at, r, lwin)
   elseif pacedOut then learn_slow_down(s)
-  else learn_from(s, D, r.prec, lwin) end
+  else learn_from(s, D, r.prec, lwin, logged) end
   learn_next_cycle(s, D, r)
   return true, probe
 end
