@@ -107,15 +107,15 @@
 // admission's level (the requests in flight once it is admitted, itself
 // included) is what its refusal tells:
 //
-//  15. begin, refusedOnProbation, mark, told: a hinted refusal that
-//     teaches the learned limit puts the scope on probation under it and a
-//     limit of c in flight, c below every refused level on probation but
-//     no lower than the most requests the slow start saw accepted at once
-//     (startState.most, seen); a refused request alone says rate-limited.
-//     Alone is level 1 with nothing admitted at a level after it until
-//     its refusal (each admission's mark counts them): requests reach the
-//     provider in any order, and one admitted alone may be refused behind
-//     those admitted after it.
+//  15. begin, below, mark, told: a hinted refusal that teaches the learned
+//     limit puts the scope on probation under it and a limit of c in
+//     flight, c below every refused level but no lower than the most
+//     requests the slow start saw accepted at once (startState.most); a
+//     refused request alone says rate-limited. Alone is level 1 with
+//     nothing admitted at a level after it until its refusal (each
+//     admission's mark counts them): requests reach the provider in any
+//     order, and one admitted alone may be refused behind those admitted
+//     after it.
 //  16. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).

@@ -31,12 +31,10 @@ import (
 //     no concurrency limit refuses it; the scope is rate-limited). The scope
 //     then runs under its learned window and, beside it, a limit of c
 //     requests in flight, c one below the lowest level refused (every
-//     refusal on probation lowers it so), but no lower than the most
-//     requests the slow start saw accepted at once (seen): requests
-//     admitted in the same moment reach the provider in any order, so the
-//     first refused may be counted below the level the provider refused it
-//     at; and a window, once spent, refuses the requests on their way at
-//     every level, the lowest too.
+//     refusal on probation lowers it so), but at first no lower than the
+//     most requests the slow start saw accepted at once: requests admitted
+//     in the same moment reach the provider in any order, so the first
+//     refused may be counted below the level the provider refused it at.
 //     The leases are shared through Redis as a configured Concurrent(c)'s
 //     are.
 //  2. The probe beyond the window (beyond). On probation, a request that
@@ -143,10 +141,6 @@ type flightState struct {
 	before                  int64 // confirmed: c before its first lowering since it was confirmed or raised (0: none since)
 	full                    bool  // confirmed: an admission took the last slot since the last raise
 	frozen                  int64 // µs: no raise before it (a refusal at the level)
-	// seen: probation, the most requests the provider was seen to accept
-	// at once when it began (startState.most), at most n: no refusal on
-	// probation takes c below it (refusedOnProbation)
-	seen int64
 	// admitted: the units admitted at a level (a slow start's, or a
 	// lease's), whatever the phase: an admission's mark is the count once
 	// it is admitted (Decision.Mark), which its refusal tells (told)
@@ -182,22 +176,10 @@ func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 	case level == 1:
 		*f = flightState{phase: flightRate, admitted: f.admitted, expires: now + LearnTTL}
 	default:
-		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, seen: min(n, seen), admitted: f.admitted, expires: now + LearnTTL}
-		f.refusedOnProbation(level)
+		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, admitted: f.admitted, expires: now + LearnTTL}
+		f.below(level)
+		f.limit = max(f.limit, min(n, seen))
 	}
-}
-
-// refusedOnProbation lowers c below a refused level (below), but not
-// below seen: a provider seen to accept seen requests at once is no
-// concurrency limit of fewer. A refusal at a lower level is a window's
-// (its requests in flight when it was spent, refused whatever their
-// level), which the probation is there to tell; taken as c, it would
-// spread the learned window's admissions over round trips, one at a
-// time for c = 1, and a window whose phase the hints cannot tell would
-// straddle the provider's and be refused below n.
-func (f *flightState) refusedOnProbation(level int64) {
-	f.below(level)
-	f.limit = max(f.limit, f.seen)
 }
 
 // below lowers c below a refused level (0: unknown, no change), to at
@@ -332,7 +314,7 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 	case f.phase == flightProbation && level == 1:
 		*f = f.verdictRate()
 	case f.phase == flightProbation:
-		f.refusedOnProbation(level)
+		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
 		*f = f.reset(flightBoth, cmp.Or(f.before, f.limit))
 	case f.phase == flightConfirmed && open:
@@ -518,10 +500,6 @@ end
 local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
 end
-local function flight_refused_on_probation(s, level)
-  flight_below(s, level)
-  s.limit, s.dirty = math.max(s.limit, s.seen), true
-end
 local function flight_told(s, level, mark)
   if level ~= 1 or mark <= 0 then return level end
   return 1 + math.max(0, s.admitted - mark)
@@ -530,8 +508,8 @@ local function flight_begin(s, n, level, seen, configured)
   if configured or s.phase ~= C.flightNone or n <= 0 or level <= 0 then return end
   if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
-  s.seen = math.min(n, seen)
-  flight_refused_on_probation(s, level)
+  flight_below(s, level)
+  s.limit = math.max(s.limit, math.min(n, seen))
 end
 local function flight_beyond(s, cost, held)
   if s.phase ~= C.flightProbation then return false end
@@ -586,7 +564,7 @@ local function flight_refuse(s, r, open)
     flight_verdict_rate(s)
     if r.hinted then return C.flightSpent end
   elseif probation and r.level == 1 then flight_verdict_rate(s)
-  elseif probation then flight_refused_on_probation(s, r.level)
+  elseif probation then flight_below(s, r.level)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
   end
