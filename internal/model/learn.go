@@ -316,7 +316,7 @@ func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin
 		s.followPause(D, r)
 		return false, 0
 	}
-	pacedOut, probed := s.refusing(r)
+	pacedOut, probed := s.refusing(now, r)
 	at := s.probeAt
 	s.probeAt = 0
 	if !r.Hinted {
@@ -363,15 +363,16 @@ func (s *learnState) followPause(D int64, r Refusal) {
 	}
 }
 
-// refusing is what a refusal of an open scope refused. pacedOut: a
-// hintless refusal of a paced window of a learned limit, whose pace is
+// refusing is what a refusal at now of an open scope refused. pacedOut:
+// a hintless refusal of a paced window of a learned limit, whose pace is
 // then above the provider's. probed: otherwise, a refusal while a learned
-// window's probe is out, or a refusal of the hintless episode's probe:
-// the provider refused even one request, so the probe's window has not
-// begun.
-func (s learnState) refusing(r Refusal) (pacedOut, probed bool) {
+// window's probe is out (sent: a log's probe may hold a slot ahead of
+// now, which no refusal before it answers), or a refusal of the hintless
+// episode's probe: the provider refused even one request, so the probe's
+// window has not begun.
+func (s learnState) refusing(now int64, r Refusal) (pacedOut, probed bool) {
 	pacedOut = r.Hintless && s.paced > 0 && s.limit > 0
-	return pacedOut, s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe
+	return pacedOut, s.probeAt > 0 && s.probeAt <= now && !pacedOut || r.Hintless && r.Probe
 }
 
 // refuseProbe learns from a hinted refusal of a probe: the learned
@@ -661,7 +662,7 @@ local function learn_follow_pause(s, D, r)
 end
 local function learn_refusing(s, r)
   local pacedOut = r.hintless and s.paced > 0 and s.limit > 0
-  return pacedOut, s.probeAt > 0 and not pacedOut or r.hintless and r.probe
+  return pacedOut, s.probeAt > 0 and s.probeAt <= now_us and not pacedOut or r.hintless and r.probe
 end
 local function learn_refuse_probe(s, D, at, r, lwin)
   s.absorb = 0

@@ -159,13 +159,14 @@ func TestRefusingSteps(t *testing.T) {
 	}{
 		{"a hinted refusal, nothing out", learnState{limit: 3}, hinted, false, false},
 		{"a hinted refusal of a window's probe", learnState{limit: 3, probeAt: T0}, hinted, false, true},
+		{"a hinted refusal before a log's probe reserved ahead: no probe's", learnState{limit: 3, probeAt: T0 + ms}, hinted, false, false},
 		{"a hintless one of a paced window", learnState{limit: 3, paced: 1}, hintless, true, false},
 		{"... with the window's probe out: its pace, not its probe", learnState{limit: 3, paced: 1, probeAt: T0}, hintless, true, false},
 		{"... of the episode's probe", learnState{limit: 3, paced: 1}, episodeProbe, true, true},
 		{"a hintless one, nothing learned: no pace", learnState{paced: 1}, hintless, false, false},
 		{"a hintless one of an unpaced window's probe", learnState{limit: 3, probeAt: T0}, hintless, false, true},
 	} {
-		if pacedOut, probed := s.s.refusing(s.r); pacedOut != s.pacedOut || probed != s.pr {
+		if pacedOut, probed := s.s.refusing(T0, s.r); pacedOut != s.pacedOut || probed != s.pr {
 			t.Errorf("%s: refusing = %v, %v; want %v, %v", s.name, pacedOut, probed, s.pacedOut, s.pr)
 		}
 	}
