@@ -69,7 +69,8 @@
 //     scope paused takes one more off n.
 //  4. fromWindowEnd: a refusal at the learned window's end says n was too
 //     many: n is what the window got accepted (of an unplaced window,
-//     what the learned log took in the window before the refusal); a
+//     what the learned log took in the window before the refusal, at
+//     most n); a
 //     window spent whole at a level never sustained forgets best and
 //     freezes raises.
 //  5. grow: a window spent whole without a refusal raises n (back to best

@@ -444,7 +444,9 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState, logged int
 // hint's precision) is not where the provider's lies: what the provider's
 // window got of the scope's requests is at most what went in the learned
 // window before now, logged (the learned log's entries, the probes beyond
-// it among them), where the provider's began.
+// it among them), where the provider's began; and fewer than n, which the
+// log keeps any span of the window to: a provider that refuses under it
+// grants fewer, whatever its phase.
 func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState, logged int64) bool {
 	l, ok := s.spec()
 	if !ok {
@@ -456,7 +458,7 @@ func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState, logged
 	}
 	used := lwin.used(l, start)
 	if s.unplaced() {
-		used = logged
+		used = min(logged, s.limit)
 	}
 	if used >= s.limit && s.limit >= s.best {
 		s.best, s.frozen = 0, now+raiseAfter
@@ -622,7 +624,7 @@ local function learn_from_window_end(s, D, prec, lwin, logged)
   local start = s.alignAt + math.floor((now_us - s.alignAt) / l.per) * l.per
   if math.abs(D - (start + l.per)) > math.max(prec, 1000) then return false end
   local used = window_used(lwin, start)
-  if learn_unplaced(s) then used = logged end
+  if learn_unplaced(s) then used = math.min(logged, s.limit) end
   if used >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
   s.limit, s.absorb = math.max(used - 1, 1), D
   return true

@@ -308,9 +308,9 @@ func TestLearnFromSteps(t *testing.T) {
 		{"a cycle of one admission teaches nothing", with(first, func(s *learnState) { s.admits = 1 }), 0, 0, T0 + 3*sec, T0 + 5*sec,
 			with(first, func(s *learnState) { s.admits = 1 })},
 		{"a cycle not begun before now teaches nothing", first, 0, 0, T0, T0 + 5*sec, first},
-		{"unplaced: n is what the log took in the window before, less the refused (not the grid window's 4)", unplaced, 4, 11, T0 + 150*ms, T0 + sec + 150*ms,
-			with(unplaced, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 10, T0+sec+150*ms, 0, T0+150*ms+raiseAfter })},
-		{"... which a quota below it refused", unplaced, 9, 7, T0 + 600*ms, T0 + sec + 600*ms,
+		{"unplaced: a refusal under the log (which took 11, a probe among them; the grid window 4) says n was too many", unplaced, 4, 11, T0 + 150*ms, T0 + sec + 150*ms,
+			with(unplaced, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 9, T0+sec+150*ms, 0, T0+150*ms+raiseAfter })},
+		{"... and n is what the log took in the window before, less the refused", unplaced, 9, 7, T0 + 600*ms, T0 + sec + 600*ms,
 			with(unplaced, func(s *learnState) { s.limit, s.absorb = 6, T0+sec+600*ms })},
 	} {
 		s := st.s
