@@ -2,7 +2,6 @@ package quotagate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -104,88 +103,4 @@ func TestLearnedConcurrencyEndToEnd(t *testing.T) {
 			return err == nil && left == 0
 		})
 	})
-}
-
-// TestRefusedLevelCountsTheProcess: a refused task's level counts every
-// task of its scope this process has in flight, those of a first contact
-// that no script counted among them (admitted without a round trip), not
-// only those the scope's records count. Ten tasks of a scope never seen
-// hold in their handlers; an eleventh's response, through the Transport,
-// says its provider advertises nothing; a twelfth, admitted in the slow
-// start that then begins, is the first the records count in flight
-// (level 1 by them), and is refused: the learned concurrency limit's
-// probation begins, c at least 2, where level 1 alone would have said
-// rate-limited, and a c one below a level of 2 would leave the scope one
-// request at a time. On miniredis, redis-server and the Cluster.
-func TestRefusedLevelCountsTheProcess(t *testing.T) {
-	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/refused" {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	}))
-	defer provider.Close()
-	for _, b := range backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			e := b.Open(t)
-			ctx := context.Background()
-			g, trips := cachedGate(t, e.Rdb, e.Prefix, time.Now)
-			cacheOpen(t, g, trips, Scope{Provider: "warm"})               // the feed live
-			g.cfg.Tuning.MaxHold = Config{}.withDefaults().Tuning.MaxHold // a first contact's probe: its answer tells the provider silent
-			s := Scope{Provider: "acme", Account: "level"}
-			var entered sync.WaitGroup
-			release := make(chan struct{})
-			var client *http.Client // the Transport, made after the first contact: a gate that observes responses asks about every scope
-			h := g.Middleware()(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-				path := string(task.Payload())
-				if path == "" {
-					entered.Done()
-					<-release
-					return nil
-				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, provider.URL+path, nil)
-				resp, err := client.Do(req)
-				if err != nil {
-					return err
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return &Refusal{Err: fmt.Errorf("provider answered %d", resp.StatusCode)}
-				}
-				return nil
-			}))
-			before := trips.Load()
-			var done sync.WaitGroup
-			for range 10 {
-				entered.Add(1)
-				done.Add(1)
-				go func() {
-					defer done.Done()
-					if err := h.ProcessTask(ctx, NewTask("poll", nil, s)); err != nil {
-						t.Error(err)
-					}
-				}()
-			}
-			entered.Wait()
-			defer done.Wait()
-			defer close(release)
-			if n := trips.Load() - before; n != 0 {
-				t.Fatalf("the first contact's ten admissions cost %d round trips, want none", n)
-			}
-			client = &http.Client{Transport: g.Transport(nil)}
-			if err := h.ProcessTask(ctx, NewTask("poll", []byte("/silent"), s)); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.ProcessTask(ctx, NewTask("poll", []byte("/refused"), s)); !errors.As(err, new(*Refusal)) {
-				t.Fatalf("the refusal: %v", err)
-			}
-			f, err := e.Rdb.HGetAll(ctx, scopeKeys(e.Prefix, s).Flight).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c, _ := strconv.Atoi(f["limit"]); f["phase"] != "1" || c < 2 {
-				t.Errorf("the learned concurrency limit after a refusal with ten in flight: %v, want its probation (phase 1) with c of at least 2", f)
-			}
-		})
-	}
 }

@@ -73,10 +73,9 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			if err != nil {
 				return err
 			}
-			// The level is at least this process's tasks in flight: the
-			// records count only what their scripts admitted, not a first
-			// contact's admissions that no script saw (both lower bounds).
-			gr.level = max(gr.level, g.inflight.Enter(k.Pause, int64(g.cost(t))))
+			if n := g.inflight.Enter(k.Pause, int64(g.cost(t))); gr.level == 0 {
+				gr.level = n // the scope's records know no level: this process's (a lower bound)
+			}
 			defer g.inflight.Leave(k.Pause, int64(g.cost(t)))
 			ta := &taskAdmission{keys: k, mustHold: at.last, grant: gr, class: c}
 			ta.unspent.Store(true)

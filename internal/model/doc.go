@@ -68,11 +68,8 @@
 //  3. absorbOne: each refusal of a request already on its way when the
 //     scope paused takes one more off n.
 //  4. fromWindowEnd: a refusal at the learned window's end says n was too
-//     many: n is what the window got accepted (of an unplaced window,
-//     what the learned log took in the window before the refusal, at
-//     most n); a
-//     window spent whole at a level never sustained forgets best and
-//     freezes raises.
+//     many: n is what the window got accepted; a window spent whole at a
+//     level never sustained forgets best and freezes raises.
 //  5. grow: a window spent whole without a refusal raises n (back to best
 //     at once, beyond it by one), unless raises are frozen.
 //  6. opens, answer: the window after one spent whole opens with one
@@ -83,24 +80,20 @@
 //  8. slowDown: a hintless refusal of a paced window takes n − 1.
 //  9. contradicted: a refusal with budget left says the budget is another
 //     quota's: the learned limit applies beside it (secondary).
-//  10. logSpec, unplaced: a window longer than the hold, or one aligned to
-//     no finer than itself (a hint in whole seconds on a window of a
-//     second), is applied as a sliding log of n per w, which admits no
-//     more than n in any window of the provider's, wherever it lies.
 //
 // The slow start (start.go), of a provider that advertises nothing and of
 // which nothing is learned yet:
 //
-//  11. room: admitted while sent + cost ≤ startFirst + 2·answered.
-//  12. end: the start ends at the first refusal, after startAnswers
+//  10. room: admitted while sent + cost ≤ startFirst + 2·answered.
+//  11. end: the start ends at the first refusal, after startAnswers
 //     answers, or when an answer is overdue.
 //
 // The hintless episode (fallback.go), of a refusal with no readable hint:
 //
-//  13. refuse: a hintless refusal of an open scope starts an episode whose
+//  12. refuse: a hintless refusal of an open scope starts an episode whose
 //     pause is fallbackFirst, then twice the last for each refused probe,
 //     at most the cap; one while paused moves nothing.
-//  14. probes, answer: after the pause one request goes alone; an answer
+//  13. probes, answer: after the pause one request goes alone; an answer
 //     without a refusal ends the episode.
 //
 // The learned concurrency limit (flight.go), of a provider that advertises
@@ -108,7 +101,7 @@
 // admission's level (the requests in flight once it is admitted, itself
 // included) is what its refusal tells:
 //
-//  15. begin, below, mark, told: a hinted refusal that teaches the learned
+//  14. begin, below, mark, told: a hinted refusal that teaches the learned
 //     limit puts the scope on probation under it and a limit of c in
 //     flight, c below every refused level but no lower than the most
 //     requests the slow start saw accepted at once (startState.most); a
@@ -117,10 +110,10 @@
 //     admission's mark counts them): requests reach the provider in any
 //     order, and one admitted alone may be refused behind those admitted
 //     after it.
-//  16. beyond, probe: on probation, a request that only the spent learned
+//  15. beyond, probe: on probation, a request that only the spent learned
 //     window holds goes as a probe beyond it, the probes in flight doubling
 //     with every answer (as the slow start's).
-//  17. answer, refuse, verdictRate: a refused probe (or request alone)
+//  16. answer, refuse, verdictRate: a refused probe (or request alone)
 //     says the window is the provider's (rate-limited: it paces the
 //     scope as before, and the refusal teaches it nothing), and, when
 //     probes beyond a learned window were answered on the probation,
@@ -131,7 +124,7 @@
 //     accepts at most n beyond it): the concurrency limit is confirmed
 //     and the window no longer applies. A probe beyond a later window
 //     starts the count again (probe).
-//  18. lower: confirmed, a refusal above level 1 does not pause the scope:
+//  17. lower: confirmed, a refusal above level 1 does not pause the scope:
 //     the refused request waits its own hint, and c goes below its level,
 //     and to c − 1; a refusal of a request alone says a window refuses
 //     too, and refused those that lowered c since it was confirmed or
@@ -140,9 +133,9 @@
 //     only (learnRefusal): the cycle it ends was c's, and a lower n
 //     learned from it would hold the scope below what the provider was
 //     seen to accept.
-//  19. released: confirmed, every c answers while the limit was full raise
+//  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
-//  20. retried: an admission asked with the id of a lease it holds already
+//  19. retried: an admission asked with the id of a lease it holds already
 //     (a call whose answer was lost, asked again) is admitted again at its
 //     level and commits nothing: answered otherwise, its task would not
 //     run and its lease would hold a slot of c for its whole life.

@@ -390,20 +390,13 @@ func (a admission) awaitProbe(d Decision, at int64) Decision {
 
 // commitBeyond admits the probe beyond the learned window at now: it takes
 // its lease, and its answer is awaited. It does not count in the learned
-// cycle: it is beyond the window, and teaches the window nothing. When
-// the learned limit is a log, the probe takes an entry of it: a provider
-// that counts by windows counts the probe, and the log, which keeps any
-// span of the learned window to n, holds back the admissions that would
-// go beyond n with it.
+// cycle: it is beyond the window, and teaches the window nothing.
 func (a admission) commitBeyond(d Decision) Decision {
 	s := a.s
 	l, _ := s.learn.spec()
 	start, _ := s.lwin.window(l, a.p, a.al, a.now)
 	s.flight.probe(a.now, a.cost, start)
 	d.Opens = a.now
-	if a.lim.sliding() {
-		s.llog.log = slidingAdd(s.llog.log, a.now, a.cost)
-	}
 	s.lease.spend(s.flight.spec(), a.p, a.al, a.now, a.now, a.cost, a.id)
 	d.Leased, d.Level = true, concHeld(s.lease.leases, a.now)
 	d.Mark = s.flight.mark(a.now, d.Level, a.cost)
@@ -610,7 +603,6 @@ local function admission_commit_beyond(a, d)
   local s = a.s
   flight_probe(s.flight, now_us, a.cost, window(s.lwin, a.al, now_us))
   d.opens = now_us
-  if active_sliding(a.lim) then limit_spend(s.llog, a.al, now_us, a.cost, ''); limit_save(s.llog) end
   limit_spend(s.lease, a.al, now_us, a.cost, a.id); limit_save(s.lease)
   d.leased, d.level = true, conc_held(s.lease, now_us)
   d.mark = flight_mark(s.flight, d.level, a.cost)

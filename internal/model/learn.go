@@ -50,17 +50,6 @@ package model
 //     request of the window before gives back, and do not race it. The
 //     windows above still count its admissions (lwin): they tell the
 //     probe, the raises and the refusals' windows.
-//   - So is an unplaced window (unplaced: aligned to a precision no finer
-//     than itself, a hint in whole seconds on a window of a second, and
-//     not paced): its end may lie anywhere in the provider's window, and
-//     as fixed windows the tail of one (the tasks asynq brings back at its
-//     whole seconds, which is where a clock's windows begin) and the head
-//     of the next would fall in one window of the provider's, refused
-//     below n. A refusal at its end says what the provider's window got
-//     of the scope's requests was at most what the log took in the
-//     learned window before it (fromWindowEnd). On the learned
-//     concurrency limit's probation the log reserves no slot ahead, and a
-//     probe beyond it takes an entry (flight.go).
 //   - A hintless refusal teaches too (Refusal.teaching), as one hinted with
 //     its episode's pause read to a second, and paces the windows it
 //     aligns: the k-th admission of a window goes k·w/n into it (nothing
@@ -189,17 +178,8 @@ func (s *learnState) answer(now, at, reset int64) {
 // fixed window: its slots reserved up to MaxHold ahead would lie in
 // windows not yet seen, sent whatever a refusal meanwhile says.
 func (s learnState) logSpec(p Params) (LimitSpec, bool) {
-	return LimitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && (s.window > p.Hold || s.unplaced())
+	return LimitSpec{sliding: true, per: s.window + SlidingSettle, n: s.limit}, s.limit > 0 && s.window > p.Hold
 }
-
-// unplaced reports whether the learned window lies where nothing placed
-// it: its alignment was read to a precision no finer than the window (a
-// hint in whole seconds, on a window of a second), and its admissions are
-// not paced. Such a window's end may lie anywhere in the provider's
-// window: applied as a fixed window, the tail of one learned window and
-// the head of the next fall in one of the provider's, which refuses a
-// level it accepts.
-func (s learnState) unplaced() bool { return s.paced == 0 && s.alignPrec >= s.window }
 
 func (s learnState) spec() (LimitSpec, bool) {
 	return LimitSpec{fixed: true, per: s.window, n: s.limit}, s.limit > 0 && s.window > 0
@@ -310,13 +290,13 @@ func (r Refusal) teaching(configured bool) Refusal {
 // (refuseProbe), a paced window's pace was too fast (slowDown), any other
 // says what the cycle got accepted (learnFrom); and the next cycle starts
 // at D (nextCycle).
-func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState, logged int64) (over bool, probe int64) {
+func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin *windowState) (over bool, probe int64) {
 	if !open {
 		s.absorbOne(now)
 		s.followPause(D, r)
 		return false, 0
 	}
-	pacedOut, probed := s.refusing(now, r)
+	pacedOut, probed := s.refusing(r)
 	at := s.probeAt
 	s.probeAt = 0
 	if !r.Hinted {
@@ -331,7 +311,7 @@ func (s *learnState) refuse(now, D int64, r Refusal, open, configured bool, lwin
 	case pacedOut:
 		s.slowDown(now)
 	default:
-		s.learnFrom(now, D, r.Prec, lwin, logged)
+		s.learnFrom(now, D, r.Prec, lwin)
 	}
 	s.nextCycle(now, D, r)
 	return true, probe
@@ -363,16 +343,15 @@ func (s *learnState) followPause(D int64, r Refusal) {
 	}
 }
 
-// refusing is what a refusal at now of an open scope refused. pacedOut:
-// a hintless refusal of a paced window of a learned limit, whose pace is
+// refusing is what a refusal of an open scope refused. pacedOut: a
+// hintless refusal of a paced window of a learned limit, whose pace is
 // then above the provider's. probed: otherwise, a refusal while a learned
-// window's probe is out (sent: a log's probe may hold a slot ahead of
-// now, which no refusal before it answers), or a refusal of the hintless
-// episode's probe: the provider refused even one request, so the probe's
-// window has not begun.
-func (s learnState) refusing(now int64, r Refusal) (pacedOut, probed bool) {
+// window's probe is out, or a refusal of the hintless episode's probe:
+// the provider refused even one request, so the probe's window has not
+// begun.
+func (s learnState) refusing(r Refusal) (pacedOut, probed bool) {
 	pacedOut = r.Hintless && s.paced > 0 && s.limit > 0
-	return pacedOut, s.probeAt > 0 && s.probeAt <= now && !pacedOut || r.Hintless && r.Probe
+	return pacedOut, s.probeAt > 0 && !pacedOut || r.Hintless && r.Probe
 }
 
 // refuseProbe learns from a hinted refusal of a probe: the learned
@@ -422,9 +401,9 @@ func (s *learnState) nextCycle(now, D int64, r Refusal) {
 // provider's: n and w are learned again from the cycle since the last
 // refusal (fromCycle), as from a first refusal. A cycle not begun before
 // now teaches nothing.
-func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState, logged int64) {
+func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState) {
 	s.absorb = 0
-	if s.fromWindowEnd(now, D, prec, lwin, logged) {
+	if s.fromWindowEnd(now, D, prec, lwin) {
 		return
 	}
 	if s.since == 0 || s.since >= now {
@@ -439,15 +418,7 @@ func (s *learnState) learnFrom(now, D, prec int64, lwin *windowState, logged int
 // what the window got accepted (its admissions less the refused one, at
 // least 1). A window spent whole at a level never sustained (n at or above
 // best) refused that level: best is forgotten, raises frozen (raiseAfter).
-//
-// An unplaced window (unplaced: every deadline is at its end, to the
-// hint's precision) is not where the provider's lies: what the provider's
-// window got of the scope's requests is at most what went in the learned
-// window before now, logged (the learned log's entries, the probes beyond
-// it among them), where the provider's began; and fewer than n, which the
-// log keeps any span of the window to: a provider that refuses under it
-// grants fewer, whatever its phase.
-func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState, logged int64) bool {
+func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState) bool {
 	l, ok := s.spec()
 	if !ok {
 		return false
@@ -456,14 +427,10 @@ func (s *learnState) fromWindowEnd(now, D, prec int64, lwin *windowState, logged
 	if abs(D-(start+l.per)) > max(prec, 1000) {
 		return false
 	}
-	used := lwin.used(l, start)
-	if s.unplaced() {
-		used = min(logged, s.limit)
-	}
-	if used >= s.limit && s.limit >= s.best {
+	if lwin.used(l, start) >= s.limit && s.limit >= s.best {
 		s.best, s.frozen = 0, now+raiseAfter
 	}
-	s.limit, s.absorb = max(used-1, 1), D
+	s.limit, s.absorb = max(lwin.used(l, start)-1, 1), D
 	return true
 }
 
@@ -596,9 +563,8 @@ const luaLearnRecord = `
 local function learn_load(key) return hrecord(key, learnFields) end
 local function learn_save(s) hsave(s, learnFields) end
 local function learn_spec(s) return {fixed = true, per = s.window, n = s.limit}, s.limit > 0 and s.window > 0 end
-local function learn_unplaced(s) return s.paced == 0 and s.alignPrec >= s.window end
 local function learn_log_spec(s)
-  return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and (s.window > C.hold or learn_unplaced(s))
+  return {sliding = true, per = s.window + C.slidingSettle, n = s.limit}, s.limit > 0 and s.window > C.hold
 end
 local function learn_alignment(s) return {at = s.alignAt, prec = s.alignPrec} end
 `
@@ -618,15 +584,13 @@ local function learn_report(s, n, age)
   elseif s.since > 0 and now_us >= s.since then s.admits, s.dirty = s.admits + n, true
   elseif s.since == 0 and s.limit == 0 then learn_count(s, now_us - math.max(age, 0), n) end
 end
-local function learn_from_window_end(s, D, prec, lwin, logged)
+local function learn_from_window_end(s, D, prec, lwin)
   local l, ok = learn_spec(s)
   if not ok then return false end
   local start = s.alignAt + math.floor((now_us - s.alignAt) / l.per) * l.per
   if math.abs(D - (start + l.per)) > math.max(prec, 1000) then return false end
-  local used = window_used(lwin, start)
-  if learn_unplaced(s) then used = math.min(logged, s.limit) end
-  if used >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
-  s.limit, s.absorb = math.max(used - 1, 1), D
+  if window_used(lwin, start) >= s.limit and s.limit >= s.best then s.best, s.frozen = 0, now_us + C.raiseAfter end
+  s.limit, s.absorb = math.max(window_used(lwin, start) - 1, 1), D
   return true
 end
 local function learn_from_cycle(s, D, prec)
@@ -635,9 +599,9 @@ local function learn_from_cycle(s, D, prec)
   if s.limit > 0 or D - now_us >= w - prec then s.frozen = now_us + C.raiseAfter end
   s.limit, s.window, s.absorb = s.admits - 1, w, D
 end
-local function learn_from(s, D, prec, lwin, logged)
+local function learn_from(s, D, prec, lwin)
   s.absorb = 0
-  if learn_from_window_end(s, D, prec, lwin, logged) then return end
+  if learn_from_window_end(s, D, prec, lwin) then return end
   if s.since == 0 or s.since >= now_us then return end
   learn_from_cycle(s, D, prec)
 end
@@ -664,7 +628,7 @@ local function learn_follow_pause(s, D, r)
 end
 local function learn_refusing(s, r)
   local pacedOut = r.hintless and s.paced > 0 and s.limit > 0
-  return pacedOut, s.probeAt > 0 and s.probeAt <= now_us and not pacedOut or r.hintless and r.probe
+  return pacedOut, s.probeAt > 0 and not pacedOut or r.hintless and r.probe
 end
 local function learn_refuse_probe(s, D, at, r, lwin)
   s.absorb = 0
@@ -678,7 +642,7 @@ local function learn_next_cycle(s, D, r)
   s.since, s.admits, s.refused, s.alignAt, s.alignPrec, s.paced = D, 0, now_us, D, r.prec, 0
   if r.hintless then s.alignPrec, s.paced = 0, 1 end
 end
-local function learn_refuse(s, D, r, open, configured, lwin, logged)
+local function learn_refuse(s, D, r, open, configured, lwin)
   s.dirty = s.expires > 0 or r.hinted
   if not open then
     learn_absorb_one(s)
@@ -694,7 +658,7 @@ local function learn_refuse(s, D, r, open, configured, lwin, logged)
   if configured then -- the configured limits pace the scope: it learns the alignment only
   elseif probed then probe = learn_refuse_probe(s, D, at, r, lwin)
   elseif pacedOut then learn_slow_down(s)
-  else learn_from(s, D, r.prec, lwin, logged) end
+  else learn_from(s, D, r.prec, lwin) end
   learn_next_cycle(s, D, r)
   return true, probe
 end

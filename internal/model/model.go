@@ -358,9 +358,7 @@ func (a admission) search() (at int64, ok bool, k keeper) {
 // learned limit reserves no slot ahead, unless it is a log (see
 // learnState.logSpec): its next window is asked for when it opens, by one
 // request first (see learnState.opens); a refusal may realign it
-// meanwhile. Nor does a learned log on the learned concurrency limit's
-// probation: a request the log holds goes as the probe beyond it
-// (admission.beyond), which a slot reserved ahead would keep. Nor does work that leaves a reserve or claims in force (k
+// meanwhile. Nor does work that leaves a reserve or claims in force (k
 // lapses) behind a bucket: a bucket's slot ahead of now spends tokens the
 // reserve needs now (its TAT would run ahead of now by more than the
 // burst less the reserve); so does a sliding log's (its entry ahead
@@ -370,7 +368,7 @@ func (a admission) search() (at int64, ok bool, k keeper) {
 // instant it answers (see fullRetry).
 func (a admission) unreserved(k keeper, full bool) bool {
 	lim := a.lim
-	return a.p.NowOnly || lim.learned && (!lim.sliding() || lim.flight && a.s.flight.phase == flightProbation) || full || k.lapse > 0 && (lim.interval(a.cost) > 0 || lim.sliding() || lim.concurrent())
+	return a.p.NowOnly || lim.learned && !lim.sliding() || full || k.lapse > 0 && (lim.interval(a.cost) > 0 || lim.sliding() || lim.concurrent())
 }
 
 // within reports whether the limits' instant at is admitted: every limit
@@ -618,7 +616,6 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	case flightOwn:
 		return own, false
 	case flightSpent: // the learned window was spent, as known: it teaches nothing
-		s.llog.log = slidingDrop(s.llog.log, r.Opens) // the provider counted nothing for the refused probe
 		deadline = s.pause.refuse(now, r.Pause, false)
 		return deadline, open || deadline > before
 	}
@@ -666,8 +663,7 @@ func (s *State) refusedPause(p Params, now int64, r *Refusal, open bool) int64 {
 // accept.
 func (s *State) learnRefusal(p Params, now, deadline int64, r Refusal, open, paced bool) {
 	w := s.learn.window
-	logged := slidingCount(s.llog.log, now-w, now)
-	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0 || paced, &s.lwin, logged)
+	over, probe := s.learn.refuse(now, deadline*1000, r.teaching(len(p.Limits) > 0), open, len(p.Limits) > 0 || paced, &s.lwin)
 	if over {
 		s.lwin = windowState{}
 	}
@@ -1124,7 +1120,7 @@ local function admission_search(a)
 end
 local function admission_unreserved(a, k, full)
   local lim = a.lim
-  return C.nowOnly or lim.learned and (not active_sliding(lim) or lim.flight and a.s.flight.phase == C.flightProbation) or full
+  return C.nowOnly or lim.learned and not active_sliding(lim) or full
     or k.lapse > 0 and (active_interval(lim, a.cost) > 0 or active_sliding(lim) or active_concurrent(lim))
 end
 local function admission_within(a, at, ok, unreserved)

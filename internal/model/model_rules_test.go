@@ -68,7 +68,6 @@ func TestAdmitUnreservedSteps(t *testing.T) {
 	bucket := LimitSpec{per: 100 * ms, n: 2}
 	window := LimitSpec{fixed: true, per: 1000 * ms, n: 5}
 	log := LimitSpec{sliding: true, per: 1000 * ms, n: 5}
-	flight := LimitSpec{concurrent: true, n: 3}
 	lapsing := keeper{share: 500, lapse: T0 + 1000*ms}
 	for _, s := range []struct {
 		name    string
@@ -77,20 +76,17 @@ func TestAdmitUnreservedSteps(t *testing.T) {
 		k       keeper
 		full    bool
 		want    bool
-		phase   int64 // the learned concurrency limit's
 	}{
-		{"a bucket reserves ahead", active{specs: []LimitSpec{bucket}}, false, keeper{}, false, false, 0},
-		{"no place to wait", active{specs: []LimitSpec{bucket}}, true, keeper{}, false, true, 0},
-		{"the learned windows", active{specs: []LimitSpec{window}, learned: true}, false, keeper{}, false, true, 0},
-		{"the learned log reserves ahead", active{specs: []LimitSpec{log}, learned: true}, false, keeper{}, false, false, 0},
-		{"on the learned concurrency's probation the learned log does not: its probe goes beyond it", active{specs: []LimitSpec{log, flight}, learned: true, flight: true}, false, keeper{}, false, true, flightProbation},
-		{"limited by both, the learned log reserves ahead", active{specs: []LimitSpec{log, flight}, learned: true, flight: true}, false, keeper{}, false, false, flightBoth},
-		{"a reserve in force behind a bucket", active{specs: []LimitSpec{bucket}}, false, lapsing, false, true, 0},
-		{"a reserve in force behind a log", active{specs: []LimitSpec{log}}, false, lapsing, false, true, 0},
-		{"a reserve in force behind a fixed window reserves ahead", active{specs: []LimitSpec{window}}, false, lapsing, false, false, 0},
-		{"every slot in flight taken", active{specs: []LimitSpec{window}}, false, keeper{}, true, true, 0},
+		{"a bucket reserves ahead", active{specs: []LimitSpec{bucket}}, false, keeper{}, false, false},
+		{"no place to wait", active{specs: []LimitSpec{bucket}}, true, keeper{}, false, true},
+		{"the learned windows", active{specs: []LimitSpec{window}, learned: true}, false, keeper{}, false, true},
+		{"the learned log reserves ahead", active{specs: []LimitSpec{log}, learned: true}, false, keeper{}, false, false},
+		{"a reserve in force behind a bucket", active{specs: []LimitSpec{bucket}}, false, lapsing, false, true},
+		{"a reserve in force behind a log", active{specs: []LimitSpec{log}}, false, lapsing, false, true},
+		{"a reserve in force behind a fixed window reserves ahead", active{specs: []LimitSpec{window}}, false, lapsing, false, false},
+		{"every slot in flight taken", active{specs: []LimitSpec{window}}, false, keeper{}, true, true},
 	} {
-		a := admission{s: &State{flight: flightState{phase: s.phase}}, p: Params{NowOnly: s.nowOnly}, now: T0, cost: 1, lim: s.lim}
+		a := admission{p: Params{NowOnly: s.nowOnly}, now: T0, cost: 1, lim: s.lim}
 		if got := a.unreserved(s.k, s.full); got != s.want {
 			t.Errorf("%s: unreserved = %v, want %v", s.name, got, s.want)
 		}
@@ -159,14 +155,13 @@ func TestRefusingSteps(t *testing.T) {
 	}{
 		{"a hinted refusal, nothing out", learnState{limit: 3}, hinted, false, false},
 		{"a hinted refusal of a window's probe", learnState{limit: 3, probeAt: T0}, hinted, false, true},
-		{"a hinted refusal before a log's probe reserved ahead: no probe's", learnState{limit: 3, probeAt: T0 + ms}, hinted, false, false},
 		{"a hintless one of a paced window", learnState{limit: 3, paced: 1}, hintless, true, false},
 		{"... with the window's probe out: its pace, not its probe", learnState{limit: 3, paced: 1, probeAt: T0}, hintless, true, false},
 		{"... of the episode's probe", learnState{limit: 3, paced: 1}, episodeProbe, true, true},
 		{"a hintless one, nothing learned: no pace", learnState{paced: 1}, hintless, false, false},
 		{"a hintless one of an unpaced window's probe", learnState{limit: 3, probeAt: T0}, hintless, false, true},
 	} {
-		if pacedOut, probed := s.s.refusing(T0, s.r); pacedOut != s.pacedOut || probed != s.pr {
+		if pacedOut, probed := s.s.refusing(s.r); pacedOut != s.pacedOut || probed != s.pr {
 			t.Errorf("%s: refusing = %v, %v; want %v, %v", s.name, pacedOut, probed, s.pacedOut, s.pr)
 		}
 	}
@@ -274,48 +269,39 @@ func TestReportSteps(t *testing.T) {
 
 // TestLearnFromSteps walks learnFrom's rules (fromWindowEnd, fromCycle)
 // from a cycle that began at T0, each row a refusal at now with
-// deadline D read to a second, of the state before it, the learned
-// window's count of the window from T0 and the learned log's entries in
-// the window before now (logged).
+// deadline D read to a second, of the state before it and the learned
+// window's count of the window from T0.
 func TestLearnFromSteps(t *testing.T) {
 	sec := 1000 * ms
 	learned := learnState{limit: 5, window: 10 * sec, best: 5, alignAt: T0, since: T0, admits: 8}
 	first := learnState{since: T0, admits: 6} // nothing learned yet
-	// 10 per second aligned to a second: unplaced, its count is the
-	// learned log's in the second before the refusal (logged)
-	unplaced := learnState{limit: 10, window: sec, best: 10, alignAt: T0, alignPrec: sec, since: T0, admits: 4}
 	with := func(s learnState, f func(*learnState)) learnState { f(&s); return s }
 	for _, st := range []struct {
 		name   string
 		s      learnState
 		used   int64
-		logged int64
 		now, D int64
 		want   learnState
 	}{
-		{"at the learned window's end: n is what it got accepted", learned, 4, 0, T0 + 4*sec, T0 + 10*sec,
+		{"at the learned window's end: n is what it got accepted", learned, 4, T0 + 4*sec, T0 + 10*sec,
 			with(learned, func(s *learnState) { s.limit, s.absorb = 3, T0+10*sec })},
-		{"... spent whole at a level never sustained: best forgotten, raises frozen", learned, 6, 0, T0 + 4*sec, T0 + 10*sec,
+		{"... spent whole at a level never sustained: best forgotten, raises frozen", learned, 6, T0 + 4*sec, T0 + 10*sec,
 			with(learned, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 5, T0+10*sec, 0, T0+4*sec+raiseAfter })},
-		{"a deadline elsewhere: n and w from the cycle, frozen", learned, 4, 0, T0 + 10*sec + 500*ms, T0 + 15*sec,
+		{"a deadline elsewhere: n and w from the cycle, frozen", learned, 4, T0 + 10*sec + 500*ms, T0 + 15*sec,
 			with(learned, func(s *learnState) {
 				s.limit, s.window, s.absorb, s.frozen = 7, 15*sec, T0+15*sec, T0+10*sec+500*ms+raiseAfter
 			})},
-		{"a first refusal: n and w from the cycle", first, 0, 0, T0 + 3*sec, T0 + 5*sec,
+		{"a first refusal: n and w from the cycle", first, 0, T0 + 3*sec, T0 + 5*sec,
 			with(first, func(s *learnState) { s.limit, s.window, s.absorb = 5, 5*sec, T0+5*sec })},
-		{"... refused within the hint's precision of its start: frozen", first, 0, 0, T0 + 500*ms, T0 + 5*sec,
+		{"... refused within the hint's precision of its start: frozen", first, 0, T0 + 500*ms, T0 + 5*sec,
 			with(first, func(s *learnState) { s.limit, s.window, s.absorb, s.frozen = 5, 5*sec, T0+5*sec, T0+500*ms+raiseAfter })},
-		{"a cycle of one admission teaches nothing", with(first, func(s *learnState) { s.admits = 1 }), 0, 0, T0 + 3*sec, T0 + 5*sec,
+		{"a cycle of one admission teaches nothing", with(first, func(s *learnState) { s.admits = 1 }), 0, T0 + 3*sec, T0 + 5*sec,
 			with(first, func(s *learnState) { s.admits = 1 })},
-		{"a cycle not begun before now teaches nothing", first, 0, 0, T0, T0 + 5*sec, first},
-		{"unplaced: a refusal under the log (which took 11, a probe among them; the grid window 4) says n was too many", unplaced, 4, 11, T0 + 150*ms, T0 + sec + 150*ms,
-			with(unplaced, func(s *learnState) { s.limit, s.absorb, s.best, s.frozen = 9, T0+sec+150*ms, 0, T0+150*ms+raiseAfter })},
-		{"... and n is what the log took in the window before, less the refused", unplaced, 9, 7, T0 + 600*ms, T0 + sec + 600*ms,
-			with(unplaced, func(s *learnState) { s.limit, s.absorb = 6, T0+sec+600*ms })},
+		{"a cycle not begun before now teaches nothing", first, 0, T0, T0 + 5*sec, first},
 	} {
 		s := st.s
 		s.absorb = T0 // a refusal before absorbed: learnFrom absorbs none unless it learns n
-		s.learnFrom(st.now, st.D, sec, &windowState{counts: map[int64]int64{T0: st.used}}, st.logged)
+		s.learnFrom(st.now, st.D, sec, &windowState{counts: map[int64]int64{T0: st.used}})
 		if s != st.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", st.name, s, st.want)
 		}
@@ -350,33 +336,6 @@ func TestLearnRefusalSteps(t *testing.T) {
 		if s.flight.phase != st.wantPhase || s.learn.limit != st.wantN || s.learn.window != sec || s.learn.alignAt != D*1000 {
 			t.Errorf("%s: phase %d, learned %d per %d aligned at %d; want phase %d, %d per %d aligned at the deadline %d",
 				st.name, s.flight.phase, s.learn.limit, s.learn.window, s.learn.alignAt, st.wantPhase, st.wantN, sec, D*1000)
-		}
-	}
-}
-
-// TestLogSpecSteps walks learnState.logSpec: which learned windows are
-// applied as a sliding log, under a hold of 1.5 s.
-func TestLogSpecSteps(t *testing.T) {
-	sec := 1000 * ms
-	p := Params{Hold: 1500 * ms}
-	for _, st := range []struct {
-		name string
-		s    learnState
-		want bool
-	}{
-		{"nothing learned", learnState{}, false},
-		{"a window of 5 s, longer than the hold", learnState{limit: 40, window: 5 * sec, alignPrec: ms}, true},
-		{"a second placed to the millisecond (a reset advertised)", learnState{limit: 10, window: sec, alignPrec: ms}, false},
-		{"a second aligned by a hint in whole seconds: unplaced", learnState{limit: 10, window: sec, alignPrec: sec}, true},
-		{"... paced by a hintless refusal: its windows spread their admissions", learnState{limit: 10, window: sec, paced: 1}, false},
-		{"two seconds aligned to a second: longer than the hold", learnState{limit: 10, window: 2 * sec, alignPrec: sec}, true},
-	} {
-		l, ok := st.s.logSpec(p)
-		if ok != st.want {
-			t.Errorf("%s: a log = %v, want %v", st.name, ok, st.want)
-		}
-		if ok && (!l.sliding || l.n != st.s.limit || l.per != st.s.window+SlidingSettle) {
-			t.Errorf("%s: log %+v, want %d per %d µs and the settling", st.name, l, st.s.limit, st.s.window)
 		}
 	}
 }

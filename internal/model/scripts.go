@@ -366,7 +366,6 @@ local paced = s.flight.phase == C.flightConfirmed -- the learned concurrency lim
 local verdict, own = state_refuse_flight(s, r, open)
 if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
 if verdict == C.flightSpent then -- the learned window was spent, as known: it teaches nothing
-  sliding_drop(keys.llog, r.opens) -- the provider counted nothing for the refused probe
   local deadline = pause_refuse(s.pause, r.pause, false)
   return reply(REPLY, {deadline = deadline, now = now_us, moved = open or deadline > before})
 end
@@ -385,9 +384,7 @@ s.learn = learn_load(keys.learn)
 if C.limits == 0 then learn_report(s.learn, argv.counts, argv.age) end -- State.Report
 s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
 local w = s.learn.window
-local logged = 0 -- the learned log's entries within the learned window before now (learnState.fromWindowEnd)
-if learn_unplaced(s.learn) then logged = redis.call('ZCOUNT', keys.llog, num(now_us - w), num(now_us)) end
-local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0 or paced, s.lwin, logged)
+local over, probe = learn_refuse(s.learn, deadline * 1000, refusal_teaching(r, C.limits > 0), open, C.limits > 0 or paced, s.lwin)
 if over then redis.call('DEL', keys.lwin) end
 if probe > 0 then sliding_drop(keys.llog, probe) end -- the provider counted nothing for the refused probe
 if s.learn.window ~= w then redis.call('DEL', keys.llog) end -- the learned log's entries are of another window

@@ -90,11 +90,6 @@ func slidingDrop(log []int64, x int64) []int64 {
 	return append(slices.Clone(log[:i]), log[i+1:]...)
 }
 
-// slidingCount is how many entries of log lie in [from, to].
-func slidingCount(log []int64, from, to int64) int64 {
-	return int64(sort.Search(len(log), func(i int) bool { return log[i] > to }) - sort.Search(len(log), func(i int) bool { return log[i] >= from }))
-}
-
 // slidingLive drops the entries that have left at now.
 func slidingLive(log []int64, l LimitSpec, now int64) []int64 {
 	i := sort.Search(len(log), func(i int) bool { return log[i] > now-l.per })

@@ -228,20 +228,20 @@ func TestLearnSteps(t *testing.T) {
 	// within the hint's precision, is ahead) freezes the raises: a raise
 	// refused with the same hint would pause the scope for a window.
 	burst := l
-	burst.refuse(T0+50*ms, T0+2*sec, hinted, true, false, &windowState{}, 0)
+	burst.refuse(T0+50*ms, T0+2*sec, hinted, true, false, &windowState{})
 	if burst.limit != 4 || burst.frozen != T0+50*ms+raiseAfter {
 		t.Errorf("a first contact refused at once: %+v, want n 4 and the raises frozen for raiseAfter", burst)
 	}
 	// The 4th request was refused at 1.2 s, the window ends at 2 s; the 5th
 	// was already on its way.
-	l.refuse(T0+1200*ms, T0+2*sec, hinted, true, false, &w, 0)
+	l.refuse(T0+1200*ms, T0+2*sec, hinted, true, false, &w)
 	if l.limit != 4 || l.window != 2*sec || l.alignAt != T0+2*sec {
 		t.Fatalf("after the first refusal: %+v, want 4 per 2 s from 2 s", l)
 	}
 	if l.frozen != 0 {
 		t.Errorf("the first contact's cycle froze the raises (%+v): its window may have been partly spent", l)
 	}
-	l.refuse(T0+1210*ms, T0+2*sec, hinted, false, false, &w, 0)
+	l.refuse(T0+1210*ms, T0+2*sec, hinted, false, false, &w)
 	if l.limit != 3 {
 		t.Fatalf("after a refusal of a request on its way: n %d, want 3", l.limit)
 	}
@@ -263,7 +263,7 @@ func TestLearnSteps(t *testing.T) {
 	for range 4 {
 		w.spend(spec, p, al, T0+4*sec, 1)
 	}
-	l.refuse(T0+4*sec+50*ms, T0+6*sec, hinted, true, false, &w, 0)
+	l.refuse(T0+4*sec+50*ms, T0+6*sec, hinted, true, false, &w)
 	if l.limit != 3 || l.window != 2*sec {
 		t.Errorf("a refusal at the learned window's end: %+v, want 3 per 2 s", l)
 	}
@@ -295,7 +295,7 @@ func TestLearnSteps(t *testing.T) {
 	// few admissions since the last refusal to learn again from: realign,
 	// keep n and w.
 	var w2 windowState
-	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, Refusal{Hinted: true, Prec: ms}, true, false, &w2, 0)
+	l.refuse(T0+8*sec+30*ms, T0+8*sec+500*ms, Refusal{Hinted: true, Prec: ms}, true, false, &w2)
 	if l.limit != 3 || l.window != 2*sec || l.alignAt != T0+8*sec+500*ms {
 		t.Errorf("a refusal off the window's end: %+v, want 3 per 2 s aligned at 8.5 s", l)
 	}
@@ -306,7 +306,7 @@ func TestLearnSteps(t *testing.T) {
 	for range 6 {
 		l.count(T0+8*sec+600*ms, 1)
 	}
-	l.refuse(T0+9*sec, T0+12*sec+500*ms, hinted, true, false, &w2, 0)
+	l.refuse(T0+9*sec, T0+12*sec+500*ms, hinted, true, false, &w2)
 	if l.limit != 5 || l.window != 4*sec || l.frozen != T0+9*sec+raiseAfter {
 		t.Errorf("learned again from a cycle that began at a deadline: %+v, want 5 per 4 s, raises frozen", l)
 	}
@@ -325,7 +325,7 @@ func TestLearnSteps(t *testing.T) {
 	}
 	pl.probeAt = T0 + 5*sec
 	pw.spend(ps, p, pl.alignment(), T0+5*sec, 1)
-	pl.refuse(T0+5*sec+30*ms, T0+10*sec+30*ms, hinted, true, false, &pw, 0)
+	pl.refuse(T0+5*sec+30*ms, T0+10*sec+30*ms, hinted, true, false, &pw)
 	if pl.limit != 40 || pl.window != 5*sec || pl.alignAt != T0+10*sec+30*ms || pl.absorb != 0 {
 		t.Errorf("a refused probe: %+v, want 40 per 5 s aligned at 10.03 s", pl)
 	}
@@ -395,7 +395,7 @@ func TestRelearnSteps(t *testing.T) {
 		lw.spend(spec, p, l.alignment(), at, 1)
 		now := at + tc.answer
 		D := (floorDiv(now, 1000) + tc.hint) * 1000 // the deadline in force (pauseState.refuse)
-		if over, probe := l.refuse(now, D, Refusal{Pause: tc.hint, Hinted: true, Prec: tc.prec}, true, false, &lw, 0); !over || probe != at {
+		if over, probe := l.refuse(now, D, Refusal{Pause: tc.hint, Hinted: true, Prec: tc.prec}, true, false, &lw); !over || probe != at {
 			t.Fatalf("%s: the refusal did not end the learned windows, or named no refused probe (%v, %d)", tc.name, over, probe)
 		}
 		if l.window != tc.want || l.limit != 40 || l.alignAt != D || l.since != D || l.absorb != 0 || l.probeAt != 0 {
