@@ -31,10 +31,14 @@ import (
 // probe's.
 
 // answerFlush is how long an answer waits for its scope's next admission
-// before it is sent with the others: half of the model's concurrentPoll
-// (20 ms), the period at which waiting peers look again, so a peer that
-// waits for the answer's room hears it at its next look or the one after.
-const answerFlush = 10 * time.Millisecond
+// before it is sent with the others: the model's concurrentPoll (20 ms),
+// the period at which waiting peers in other processes look again, so a
+// peer that waits for the answer's room hears it within two looks. A
+// worker of this process that waits for it is woken here and carries it
+// (local.SlotWakers), so the flush serves only the other processes; one
+// flush per period is what a fleet of rarely-seen scopes pays above one
+// round trip per request (BenchmarkRedisCPU/silent-transport).
+const answerFlush = 20 * time.Millisecond
 
 // answer is a call kept for its scope's next round trip: an observation
 // (ObserveLater), or a report of admissions no script counted
