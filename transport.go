@@ -32,7 +32,7 @@ import (
 // advertises becomes shared state of the scope. A response that advertises
 // nothing but answers a slow start's admission (or a probe) is told to
 // Redis with the scope's next admission, in the same round trip, or with
-// the other answers of the moment within 10 ms. When the response is a
+// the other answers of the moment within 20 ms. When the response is a
 // refusal (429, or 503 with Retry-After) the transport also records the
 // pause itself, once (when the handler then returns a Refusal for it, the
 // Middleware does not record it again), with the hint read by hint.From from
