@@ -26,9 +26,8 @@ import (
 // the fragments, then its own body.
 
 // luaPrelude is shared by the scripts: the Redis clock, a strict reader of
-// integer records (anything else is malformed and reads as absent), hload
-// (a hash's fields, a key of the wrong type dropped) and num (an integer
-// written in full, never in exponent form).
+// integer records (anything else is malformed and reads as absent) and num
+// (an integer written in full, never in exponent form).
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -39,13 +38,6 @@ local function int(v)
   return nil
 end
 local function num(v) return string.format('%.0f', v) end
-local function hload(key, fields)
-  local v = redis.pcall('HMGET', key, unpack(fields))
-  if type(v) ~= 'table' or v.err then redis.call('DEL', key); return {} end
-  local out = {}
-  for i, f in ipairs(fields) do if v[i] then out[f] = v[i] end end
-  return out
-end
 `
 
 // luaReply is the named reply (see script), after the constants C it
@@ -77,7 +69,7 @@ var luaConstants = func() string {
 		"minLearnedWindow": minLearnedWindow, "maxLearnedWindow": maxLearnedWindow, "claimGrace": claimGrace,
 		"concurrentPoll": concurrentPoll, "raiseAfter": raiseAfter, "fallbackFirst": fallbackFirst, "windowSettle": windowSettle,
 		"slidingSettle": SlidingSettle, "minPause": MinPause.Milliseconds(), "hintlessPrec": hintlessPrec, "minCounterWindow": minCounterWindow, "startFirst": startFirst, "startAnswers": startAnswers,
-		"millisPrec":  millisPrec,
+		"millisPrec": millisPrec, "recordVersion": schema.RecordVersion,
 		"millisRatio": millisRatio,
 		"modeAdmit":   modeAdmit, "modeDry": modeDry, "modeNowOnly": modeNowOnly,
 		"hintless": Hintless, "hinted": Hinted, "operator": Operator,
@@ -94,7 +86,7 @@ var luaConstants = func() string {
 	for _, k := range slices.Sorted(maps.Keys(c)) {
 		fmt.Fprintf(&b, "%s = %d, ", k, c[k])
 	}
-	b.WriteString("}\nlocal F = {origin = '" + schema.FieldOrigin + "'}\n")
+	b.WriteString("}\nlocal F = {origin = '" + schema.FieldOrigin + "', version = '" + schema.FieldVersion + "'}\n")
 	b.WriteString("local budgetFields = " + luaList(schema.BudgetFields) + "\n")
 	b.WriteString("local learnFields = " + luaList(schema.LearnFields) + "\n")
 	b.WriteString("local classFields = " + luaList(schema.ClassFields) + "\n")
@@ -248,7 +240,9 @@ var AdmitReply = []string{"code", "reason", "wait", "deadline", "byOp", "reopen"
 
 // AdmitScript is the admission of one task (State.Admit); with dry
 // set it commits nothing and answers what an admission would, with what
-// the scope keeps (Gate.State).
+// the scope keeps (Gate.State). A record of a newer format (luaHash)
+// answers paused until it expires, or until the pause if later, and
+// commits nothing.
 //
 // KEYS[1] pause  KEYS[2] the class's line (line or iline)  KEYS[3] budget
 // KEYS[4] learn  KEYS[5] lwin  KEYS[6] pauseby  KEYS[7] class
@@ -296,7 +290,7 @@ if argv.nlim == 0 and argv.mode == C.modeAdmit and argv.probe == 0 and not argv.
   local v = hload(keys.learn, {'limit', 'since', 'expires'})
   local limit, since = int(v.limit) or 0, int(v.since) or 0
   if (int(v.expires) or 0) <= now_us then limit, since = 0, 0 end
-  if limit == 0 then
+  if limit == 0 and foreign_until == 0 then
     local counted = since > 0 and now_us >= since and redis.pcall('HINCRBY', keys.learn, 'admits', argv.cost)
     if since == 0 or type(counted) == 'table' then
       local learn = learn_load(keys.learn); learn_count(learn, now_us, argv.cost); learn_save(learn)
@@ -314,6 +308,10 @@ local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(ke
   class = class_load(keys.class), fall = fallback_load(keys.fallback), start = start_load(keys.start), limits = limits_args(12, 14, argv.nlim),
   flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
 s.lease = flight_lease(s.flight)
+if foreign_until > 0 then -- a record of a newer format: closed until it expires (luaHash)
+  local untilMs = math.max(foreign_until, s.pause.untilMs)
+  return reply(REPLY, {code = C.paused, reason = C.reasonPause, deadline = untilMs, wait = untilMs * 1000 - now_us, now = now_us, budgetRemaining = -1})
+end
 if argv.nlim == 0 and not dry then learn_report(s.learn, argv.counts, argv.age); learn_save(s.learn) end
 local lim = state_active(s, keys)
 local k = class_keeper(s.class, argv.interactive)
@@ -502,17 +500,40 @@ func NamedReply(v any, names []string) (ints map[string]int64, texts map[string]
 	return ints, texts, nil
 }
 
-// luaHash is the load and save of a record hash: hrecord reads fields
+// luaHash is the load and save of a record hash. hload reads a hash's
+// fields (a key of the wrong type dropped); hrecord reads fields
 // (integers, 0 when absent or malformed) into a record of key, every field
 // 0 when its expires has passed (a record past it is none), and returns
 // the fields as read too (a field's presence); hsave writes
 // the record s when a rule changed it (s.dirty, which it clears), its
 // fields (a boolean as C.flagOn or C.flagOff) over those of s.key, all
-// but skip, which it removes, expiring a margin after s.expires (µs); a
+// but skip, which it removes, with the record's format version
+// (schema.RecordVersion), expiring a margin after s.expires (µs); a
 // record whose expires is 0 is deleted. Every field is
 // written, so none of an earlier save is left but skip (and hload dropped
 // a key of another type).
+//
+// A record of a newer format than the script's (schema.FieldVersion above
+// schema.RecordVersion) is another release's: hload reads it as absent,
+// hsave leaves it as it is, and foreign_until holds the scope closed until
+// the latest such record expires (Unix ms), which the admission answers
+// (see AdmitScript). A record without the field was written before
+// records carried one, in this format.
 const luaHash = `
+local foreign, foreign_until = {}, 0
+local function hload(key, fields)
+  local v = redis.pcall('HMGET', key, F.version, unpack(fields))
+  if type(v) ~= 'table' or v.err then redis.call('DEL', key); return {} end
+  if (int(v[1]) or 0) > C.recordVersion then
+    local ttl = redis.call('PTTL', key)
+    if ttl <= 0 then ttl = C.minPause end
+    foreign[key], foreign_until = true, math.max(foreign_until, now_ms + ttl)
+    return {}
+  end
+  local out = {}
+  for i, f in ipairs(fields) do if v[i + 1] then out[f] = v[i + 1] end end
+  return out
+end
 local function hrecord(key, fields)
   local v = hload(key, fields)
   local s = {key = key}
@@ -523,11 +544,11 @@ local function hrecord(key, fields)
   return s, v
 end
 local function hsave(s, fields, skip)
-  if not s.dirty then return end
+  if not s.dirty or foreign[s.key] then return end
   s.dirty = false
   if s.expires == 0 then redis.call('DEL', s.key); return end
   if skip then redis.call('HDEL', s.key, skip) end
-  local args = {}
+  local args = {F.version, C.recordVersion}
   for _, f in ipairs(fields) do
     local v = s[f]
     if type(v) == 'boolean' then v = v and C.flagOn or C.flagOff end

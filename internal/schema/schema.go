@@ -73,6 +73,21 @@ var FlightFields = []string{"limit", "phase", "since", "sent", "acks", "answered
 // FieldOrigin names the origin of unaligned windows in a count hash.
 const FieldOrigin = "origin"
 
+// RecordVersion is the format of a scope's record hashes (those whose
+// fields BudgetFields, LearnFields, ClassFields, FallbackFields,
+// StartFields and FlightFields name), which every save writes in the
+// field FieldVersion. A gate reads a record of its own version, or one
+// without the field (written before records carried it, in version 1's
+// format); a record of a newer version is another release's: the gate
+// neither reads nor writes it, and holds the scope closed until the record
+// expires (see docs/design.md, Compatibility). A release that changes what
+// a field of a record means, or drops one, raises it; adding a field an
+// older gate may ignore does not.
+const RecordVersion = 1
+
+// FieldVersion names the format version of a record hash (RecordVersion).
+const FieldVersion = "v"
+
 // Keys are the Redis keys of one scope.
 type Keys struct {
 	Base                                               string // "<prefix>:{<provider>:<account>}:", which every key starts with
