@@ -566,7 +566,7 @@ func loadScope(t testing.TB, rdb redis.UniversalClient, k schema.Keys, ls []Limi
 		run: num(g["run"]), along: num(g["along"]), most: num(g["most"]), over: g["over"] == "1", expires: num(g["expires"])}
 	h := hash(k.Flight)
 	s.flight = flightState{limit: num(h["limit"]), phase: num(h["phase"]), since: num(h["since"]), sent: num(h["sent"]), acks: num(h["acks"]), answered: num(h["answered"]), before: num(h["before"]),
-		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), admitted: num(h["admitted"]), expires: num(h["expires"])}
+		last: num(h["last"]), full: h["full"] == "1", frozen: num(h["frozen"]), admitted: num(h["admitted"]), expires: num(h["expires"]), held: num(h["held"]), raised: num(h["raised"]), grown: num(h["grown"])}
 	s.lease = limitState{concurrent: true, leases: zleases(k.FlightConc), win: &windowState{}}
 	s.Normalize(p, now)
 	return s

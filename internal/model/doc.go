@@ -135,7 +135,11 @@
 //     seen to accept.
 //  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
-//  19. retried: an admission asked with the id of a lease it holds already
+//  19. grow: on probation, a learned window that ended unspent while c
+//     held a request back raises c by one (to at most n); a refusal above
+//     the level before that raise does not pause the scope, lowers c below
+//     its level and stops growth for raiseAfter.
+//  20. retried: an admission asked with the id of a lease it holds already
 //     (a call whose answer was lost, asked again) is admitted again at its
 //     level and commits nothing: answered otherwise, its task would not
 //     run and its lease would hold a slot of c for its whole life.

@@ -87,6 +87,18 @@ import (
 //     both, c is not raised: the window refuses at every level up to c, so
 //     no refusal would tell a raise above the provider's limit from the
 //     window's end, and the scope would be paused for it.
+//  6. Grow. On probation, a learned window that ended unspent while c
+//     held a request back (an admission took the last slot, the window
+//     had room) says c, not the window, paced the scope: c goes up by one
+//     (grow), to at most n. The probation's experiment needs a spent
+//     window (rule 2), and a c set by a first contact's refusals may be
+//     far below what the provider accepts: a window's refusals come at
+//     whatever level the requests were admitted at, and at a long
+//     latency c requests at a time never spend the window. A refusal
+//     above the level before the last raise refused the raise: it does not
+//     pause the scope (the refused request waits its own hint), c goes
+//     below its level, and growth stops for raiseAfter, so a provider that
+//     limits requests in flight pays one refused request a minute for it.
 //
 // Leases live flightLease unreleased: a worker that dies leaks none. A
 // call that took a lease and whose answer was lost, asked again with the
@@ -145,7 +157,12 @@ type flightState struct {
 	// lease's), whatever the phase: an admission's mark is the count once
 	// it is admitted (Decision.Mark), which its refusal tells (told)
 	admitted int64
-	expires  int64 // µs: forgotten at (0: empty)
+	// probation: the learned window (its start, µs; 0 none) in which c
+	// held a request back while the window had room (held); c before the
+	// last raise of the probation (raised, 0 none); no raise before grown
+	// (µs; a raise refused)
+	held, raised, grown int64
+	expires             int64 // µs: forgotten at (0: empty)
 }
 
 // spec is the learned concurrency limit as a limit.
@@ -313,6 +330,12 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 		}
 	case f.phase == flightProbation && level == 1:
 		*f = f.verdictRate()
+	case f.phase == flightProbation && f.raised > 0 && level > f.raised: // rule 6: the raise refused
+		f.grown, f.raised = now+raiseAfter, 0
+		f.below(level)
+		if open {
+			return flightOwn
+		}
 	case f.phase == flightProbation:
 		f.below(level)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
@@ -410,14 +433,49 @@ func (a admission) level(at int64, starts bool) int64 {
 	s := a.s
 	switch {
 	case s.flight.leasing():
-		if h := concHeld(s.lease.leases, at); s.flight.phase == flightConfirmed && h >= s.flight.limit {
+		h := concHeld(s.lease.leases, at)
+		if s.flight.phase == flightConfirmed && h >= s.flight.limit {
 			s.flight.full = true
 		}
-		return concHeld(s.lease.leases, at)
+		if s.flight.phase == flightProbation {
+			a.growFlight(at, h)
+		}
+		return h
 	case starts:
 		return s.start.sent - s.start.answered
 	}
 	return 0
+}
+
+// growFlight is the probation's additive increase at at, h requests in
+// flight once admitted (rule 6): a learned window ended in which c held
+// a request back and the window was not spent raises c by one (grow);
+// and it notes the window of at when c holds one back now (h ≥ c)
+// while the window has room.
+func (a admission) growFlight(at, h int64) {
+	s := a.s
+	l, ok := s.learn.spec()
+	if !ok {
+		return
+	}
+	start, _ := s.lwin.window(l, a.p, a.al, at)
+	if s.flight.held > 0 && s.flight.held < start {
+		s.flight.grow(a.now, s.lwin.used(l, s.flight.held), l.n)
+	}
+	if h >= s.flight.limit && s.lwin.used(l, start) < l.n {
+		s.flight.held = start
+	}
+}
+
+// grow ends, at now, the learned window in which c held a request
+// back, which got used of the learned window's n admitted: unspent, c
+// was what held the scope, and c goes up by one, to at most n, unless a
+// raise was refused within raiseAfter (rule 6).
+func (f *flightState) grow(now, used, n int64) {
+	if used < n && f.limit < n && now >= f.grown {
+		f.raised, f.limit = f.limit, f.limit+1
+	}
+	f.held = 0
 }
 
 // retried reports whether the admission's lease id holds a lease of the
@@ -557,6 +615,10 @@ local function flight_refuse(s, r, open)
     flight_verdict_rate(s)
     if r.hinted then return C.flightSpent end
   elseif probation and r.level == 1 then flight_verdict_rate(s)
+  elseif probation and s.raised > 0 and r.level > s.raised then
+    s.grown, s.raised = now_us + C.raiseAfter, 0
+    flight_below(s, r.level)
+    if open then return C.flightOwn end
   elseif probation then flight_below(s, r.level)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
@@ -609,11 +671,24 @@ local function admission_commit_beyond(a, d)
   flight_save(s.flight)
   return d
 end
+local function flight_grow(s, used, n)
+  if used < n and s.limit < n and now_us >= s.grown then s.raised, s.limit = s.limit, s.limit + 1 end
+  s.held, s.dirty = 0, true
+end
+local function admission_grow_flight(a, at, h)
+  local s = a.s
+  local l, learned = learn_spec(s.learn)
+  if not learned then return end
+  local start = window(s.lwin, a.al, at)
+  if s.flight.held > 0 and s.flight.held < start then flight_grow(s.flight, window_used(s.lwin, s.flight.held), l.n) end
+  if h >= s.flight.limit and window_used(s.lwin, start) < l.n and s.flight.held ~= start then s.flight.held, s.flight.dirty = start, true end
+end
 local function admission_level(a, at, starts)
   local s = a.s
   if flight_leasing(s.flight) then
     local h = conc_held(s.lease, at)
     if s.flight.phase == C.flightConfirmed and h >= s.flight.limit and not s.flight.full then s.flight.full, s.flight.dirty = true, true end
+    if s.flight.phase == C.flightProbation then admission_grow_flight(a, at, h) end
     return h
   end
   if starts then return s.start.sent - s.start.answered end

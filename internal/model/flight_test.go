@@ -139,6 +139,38 @@ func TestFlightSteps(t *testing.T) {
 			{"the next one after the freeze raises",
 				func(f *flightState) any { f.released(T0+sec, true); return nil }, nil, flightState{limit: 4, phase: flightConfirmed, frozen: T0 + sec}},
 		}},
+		{"growth on probation: c held the scope, the window unspent", flightState{limit: 1, phase: flightProbation, held: T0}, []step{
+			{"the window held ended with 4 of its 10: c goes up by one",
+				func(f *flightState) any { f.grow(T0+2*sec, 4, 10); return nil }, nil,
+				flightState{limit: 2, phase: flightProbation, raised: 1}},
+			{"the next held window ended unspent: c up again",
+				func(f *flightState) any { f.held = T0 + 2*sec; f.grow(T0+4*sec, 9, 10); return nil }, nil,
+				flightState{limit: 3, phase: flightProbation, raised: 2}},
+			{"a window ended spent raises nothing",
+				func(f *flightState) any { f.held = T0 + 4*sec; f.grow(T0+6*sec, 10, 10); return nil }, nil,
+				flightState{limit: 3, phase: flightProbation, raised: 2}},
+			{"a refusal at a level not above the raise's is no verdict on it: c below it, paused as ever",
+				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 2, Mark: 2}, true) }, flightPause,
+				flightState{limit: 1, phase: flightProbation, raised: 2}},
+		}},
+		{"growth on probation: the raise refused", flightState{limit: 5, phase: flightProbation, raised: 4}, []step{
+			{"a refusal above the level before the raise refused it: not paused, c below it, growth stops",
+				func(f *flightState) any { return f.refuse(T0, Refusal{Hinted: true, Level: 5, Pause: 1000}, true) }, flightOwn,
+				flightState{limit: 4, phase: flightProbation, grown: T0 + raiseAfter}},
+			{"a window held unspent within raiseAfter raises nothing",
+				func(f *flightState) any { f.held = T0 + sec; f.grow(T0+3*sec, 2, 10); return nil }, nil,
+				flightState{limit: 4, phase: flightProbation, grown: T0 + raiseAfter}},
+			{"after it, one does",
+				func(f *flightState) any { f.held = T0 + raiseAfter; f.grow(T0+raiseAfter+sec, 2, 10); return nil }, nil,
+				flightState{limit: 5, phase: flightProbation, raised: 4, grown: T0 + raiseAfter}},
+			{"no higher than n",
+				func(f *flightState) any {
+					f.held = T0 + raiseAfter + sec
+					f.grow(T0+raiseAfter+2*sec, 2, 5)
+					return nil
+				}, nil,
+				flightState{limit: 5, phase: flightProbation, raised: 4, grown: T0 + raiseAfter}},
+		}},
 		{"a raise forgets what c was before its lowerings", flightState{limit: 2, phase: flightConfirmed, before: 3, full: true, acks: 1}, []step{
 			{"c answers raise c by one", func(f *flightState) any { f.released(T0, true); return nil }, nil, flightState{limit: 3, phase: flightConfirmed}},
 		}},

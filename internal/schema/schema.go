@@ -68,7 +68,7 @@ var StartFields = []string{"began", "last", "sent", "answered", "run", "along", 
 
 // FlightFields are the fields of the flight hash, as flightState names
 // them.
-var FlightFields = []string{"limit", "phase", "since", "sent", "acks", "answered", "before", "last", "full", "frozen", "admitted", "expires"}
+var FlightFields = []string{"limit", "phase", "since", "sent", "acks", "answered", "before", "last", "full", "frozen", "admitted", "expires", "held", "raised", "grown"}
 
 // FieldOrigin names the origin of unaligned windows in a count hash.
 const FieldOrigin = "origin"
