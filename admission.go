@@ -16,10 +16,21 @@ import (
 // what it keeps between round trips (the open cache, the holders' places,
 // the slot wakers) is internal/local's.
 
-// deferralOf is the Deferral of the task that answer a holds back, to wake
-// after wait.
-func deferralOf(a decide.Answer, wait time.Duration) Deferral {
-	return Deferral{Delay: wait, RetryAt: a.Now.Add(wait), Reason: publicReason(a.Reason), Deadline: a.Until, Operator: a.ByOperator}
+// deferralOf is the Deferral of the task that answer a holds back, as
+// verdict v defers it: after v.Retry, or at the start of the second it
+// ends in (v.Early), on the worker's clock, which asynq's retry times
+// follow.
+func (g *Gate) deferralOf(a decide.Answer, v decide.Verdict) Deferral {
+	d := Deferral{Delay: v.Retry, Reason: publicReason(a.Reason), Deadline: a.Until, Operator: a.ByOperator}
+	if v.Early {
+		now := g.now()
+		d.Delay = decide.WakeEarly(now, v.Retry)
+		if d.Delay < v.Retry {
+			d.wake = now.Add(d.Delay)
+		}
+	}
+	d.RetryAt = a.Now.Add(d.Delay)
+	return d
 }
 
 // admitRequest is the store's request for an admission of cost units

@@ -248,7 +248,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 			w.leave()
 		case decide.Defer:
 			w.leave()
-			return gr, g.deferred(s, c, deferralOf(a, v.Retry))
+			return gr, g.deferred(s, c, g.deferralOf(a, v))
 		}
 		if err != nil {
 			return gr, err
@@ -405,7 +405,7 @@ func (g *Gate) holdInPlace(ctx context.Context, q asking, a decide.Answer, v dec
 	slot := a.Reason == model.ReasonInFlight
 	if slot && *inFlight >= q.p.MaxHold || w.nowOnly() || !g.holders.Acquire(q.k.Pause, q.c == Interactive, v.Holders) {
 		w.leave()
-		return g.deferred(q.s, q.c, deferralOf(a, v.Retry))
+		return g.deferred(q.s, q.c, g.deferralOf(a, v))
 	}
 	g.metrics.Admission(q.s.Provider, q.c.String(), metrics.Held)
 	g.metrics.Wait(q.s.Provider, q.c.String(), v.Wait)

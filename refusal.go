@@ -120,7 +120,9 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 // paused, over its limit, or (with Config.FailClosed) when the store cannot
 // answer. It is not a failure: it never spends a retry (see IsFailure), and
 // RetryDelay retries the task after Delay, rounded so it never wakes before
-// RetryAt. Its message is what asynqmon shows as the task's last error.
+// RetryAt (Delay is then a whole second ahead already when the task wakes
+// early, at the start of its deadline's second, into a learned
+// concurrency limit's slots). Its message is what asynqmon shows as the task's last error.
 type Deferral struct {
 	Scope   Scope
 	Delay   time.Duration // how long the task waits, measured by Redis TIME
@@ -137,6 +139,8 @@ type Deferral struct {
 	// Operator is set when the pause in force was set by Gate.Pause (an
 	// operator), not by a provider's refusal.
 	Operator bool
+
+	wake time.Time // the whole second it wakes at, on the worker's clock, when it wakes early (decide.WakeEarly)
 }
 
 // Reason tells why a task was deferred.

@@ -26,6 +26,9 @@ import (
 // asynq stores retry times in whole Unix seconds, truncated, so a delay is
 // rounded up to the next whole second of the worker's clock: a
 // task never wakes before its deadline and re-checks at most once per pause.
+// (One exception: a task deferred by a pause that reopens into a learned
+// concurrency limit's slots wakes at the start of the deadline's second,
+// to be queued when the slots open; see decide.WakeEarly.)
 // It then waits up to asynq's DelayedTaskCheckInterval (default 5 s) more to
 // be forwarded: set it to 500 ms (below Tuning.MaxHold; see the README).
 func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
@@ -35,6 +38,9 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	return func(n int, err error, t *asynq.Task) time.Duration {
 		var d *Deferral
 		if errors.As(err, &d) {
+			if !d.wake.IsZero() {
+				return max(d.wake.Sub(g.now()), 0) // a whole second: asynq truncates what it adds after
+			}
 			return g.align(d.Delay)
 		}
 		var r *Refusal

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/quotagate/quotagate/internal/decide"
+	"github.com/quotagate/quotagate/internal/model"
 )
 
 // TestRetryDelay is RetryDelay's step table with the worker's clock fixed
@@ -37,6 +40,8 @@ func TestRetryDelay(t *testing.T) {
 		{"deferral, negative", 0, 5, &Deferral{Delay: -5 * s}, 0},
 		{"deferral ignores attempt", 0, 20, &Deferral{Delay: 9 * s}, 9 * s},
 		{"wrapped deferral", 0, 0, fmt.Errorf("poll: %w", &Deferral{Delay: 9 * s}), 9 * s},
+		{"deferral woken early: its whole second", quarter, 0, &Deferral{Delay: 750 * time.Millisecond, wake: t0.Add(s)}, 750 * time.Millisecond},
+		{"deferral woken early, its second come: now", 2 * s, 0, &Deferral{Delay: 750 * time.Millisecond, wake: t0.Add(s)}, 0},
 		{"refusal, hint 15s", 0, 0, &Refusal{Hint: 15 * s}, 15 * s},
 		{"refusal, hint 15s off the second", quarter, 0, &Refusal{Hint: 15 * s}, 15*s + 750*time.Millisecond},
 		{"refusal, fractional hint", 0, 0, &Refusal{Hint: 15*s + 200*time.Millisecond}, 16 * s},
@@ -187,4 +192,32 @@ func TestBackoff(t *testing.T) {
 // remaining time left.
 func rec(r *Refusal, remaining time.Duration) error {
 	return &recorded{err: r, pause: Pause{Remaining: remaining}}
+}
+
+// TestDeferralWokenEarly: a verdict that may wake early (decide.WakeEarly)
+// defers its task to the start of the second its wait ends in, on the
+// worker's clock, and RetryDelay keeps that second; one that may not is
+// aligned up past its wait.
+func TestDeferralWokenEarly(t *testing.T) {
+	const ms = time.Millisecond
+	now := t0.Add(120 * ms)
+	g := newWith(nil, Config{}, hooks{now: func() time.Time { return now }})
+	a := decide.Answer{Code: model.Paused, Wait: 1030 * ms, Now: now, Until: now.Add(1030 * ms)}
+	for _, tc := range []struct {
+		name  string
+		early bool
+		delay time.Duration // the Deferral's
+		retry time.Duration // RetryDelay's
+	}{
+		{"early: the deadline's second", true, 880 * ms, 880 * ms},
+		{"not early: the second after the deadline", false, 1030 * ms, 1880 * ms},
+	} {
+		d := g.deferralOf(a, decide.Verdict{Act: decide.Defer, Retry: 1030 * ms, Early: tc.early})
+		if d.Delay != tc.delay {
+			t.Errorf("%s: Delay %v, want %v", tc.name, d.Delay, tc.delay)
+		}
+		if got := g.RetryDelay(nil)(0, &d, nil); got != tc.retry {
+			t.Errorf("%s: RetryDelay %v, want %v", tc.name, got, tc.retry)
+		}
+	}
 }

@@ -43,6 +43,10 @@ type Verdict struct {
 	Wait    time.Duration
 	Holders int           // HoldPause: how many workers of the scope may hold
 	Retry   time.Duration // the deferral's delay: Defer, and HoldPause without a free place
+	// Early: the deferral may wake at the start of the whole second in
+	// which Retry ends, before it (WakeEarly): the reopening it waits for
+	// is bounded by the model, not by its arrival.
+	Early bool
 }
 
 // Decide turns the answer a of the admission script into a verdict. u is a
@@ -58,7 +62,10 @@ type Verdict struct {
 //     a learned concurrency limit's slots (as rule 6). Without a place the
 //     task is paced: deferred to the deadline plus a jitter within a tenth
 //     of the wait (at most Jitter), or, with a limit, to its slot in the
-//     reopening line.
+//     reopening line; into a learned concurrency limit's slots it wakes
+//     early instead (WakeEarly): the slots, not the arrivals, pace that
+//     reopening, and a task back a second after the deadline leaves the
+//     slots empty once the queue before it has run.
 //  4. paused for longer, without a GCRA limit (fixed windows open at once):
 //     deferred to wake MaxHold + one tick before the deadline. asynq keeps
 //     the retry time in whole seconds and forwards it within its
@@ -172,7 +179,24 @@ func places(a Answer, p Policy) int {
 // holdShort is the verdict of a short wait: hold a.Wait in one of the
 // scope's places, or, without a place, defer to paced.
 func holdShort(a Answer, p Policy, paced time.Duration) Verdict {
-	return Verdict{Act: HoldPause, Wait: a.Wait, Holders: places(a, p), Retry: paced}
+	return Verdict{Act: HoldPause, Wait: a.Wait, Holders: places(a, p), Retry: paced, Early: a.Slots}
+}
+
+// WakeEarly returns the delay after now of a deferral that may wake
+// within the whole second in which wait ends: until that second begins,
+// if it begins after now; otherwise wait. asynq truncates a retry time to
+// its second and forwards it at its first DelayedTaskCheckInterval tick
+// within or after that second, so a task woken so is queued at the
+// instant wait ends or up to a tick before or after it, where aligned up
+// (the RetryDelay) it comes back up to a second and a tick after. A
+// second that has begun is not woken into: the task would be back at
+// once and ask again for nothing.
+func WakeEarly(now time.Time, wait time.Duration) time.Duration {
+	sec := now.Add(wait).Truncate(AsynqTick)
+	if !sec.After(now) {
+		return wait
+	}
+	return sec.Sub(now)
 }
 
 // deferTo is the verdict of a task deferred through asynq to wake after

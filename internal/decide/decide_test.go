@@ -200,3 +200,40 @@ func TestJitter(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeEarly walks the early wake of a deferral into a learned
+// concurrency limit's slots (decide's rule 3), one step per row: the
+// start of the second the wait ends in, unless that second has begun.
+func TestWakeEarly(t *testing.T) {
+	const ms = time.Millisecond
+	at := func(d time.Duration) time.Time { return time.Unix(1_700_000_000, 0).Add(d) }
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		wait time.Duration
+		want time.Duration
+	}{
+		{"ends in a later second: its start", at(120 * ms), 1030 * ms, 880 * ms},
+		{"ends on a second: that second", at(120 * ms), 880 * ms, 880 * ms},
+		{"ends two seconds on: the later second's start", at(900 * ms), 2300 * ms, 2100 * ms},
+		{"ends within the second begun: the wait", at(100 * ms), 500 * ms, 500 * ms},
+		{"now on a second, ends within it: the wait", at(0), 999 * ms, 999 * ms},
+		{"now on a second, ends on the next: it", at(0), time.Second, time.Second},
+		{"no wait", at(300 * ms), 0, 0},
+	} {
+		if got := WakeEarly(tc.now, tc.wait); got != tc.want {
+			t.Errorf("%s: WakeEarly = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Only a pause that reopens into the learned concurrency limit's
+	// slots wakes early: its slots pace the reopening, not the arrivals.
+	paused := Answer{Code: model.Paused, Wait: time.Second, Until: at(time.Second), Now: at(0)}
+	plain := Policy{MaxHold: 1500 * ms, Jitter: time.Second, MaxHolders: 12}
+	if v := Decide(paused, plain, 0); v.Early {
+		t.Errorf("a plain short pause wakes early: %+v", v)
+	}
+	paused.Slots = true
+	if v := Decide(paused, plain, 0); !v.Early || v.Act != HoldPause {
+		t.Errorf("a short pause into the slots: %+v, want HoldPause, early", v)
+	}
+}
