@@ -103,8 +103,9 @@
 //
 //  14. begin, below, mark, told: a hinted refusal that teaches the learned
 //     limit puts the scope on probation under it and a limit of c in
-//     flight, c below every refused level but no lower than the most
-//     requests the slow start saw accepted at once (startState.most); a
+//     flight, c below every refused level, but the refusals of the moment
+//     that paused the scope lower it no lower than the most requests the
+//     slow start saw accepted at once (startState.most); a
 //     refused request alone says rate-limited. Alone is level 1 with
 //     nothing admitted at a level after it until its refusal (each
 //     admission's mark counts them): requests reach the provider in any

@@ -31,10 +31,12 @@ import (
 //     no concurrency limit refuses it; the scope is rate-limited). The scope
 //     then runs under its learned window and, beside it, a limit of c
 //     requests in flight, c one below the lowest level refused (every
-//     refusal on probation lowers it so), but at first no lower than the
-//     most requests the slow start saw accepted at once: requests admitted
-//     in the same moment reach the provider in any order, so the first
-//     refused may be counted below the level the provider refused it at.
+//     refusal on probation lowers it so), but no lower than the most
+//     requests the slow start saw accepted at once by the refusals of the
+//     moment that paused the scope (those that come while it is paused):
+//     requests admitted in the same moment reach the provider in any
+//     order, so one refused may be counted below the level the provider
+//     refused it at.
 //     The leases are shared through Redis as a configured Concurrent(c)'s
 //     are.
 //  2. The probe beyond the window (beyond). On probation, a request that
@@ -194,9 +196,22 @@ func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 		*f = flightState{phase: flightRate, admitted: f.admitted, expires: now + LearnTTL}
 	default:
 		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, admitted: f.admitted, expires: now + LearnTTL}
-		f.below(level)
-		f.limit = max(f.limit, min(n, seen))
+		f.belowSeen(level, seen)
 	}
+}
+
+// belowSeen lowers c below a refused level (below), but not below seen,
+// the most requests the provider was seen to accept at once
+// (startState.most), nor above what c was: the refusal of a request
+// admitted in the same moment as the one whose refusal began the
+// probation, or paused the scope since, comes while the scope is paused,
+// and the requests of one moment reach the provider in any order: one
+// admitted third may have reached it last, so the level it was admitted
+// at is no measure of the limit that refused it (rule 1).
+func (f *flightState) belowSeen(level, seen int64) {
+	floor := min(f.limit, seen)
+	f.below(level)
+	f.limit = max(f.limit, floor)
 }
 
 // below lowers c below a refused level (0: unknown, no change), to at
@@ -318,9 +333,10 @@ const (
 )
 
 // refuse learns from a provider's refusal r at now, of a request at
-// r.Level (as told; 0 unknown), the scope open or not, and tells what it
-// is (flightPause, flightOwn, flightSpent): rules 3 and 4.
-func (f *flightState) refuse(now int64, r Refusal, open bool) int {
+// r.Level (as told; 0 unknown), the scope open or not, seen the most
+// requests the provider was seen to accept at once, and tells what it is
+// (flightPause, flightOwn, flightSpent): rules 1, 3, 4 and 6.
+func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 	level := r.Level
 	switch {
 	case f.probed(r.Opens): // rule 3: a window refused the probe
@@ -336,8 +352,10 @@ func (f *flightState) refuse(now int64, r Refusal, open bool) int {
 		if open {
 			return flightOwn
 		}
-	case f.phase == flightProbation:
+	case f.phase == flightProbation && open:
 		f.below(level)
+	case f.phase == flightProbation: // one of the moment's that paused the scope (rule 1)
+		f.belowSeen(level, seen)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
 		*f = f.reset(flightBoth, cmp.Or(f.before, f.limit))
 	case f.phase == flightConfirmed && open:
@@ -510,7 +528,7 @@ func (s *State) refuseFlight(p Params, now int64, r Refusal, open bool) (verdict
 	if !r.Hinted {
 		ms = MinPause.Milliseconds()
 	}
-	return s.flight.refuse(now, r, open), ceilMs(now) + ms
+	return s.flight.refuse(now, r, open, s.start.most), ceilMs(now) + ms
 }
 
 // luaFlight is the learned concurrency limit's record, what a refusal
@@ -551,6 +569,11 @@ end
 local function flight_below(s, level)
   if level > 0 then s.limit, s.dirty = math.max(1, math.min(s.limit, level - 1)), true end
 end
+local function flight_below_seen(s, level, seen)
+  local floor = math.min(s.limit, seen)
+  flight_below(s, level)
+  s.limit = math.max(s.limit, floor)
+end
 local function flight_told(s, level, mark)
   if level ~= 1 or mark <= 0 then return level end
   return 1 + math.max(0, s.admitted - mark)
@@ -559,8 +582,7 @@ local function flight_begin(s, n, level, seen, configured)
   if configured or s.phase ~= C.flightNone or n <= 0 or level <= 0 then return end
   if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
-  flight_below(s, level)
-  s.limit = math.max(s.limit, math.min(n, seen))
+  flight_below_seen(s, level, seen)
 end
 local function flight_beyond(s, cost, held)
   if s.phase ~= C.flightProbation then return false end
@@ -609,7 +631,7 @@ local function flight_verdict_rate(s)
   if s.answered > 0 then flight_reset(s, C.flightBoth, s.limit, 0, s.expires)
   else flight_reset(s, C.flightRate, 0, 0, s.expires) end
 end
-local function flight_refuse(s, r, open)
+local function flight_refuse(s, r, open, seen)
   local probation, confirmed = s.phase == C.flightProbation, s.phase == C.flightConfirmed
   if flight_probed(s, r.opens) then
     flight_verdict_rate(s)
@@ -619,7 +641,8 @@ local function flight_refuse(s, r, open)
     s.grown, s.raised = now_us + C.raiseAfter, 0
     flight_below(s, r.level)
     if open then return C.flightOwn end
-  elseif probation then flight_below(s, r.level)
+  elseif probation and open then flight_below(s, r.level)
+  elseif probation then flight_below_seen(s, r.level, seen)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
   end
@@ -698,7 +721,7 @@ local function state_refuse_flight(s, r, open)
   if r.operator or C.limits > 0 then return C.flightPause, 0 end
   local ms = r.pause
   if not r.hinted then ms = C.minPause end
-  local v = flight_refuse(s.flight, r, open)
+  local v = flight_refuse(s.flight, r, open, s.start.most)
   flight_save(s.flight)
   return v, math.ceil(now_us / 1000) + ms
 end

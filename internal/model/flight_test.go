@@ -25,7 +25,15 @@ func TestFlightSteps(t *testing.T) {
 			{"a refusal at level 5 that taught n = 17 begins the probation, c one below the level",
 				func(f *flightState) any { f.begin(T0, 17, 5, 0, false); return nil }, nil, begun},
 			{"a refusal on its way, at level 7, lowers nothing below 4",
-				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false) }, flightPause, begun},
+				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false, 0) }, flightPause, begun},
+			{"one of the same moment's requests refused at level 3, the provider seen to accept 5 at once (none here): c below it",
+				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 0); return g.limit }, int64(2), begun},
+			{"the same, 3 seen accepted at once: c no lower than 3",
+				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 3); return g.limit }, int64(3), begun},
+			{"the same, 9 seen: c not raised by it",
+				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 9); return g.limit }, int64(4), begun},
+			{"a refusal at level 3 once the scope reopened, 3 seen: c below it (its level is its leases')",
+				func(f *flightState) any { g := *f; g.refuse(T0+sec, Refusal{Level: 3}, true, 3); return g.limit }, int64(2), begun},
 			{"the window spent, one still in flight: the first probe waits to go alone", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 1) }, false, begun},
 			{"nothing in flight: it goes", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 0) }, true, begun},
 			{"it is sent", func(f *flightState) any { f.probe(T0+sec, 1, T0); return nil }, nil,
@@ -34,7 +42,7 @@ func TestFlightSteps(t *testing.T) {
 				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
 			{"a hinted refusal of the probe: rate-limited, the window was spent",
 				func(f *flightState) any {
-					return f.refuse(T0+sec+25*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + sec}, true)
+					return f.refuse(T0+sec+25*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + sec}, true, 0)
 				},
 				flightSpent, flightState{phase: flightRate}},
 			{"no more probes", func(f *flightState) any { return f.beyond(p, T0+2*sec, 1, 0) }, false, flightState{phase: flightRate}},
@@ -72,13 +80,13 @@ func TestFlightSteps(t *testing.T) {
 				func(f *flightState) any { f.answer(T0+sec/2+76*ms, T0+sec/2+51*ms, 3); return nil }, nil,
 				flightState{limit: 4, phase: flightConfirmed}},
 			{"a refusal at level 5 is the limit's: c ≤ 4, and c − 1",
-				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Level: 5, Pause: 1000}, true) }, flightOwn,
+				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Level: 5, Pause: 1000}, true, 0) }, flightOwn,
 				flightState{limit: 3, phase: flightConfirmed, before: 4, frozen: T0 + sec + raiseAfter}},
 			{"a refusal at level 2 lowers c to 1",
-				func(f *flightState) any { return f.refuse(T0+2*sec, Refusal{Level: 2}, true) }, flightOwn,
+				func(f *flightState) any { return f.refuse(T0+2*sec, Refusal{Level: 2}, true, 0) }, flightOwn,
 				flightState{limit: 1, phase: flightConfirmed, before: 4, frozen: T0 + 2*sec + raiseAfter}},
 			{"a refusal of a request alone is no concurrency limit's but a window's, and so were those since c was confirmed: both, c as it was, paused",
-				func(f *flightState) any { return f.refuse(T0+3*sec, Refusal{Level: 1}, true) }, flightPause,
+				func(f *flightState) any { return f.refuse(T0+3*sec, Refusal{Level: 1}, true, 0) }, flightPause,
 				flightState{limit: 4, phase: flightBoth}},
 		}},
 		{"a window and a concurrency limit: probes answered, then one refused", begun, []step{
@@ -87,13 +95,13 @@ func TestFlightSteps(t *testing.T) {
 			{"the next refused by a window: both, c kept beside the learned window",
 				func(f *flightState) any {
 					f.probe(T0+25*ms, 1, T0-sec/2)
-					return f.refuse(T0+50*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + 25*ms}, true)
+					return f.refuse(T0+50*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + 25*ms}, true, 0)
 				},
 				flightSpent, flightState{limit: 4, phase: flightBoth}},
 			{"leases are taken, no probe goes", func(f *flightState) any { return f.leasing() && !f.beyond(p, T0+sec, 1, 0) }, true,
 				flightState{limit: 4, phase: flightBoth}},
 			{"a refusal at level 4 is the window's: paused, c as it was",
-				func(f *flightState) any { return f.refuse(T0+5*sec, Refusal{Hinted: true, Level: 4}, true) }, flightPause,
+				func(f *flightState) any { return f.refuse(T0+5*sec, Refusal{Hinted: true, Level: 4}, true, 0) }, flightPause,
 				flightState{limit: 4, phase: flightBoth}},
 			{"c answers while full raise nothing",
 				func(f *flightState) any {
@@ -104,7 +112,7 @@ func TestFlightSteps(t *testing.T) {
 					return nil
 				}, nil, flightState{limit: 4, phase: flightBoth, full: true}},
 			{"so is a refusal of a request alone: c as it was",
-				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 1}, true) }, flightPause,
+				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 1}, true, 0) }, flightPause,
 				flightState{limit: 4, phase: flightBoth, full: true}},
 		}},
 		{"on probation, a request alone refused after probes beyond an earlier window answered", begun, []step{
@@ -114,7 +122,7 @@ func TestFlightSteps(t *testing.T) {
 				func(f *flightState) any { f.probe(T0+sec/2+ms, 1, T0+sec/2); return nil }, nil,
 				flightState{limit: 4, phase: flightProbation, since: T0 + sec/2 + ms, sent: 1, answered: 1, last: T0 + sec/2 + ms}},
 			{"a request alone refused: the window's, and c the provider's too",
-				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Hinted: true, Level: 1}, true) }, flightPause,
+				func(f *flightState) any { return f.refuse(T0+sec, Refusal{Hinted: true, Level: 1}, true, 0) }, flightPause,
 				flightState{limit: 4, phase: flightBoth}},
 		}},
 		{"raises", flightState{limit: 2, phase: flightConfirmed}, []step{
@@ -150,12 +158,12 @@ func TestFlightSteps(t *testing.T) {
 				func(f *flightState) any { f.held = T0 + 4*sec; f.grow(T0+6*sec, 10, 10); return nil }, nil,
 				flightState{limit: 3, phase: flightProbation, raised: 2}},
 			{"a refusal at a level not above the raise's is no verdict on it: c below it, paused as ever",
-				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 2, Mark: 2}, true) }, flightPause,
+				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 2, Mark: 2}, true, 0) }, flightPause,
 				flightState{limit: 1, phase: flightProbation, raised: 2}},
 		}},
 		{"growth on probation: the raise refused", flightState{limit: 5, phase: flightProbation, raised: 4}, []step{
 			{"a refusal above the level before the raise refused it: not paused, c below it, growth stops",
-				func(f *flightState) any { return f.refuse(T0, Refusal{Hinted: true, Level: 5, Pause: 1000}, true) }, flightOwn,
+				func(f *flightState) any { return f.refuse(T0, Refusal{Hinted: true, Level: 5, Pause: 1000}, true, 0) }, flightOwn,
 				flightState{limit: 4, phase: flightProbation, grown: T0 + raiseAfter}},
 			{"a window held unspent within raiseAfter raises nothing",
 				func(f *flightState) any { f.held = T0 + sec; f.grow(T0+3*sec, 2, 10); return nil }, nil,
