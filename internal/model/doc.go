@@ -112,8 +112,10 @@
 //     order, and one admitted alone may be refused behind those admitted
 //     after it.
 //  15. beyond, probe: on probation, a request that only the spent learned
-//     window holds goes as a probe beyond it, the probes in flight doubling
-//     with every answer (as the slow start's).
+//     window holds goes as a probe beyond it: the first alone, then two at
+//     a time (flightProbes), a level every concurrency limit of two or
+//     more accepts, so a refused probe is a window's, not a c set too
+//     high.
 //  16. answer, refuse, verdictRate: a refused probe (or request alone)
 //     says the window is the provider's (rate-limited: it paces the
 //     scope as before, and the refusal teaches it nothing), and, when

@@ -338,6 +338,9 @@ const (
 // (flightPause, flightOwn, flightSpent): rules 1, 3, 4 and 6.
 func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 	level := r.Level
+	if open {
+		seen = 0 // not one of the moment's that paused the scope: its level is no lower than its leases' (rule 1)
+	}
 	switch {
 	case f.probed(r.Opens): // rule 3: a window refused the probe
 		*f = f.verdictRate()
@@ -352,9 +355,7 @@ func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 		if open {
 			return flightOwn
 		}
-	case f.phase == flightProbation && open:
-		f.below(level)
-	case f.phase == flightProbation: // one of the moment's that paused the scope (rule 1)
+	case f.phase == flightProbation:
 		f.belowSeen(level, seen)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
 		*f = f.reset(flightBoth, cmp.Or(f.before, f.limit))
@@ -633,6 +634,7 @@ local function flight_verdict_rate(s)
 end
 local function flight_refuse(s, r, open, seen)
   local probation, confirmed = s.phase == C.flightProbation, s.phase == C.flightConfirmed
+  if open then seen = 0 end
   if flight_probed(s, r.opens) then
     flight_verdict_rate(s)
     if r.hinted then return C.flightSpent end
@@ -641,7 +643,6 @@ local function flight_refuse(s, r, open, seen)
     s.grown, s.raised = now_us + C.raiseAfter, 0
     flight_below(s, r.level)
     if open then return C.flightOwn end
-  elseif probation and open then flight_below(s, r.level)
   elseif probation then flight_below_seen(s, r.level, seen)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn
