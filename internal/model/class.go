@@ -27,8 +27,9 @@ package model
 //
 // An interactive task that has to wait claims its cost from the capacity
 // it comes back to: until it is back (admitted), background work leaves
-// the claims unspent as well, and may not send a budget's probe; so a
-// background task never takes a slot an interactive one is waiting for.
+// the claims unspent (within the reserve, when one is kept: keeper.of),
+// and may not send a budget's probe; so a background task never takes a
+// slot an interactive one is waiting for.
 // A claim lapses claimGrace after the slot it waits for (a task that does
 // not come back gives it up). Interactive deferrals take their slots from
 // a line of their own, from the instant the scope admits again: they are
@@ -85,16 +86,20 @@ func (s classState) keeper(p Params, now int64, interactive bool) keeper {
 func (k keeper) holds() bool { return k.share > 0 || k.claims > 0 }
 
 // of is what k leaves of a capacity n: its reserve (the share of n rounded
-// down, at least 1 and at most n−1) and the claims. Rounded down, the
-// sweep keeps at least 1 − Config.Reserve of every capacity of 5 or more;
-// rounded up, a small capacity would keep more than its share from the
-// sweep (of a learned window of 9, the default reserve would keep 2).
+// down, at least 1 and at most n−1), or the claims when they are more.
+// Rounded down, the sweep keeps at least 1 − Config.Reserve of every
+// capacity of 5 or more; rounded up, a small capacity would keep more
+// than its share from the sweep (of a learned window of 9, the default
+// reserve would keep 2). A claim is interactive work's, and the reserve
+// is what interactive work finds: claims within it are its, and leaving
+// both would keep a unit from the sweep for each interactive task that
+// waited, while no more interactive work than the reserve came.
 func (k keeper) of(n int64) int64 {
 	held := int64(0)
 	if k.share > 0 && n > 1 {
 		held = min(n-1, max(n*k.share/1000, 1))
 	}
-	return held + k.claims
+	return max(held, k.claims)
 }
 
 // asked records interactive work asking at now: admitted (its claim, if
@@ -159,7 +164,7 @@ end
 local function keeper_of(k, n)
   local held = 0
   if k.share > 0 and n > 1 then held = math.min(n - 1, math.max(math.floor(n * k.share / 1000), 1)) end
-  return held + k.claims
+  return math.max(held, k.claims)
 end
 local function class_asked(s, admitted, slot, cost)
   s.seen, s.dirty = math.max(s.seen, now_us), true

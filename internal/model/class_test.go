@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// TestKeeperOf is the reserve's arithmetic: a share rounded up, never all
-// of a capacity, and the claims on top.
+// TestKeeperOf is the reserve's arithmetic: a share rounded down, never
+// all of a capacity, and the claims within it (more claims than the
+// reserve are kept whole).
 func TestKeeperOf(t *testing.T) {
 	for _, c := range []struct {
 		k    keeper
@@ -22,7 +23,9 @@ func TestKeeperOf(t *testing.T) {
 		{keeper{share: 200}, 1, 0}, // a capacity of one is never kept whole
 		{keeper{share: 200}, 0, 0}, // an unknown size keeps nothing
 		{keeper{share: 1000}, 10, 9},
-		{keeper{share: 200, claims: 3}, 10, 5},
+		{keeper{share: 200, claims: 3}, 10, 3},
+		{keeper{share: 200, claims: 1}, 10, 2}, // a claim within the reserve is its
+		{keeper{share: 200, claims: 2}, 10, 2},
 		{keeper{claims: 3}, 0, 3},
 		{keeper{}, 10, 0},
 	} {
@@ -71,7 +74,7 @@ func TestClassSteps(t *testing.T) {
 
 	// A pause: the interactive task deferred by it claims its unit, takes
 	// the first slot of its own line, and background work leaves the
-	// claim (and the reserve) unspent until it is back.
+	// reserve, which holds the claim, unspent until it is back.
 	now := T0 + 20_000*ms
 	s.Admit(p, now, 1, Interactive) // interactive work asks again (admitted)
 	s.Refuse(p, now+ms, Refusal{Pause: 2000, Hinted: true, Prec: ms})
@@ -91,11 +94,14 @@ func TestClassSteps(t *testing.T) {
 			got++
 		}
 	}
-	if got != 10-2-1 {
-		t.Errorf("background after the pause got %d of the window, want 10 - reserve 2 - claim 1 = 7", got)
+	if got != 10-2 {
+		t.Errorf("background after the pause got %d of the window, want 10 - reserve 2 (the claim within it) = 8", got)
 	}
 	if d := s.Admit(p, back+ms, 1, Interactive); d.Code != Admitted || s.class.claims != 0 {
 		t.Errorf("the interactive task back from the pause: %+v, claims %d", d, s.class.claims)
+	}
+	if d := s.Admit(p, back+2*ms, 1, Interactive); d.Code != Admitted {
+		t.Errorf("a second interactive task finds the reserve's other unit: %+v", d)
 	}
 }
 
