@@ -722,7 +722,7 @@ local function state_refuse_flight(s, r, open)
   if r.operator or C.limits > 0 then return C.flightPause, 0 end
   local ms = r.pause
   if not r.hinted then ms = C.minPause end
-  local v = flight_refuse(s.flight, r, open, s.start.most)
+  local v = flight_refuse(s.flight, r, open, s.start and s.start.most or 0) -- start is read on probation only, where seen is used
   flight_save(s.flight)
   return v, math.ceil(now_us / 1000) + ms
 end

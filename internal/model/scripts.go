@@ -361,7 +361,7 @@ r.level = flight_told(s.flight, r.level, r.mark)
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
 local paced = s.flight.phase == C.flightConfirmed -- the learned concurrency limit paced the cycle (State.learnRefusal)
-if not r.operator then s.start = start_load(keys.start) end
+if not r.operator and s.flight.phase == C.flightProbation then s.start = start_load(keys.start) end -- rule 1's floor, the one use before start_end
 local verdict, own = state_refuse_flight(s, r, open)
 if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
 if verdict == C.flightSpent then -- the learned window was spent, as known: it teaches nothing
@@ -377,7 +377,7 @@ if not r.hinted and not r.operator then -- the hintless episode, read only for i
 end
 if r.hinted and not r.operator and C.limits == 0 then ms = budget_counter_pause(s.budget, ms, r.prec) end
 local deadline = pause_refuse(s.pause, ms, r.operator)
-if not r.operator then start_end(s.start); start_save(s.start) end
+if not r.operator then s.start = s.start or start_load(keys.start); start_end(s.start); start_save(s.start) end
 for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
 s.learn = learn_load(keys.learn)
 if C.limits == 0 then learn_report(s.learn, argv.counts, argv.age) end -- State.Report
