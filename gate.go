@@ -193,8 +193,9 @@ type Tuning struct {
 	// waiting, nor many scopes pausing at once, from taking every worker
 	// from other scopes' tasks; one rule does (not a knob): a worker waits
 	// in-process in any way (until a slot reserved ahead, for a pause or a
-	// window, for a slot in flight) only while fewer than half the tasks
-	// inside the Middleware wait, unless every waiter is of its own scope
+	// window, for a slot in flight) only while fewer than half the
+	// process's workers wait (the most tasks seen inside the Middleware at
+	// once), unless every waiter is of its own scope
 	// and no task of another scope (or without one) entered the Middleware
 	// in the last 2.5 seconds. A worker that may not wait reserves no slot
 	// ahead and is deferred to its instant; the freed worker takes the next
@@ -337,7 +338,7 @@ type Gate struct {
 	expect      bool             // interactive work is expected: Config.InteractiveQueues (keepsWorker)
 	slots       local.SlotWakers // workers waiting for a slot of a concurrency limit
 	absorbed    local.Absorbed   // refusals of requests already on their way, per pause (log)
-	inside      atomic.Int64     // tasks inside the Middleware (see local.Holders)
+	inside      atomic.Int64     // tasks inside the Middleware, with a scope or not (see local.Holders)
 	uncounted   local.Uncounted
 	inflight    local.InFlight // this process's tasks in flight, per scope (the level of a refusal the records know none of)
 	metrics     *metrics.Metrics

@@ -53,6 +53,8 @@ func (g *Gate) Middleware() asynq.MiddlewareFunc {
 			s, ok := ScopeOf(t)
 			if !ok {
 				g.holders.Enter("", g.now()) // another scope's task, for the waiters' share
+				g.inside.Add(1)              // and a worker, for the share
+				defer g.inside.Add(-1)
 				return next.ProcessTask(ctx, t)
 			}
 			if err := s.Validate(); err != nil {

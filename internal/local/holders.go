@@ -16,7 +16,7 @@ import (
 // limit reserved ahead, for a pause or a window to open (a holder), for a
 // slot of a concurrency limit in flight, or on a last attempt. The rule
 // (Join): a worker may wait only while fewer than one in holdShare of the
-// tasks inside the middleware wait, unless every waiter is of its own scope
+// process's workers wait, unless every waiter is of its own scope
 // and no task of another scope (or without one) entered the middleware
 // within fairFor: a process that serves one scope alone gives its
 // reopening every worker but one in its first fairFor, and but one when
@@ -50,6 +50,9 @@ type Holders struct {
 	last, other     string
 	lastAt, otherAt time.Time
 	first           time.Time // when the first task entered (see mayWait)
+	// workers is the most tasks seen inside the middleware at once: the
+	// process's workers, as far as they were seen (see mayWait)
+	workers int64
 	// past is the scope whose waiters the rule let past the share as
 	// alone ("" none); crowd is closed when a task of another scope enters
 	// meanwhile (see Crowded).
@@ -57,8 +60,8 @@ type Holders struct {
 	crowd chan struct{}
 }
 
-// holdShare bounds what the waiters may take of the tasks inside a
-// process's middleware while more than one scope is served: one in two.
+// holdShare bounds what the waiters may take of a process's workers while
+// more than one scope is served: one in two.
 // Without a bound, many scopes pausing briefly at once hold every worker
 // and admissions stall; and one paced scope's waiters (some sleeping
 // until a reserved slot, the others holding for the window after) take
@@ -114,16 +117,25 @@ func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) 
 }
 
 // mayWait reports whether one more worker of scope k may wait at now,
-// with inside tasks inside the middleware: within the share; or while
+// with inside tasks inside the middleware: within the share of the
+// workers; or while
 // every waiter is of k and k is alone, in the process's first fairFor or
 // when keep asks it, only as long as one task inside does not wait. That
 // one takes task after task of the queue: a process's first tasks may all
 // be of k, the others' queued behind them, and with every worker waiting
 // for k none would enter but at k's pace, k looking alone all along.
+//
+// The share is of the workers, the most tasks seen inside at once, not of
+// the tasks inside now: while a scope is paused, every task of it that may
+// not wait is deferred at once and leaves, so the tasks inside are the
+// waiters and the one asking, and a share of them would let one worker
+// wait. The workers that do not wait take task after task of the queue,
+// whatever their number, and meet the other scopes' tasks.
 func (h *Holders) mayWait(k string, inside int64, now time.Time, keep bool) bool {
 	n := int64(h.total)
+	h.workers = max(h.workers, inside)
 	switch {
-	case n < max(inside/holdShare, 1):
+	case n < max(h.workers/holdShare, 1):
 		return true
 	case h.total > h.w[k] || !h.alone(k, now):
 		return false

@@ -8,8 +8,8 @@ import (
 // The classes of Acquire and Release.
 const background, interactive = false, true
 
-// TestHoldersCapInAll: waiters of many scopes take at most half the tasks
-// inside a process's middleware, whatever the number of scopes pausing at
+// TestHoldersCapInAll: waiters of many scopes take at most half the workers
+// a process's middleware has seen at once, whatever the number of scopes pausing at
 // once; one scope's holders are capped by its own places only. (Before,
 // holders were capped per scope only: with many scopes pausing briefly,
 // every worker held.)
@@ -152,6 +152,31 @@ func TestHoldersFairShare(t *testing.T) {
 	none.Enter("acme", now)
 	if n := fill(&none, now); n != inside/holdShare {
 		t.Errorf("beside a task without a scope: %d waiters, want %d", n, inside/holdShare)
+	}
+}
+
+// TestHoldersShareOfWorkers: the share is of the workers seen inside at
+// once, not of the tasks inside now. While a scope is paused beside
+// another, its tasks that may not wait are deferred and leave at once, so
+// the tasks inside are the waiters and the one asking: a share of those
+// lets one worker wait, and the reopening finds no worker to send.
+func TestHoldersShareOfWorkers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var h Holders
+	h.Enter("acme", now.Add(-fairFor))
+	h.Enter("swift", now)
+	h.Enter("acme", now)
+	if h.Join("acme", 20, now, false, false) { // 20 workers busy at once: one waits
+		h.Leave("acme")
+	} else {
+		t.Fatal("the first waiter of 20 workers did not join")
+	}
+	n := 0
+	for n < 20 && h.Join("acme", int64(n+1), now, false, false) { // each deferral leaves
+		n++
+	}
+	if n != 20/holdShare {
+		t.Errorf("with 20 workers seen and only the waiters inside: %d waiters, want %d", n, 20/holdShare)
 	}
 }
 
