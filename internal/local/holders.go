@@ -117,28 +117,29 @@ func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) 
 }
 
 // mayWait reports whether one more worker of scope k may wait at now,
-// with inside tasks inside the middleware: within the share of the
-// workers; or while
+// with inside tasks inside the middleware: within half of those; beside
+// another scope, within the share of the workers; or while
 // every waiter is of k and k is alone, in the process's first fairFor or
 // when keep asks it, only as long as one task inside does not wait. That
 // one takes task after task of the queue: a process's first tasks may all
 // be of k, the others' queued behind them, and with every worker waiting
 // for k none would enter but at k's pace, k looking alone all along.
 //
-// The share is of the workers, the most tasks seen inside at once, not of
-// the tasks inside now: while a scope is paused, every task of it that may
-// not wait is deferred at once and leaves, so the tasks inside are the
-// waiters and the one asking, and a share of them would let one worker
-// wait. The workers that do not wait take task after task of the queue,
-// whatever their number, and meet the other scopes' tasks.
+// Beside another scope the share is of the workers, the most tasks seen
+// inside at once, not of the tasks inside now: while a scope is paused,
+// every task of it that may not wait is deferred at once and leaves, so
+// the tasks inside are the waiters and the one asking, and a share of
+// them would let one worker wait. The workers that do not wait take task
+// after task of the queue, whatever their number, and meet the other
+// scopes' tasks. A scope seen alone is served by the rules after it.
 func (h *Holders) mayWait(k string, inside int64, now time.Time, keep bool) bool {
 	n := int64(h.total)
 	h.workers = max(h.workers, inside)
 	switch {
-	case n < max(h.workers/holdShare, 1):
+	case n < max(inside/holdShare, 1):
 		return true
 	case h.total > h.w[k] || !h.alone(k, now):
-		return false
+		return n < h.workers/holdShare
 	case (now.Sub(h.first) < fairFor || keep) && n+1 >= inside:
 		return false
 	}
