@@ -193,11 +193,11 @@ type Tuning struct {
 	// waiting, nor many scopes pausing at once, from taking every worker
 	// from other scopes' tasks; one rule does (not a knob): a worker waits
 	// in-process in any way (until a slot reserved ahead, for a pause or a
-	// window, for a slot in flight) only while fewer than half the
-	// process's workers wait (the most tasks seen inside the Middleware at
-	// once), unless every waiter is of its own scope
+	// window, for a slot in flight) only while fewer than half the tasks
+	// inside the Middleware wait, unless every waiter is of its own scope
 	// and no task of another scope (or without one) entered the Middleware
-	// in the last 2.5 seconds. A worker that may not wait reserves no slot
+	// in the last 2.5 seconds; beside another scope, while fewer than half
+	// the process's workers wait (the most tasks seen inside it at once). A worker that may not wait reserves no slot
 	// ahead and is deferred to its instant; the freed worker takes the next
 	// task of the queue. A process that serves one scope alone gives its
 	// reopening every worker, but one in its first 2.5 seconds: its first
