@@ -197,9 +197,9 @@ type Tuning struct {
 	// inside the Middleware wait, unless every waiter is of its own scope
 	// and no task of another scope (or without one) entered the Middleware
 	// in the last 2.5 seconds; beside another scope, while fewer than half
-	// the process's workers wait (the most tasks seen inside it at once). A worker that may not wait reserves no slot
-	// ahead and is deferred to its instant; the freed worker takes the next
-	// task of the queue. A process that serves one scope alone gives its
+	// the process's workers wait (the most tasks seen inside it at once).
+	// A worker that may not wait reserves no slot ahead and is deferred to
+	// its instant; the freed worker takes the next task of the queue. A process that serves one scope alone gives its
 	// reopening every worker, but one in its first 2.5 seconds: its first
 	// tasks may all be of one scope, the others' queued behind them, and
 	// the one left takes task after task of the queue until it meets one.

@@ -16,9 +16,10 @@ import (
 // limit reserved ahead, for a pause or a window to open (a holder), for a
 // slot of a concurrency limit in flight, or on a last attempt. The rule
 // (Join): a worker may wait only while fewer than one in holdShare of the
-// process's workers wait, unless every waiter is of its own scope
-// and no task of another scope (or without one) entered the middleware
-// within fairFor: a process that serves one scope alone gives its
+// tasks inside the middleware wait, unless every waiter is of its own
+// scope and no task of another scope (or without one) entered the
+// middleware within fairFor; beside another scope, while fewer than one in
+// holdShare of the process's workers wait (see mayWait): a process that serves one scope alone gives its
 // reopening every worker but one in its first fairFor, and but one when
 // the waiter asks to keep one free (keep: an interactive task of that very
 // scope, queued behind its backlog, needs a free worker to be dequeued at
@@ -105,6 +106,7 @@ func (h *Holders) Enter(k string, now time.Time) {
 func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.workers = max(h.workers, inside)
 	if !force && !h.mayWait(k, inside, now, keep) {
 		return false
 	}
@@ -134,7 +136,6 @@ func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) 
 // scopes' tasks. A scope seen alone is served by the rules after it.
 func (h *Holders) mayWait(k string, inside int64, now time.Time, keep bool) bool {
 	n := int64(h.total)
-	h.workers = max(h.workers, inside)
 	switch {
 	case n < max(inside/holdShare, 1):
 		return true

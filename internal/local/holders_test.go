@@ -8,11 +8,11 @@ import (
 // The classes of Acquire and Release.
 const background, interactive = false, true
 
-// TestHoldersCapInAll: waiters of many scopes take at most half the workers
-// a process's middleware has seen at once, whatever the number of scopes pausing at
-// once; one scope's holders are capped by its own places only. (Before,
-// holders were capped per scope only: with many scopes pausing briefly,
-// every worker held.)
+// TestHoldersCapInAll: waiters of many scopes take at most half the
+// workers a process's middleware has seen at once, whatever the number of
+// scopes pausing at once; one scope's holders are capped by its own
+// places only. (Before, holders were capped per scope only: with many
+// scopes pausing briefly, every worker held.)
 func TestHoldersCapInAll(t *testing.T) {
 	var h Holders
 	now := time.Unix(1000, 0)
