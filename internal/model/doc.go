@@ -105,8 +105,10 @@
 //     limit puts the scope on probation under it and a limit of c in
 //     flight, c below every refused level, but the refusals of the moment
 //     that paused the scope lower it no lower than the most requests the
-//     slow start saw accepted at once (startState.most); a
-//     refused request alone says rate-limited. Alone is level 1 with
+//     slow start saw accepted at once (startState.most), and c so set is
+//     untried (a raise from c − 1: rule 19); once the scope reopened, a
+//     refusal is one too many in flight, whatever its level: c − 1, and the
+//     scope is paused. A refused request alone says rate-limited. Alone is level 1 with
 //     nothing admitted at a level after it until its refusal (each
 //     admission's mark counts them): requests reach the provider in any
 //     order, and one admitted alone may be refused behind those admitted
@@ -135,13 +137,16 @@
 //     (before), and the refusal teaches the learned window its alignment
 //     only (learnRefusal): the cycle it ends was c's, and a lower n
 //     learned from it would hold the scope below what the provider was
-//     seen to accept.
+//     seen to accept. So does any refusal that ends a cycle c paced: on
+//     probation, one in which c held a request back (paced).
 //  18. released: confirmed, every c answers while the limit was full raise
 //     c by one, unless a refusal froze raises (raiseAfter).
 //  19. grow: on probation, a learned window that ended unspent while c
-//     held a request back raises c by one (to at most n); a refusal above
-//     the level before that raise does not pause the scope, lowers c below
-//     its level and stops growth for raiseAfter.
+//     held a request back raises c by one (to at most n); the first
+//     refusal once the scope reopened after a raise, or after the probation
+//     began with c untried, refused it: it does not pause the scope, c
+//     goes one lower, and growth stops for raiseAfter. A window that ends
+//     refused was not left unspent by c, and raises nothing.
 //  20. retried: an admission asked with the id of a lease it holds already
 //     (a call whose answer was lost, asked again) is admitted again at its
 //     level and commits nothing: answered otherwise, its task would not

@@ -36,7 +36,11 @@ import (
 //     moment that paused the scope (those that come while it is paused):
 //     requests admitted in the same moment reach the provider in any
 //     order, so one refused may be counted below the level the provider
-//     refused it at.
+//     refused it at. For the same reason, once the scope reopened, a
+//     refusal on probation is one too many in flight whatever its level:
+//     c goes one lower (refuseOpen), and the scope is paused. And nothing
+//     says the provider accepts c at once: c is untried, a raise from
+//     c − 1 (rule 6).
 //     The leases are shared through Redis as a configured Concurrent(c)'s
 //     are.
 //  2. The probe beyond the window (beyond). On probation, a request that
@@ -75,7 +79,9 @@ import (
 //     limited by both, c back to what it was before them (before), and
 //     the refusal pauses it. It teaches the learned window its alignment
 //     only (State.learnRefusal): the cycle it ends was paced by c, not by
-//     the window, so what it admitted is no window's quota. Limited by
+//     the window, so what it admitted is no window's quota; so does a
+//     refusal on probation that ends a cycle in which c held a request
+//     back (paced). Limited by
 //     both, every refusal is the window's, as no more than c were in
 //     flight: it pauses the scope and leaves c as it is, until the record
 //     is forgotten.
@@ -96,11 +102,14 @@ import (
 //     window (rule 2), and a c set by a first contact's refusals may be
 //     far below what the provider accepts: a window's refusals come at
 //     whatever level the requests were admitted at, and at a long
-//     latency c requests at a time never spend the window. A refusal
-//     above the level before the last raise refused the raise: it does not
-//     pause the scope (the refused request waits its own hint), c goes
-//     below its level, and growth stops for raiseAfter, so a provider that
-//     limits requests in flight pays one refused request a minute for it.
+//     latency c requests at a time never spend the window. The first
+//     refusal once the scope reopened after a raise (or after the
+//     probation began, c untried) refused the raise, whatever its level:
+//     it does not pause the scope (the refused request waits its own
+//     hint), c goes one lower, and growth stops for raiseAfter, so a
+//     provider that limits requests in flight pays one refused request a
+//     minute for it. A window that ends refused was not left unspent by
+//     c: it raises nothing (held is forgotten).
 //
 // Leases live flightLease unreleased: a worker that dies leaks none. A
 // call that took a lease and whose answer was lost, asked again with the
@@ -161,8 +170,9 @@ type flightState struct {
 	admitted int64
 	// probation: the learned window (its start, µs; 0 none) in which c
 	// held a request back while the window had room (held); c before the
-	// last raise of the probation (raised, 0 none); no raise before grown
-	// (µs; a raise refused)
+	// last raise of the probation, or c − 1 for the c it began with
+	// (raised, 0 none: no refusal of the open scope since told it); no
+	// raise before grown (µs; a raise refused)
 	held, raised, grown int64
 	expires             int64 // µs: forgotten at (0: empty)
 }
@@ -188,7 +198,8 @@ func (f flightState) leasing() bool {
 // provider was seen to accept at once (startState.most), at most n: a
 // request's level counts those admitted before it, and those admitted
 // with it in the same moment may reach the provider first, so a level
-// alone would hold the scope below what the provider accepts.
+// alone would hold the scope below what the provider accepts. c is
+// untried: a raise from c − 1 (raised, rule 6).
 func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 	switch {
 	case configured || f.phase != flightNone || n <= 0 || level <= 0:
@@ -197,6 +208,7 @@ func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 	default:
 		*f = flightState{limit: n, phase: flightProbation, frozen: now + raiseAfter, admitted: f.admitted, expires: now + LearnTTL}
 		f.belowSeen(level, seen)
+		f.raised = f.limit - 1 // c is untried: a raise from c − 1 (rule 6)
 	}
 }
 
@@ -208,10 +220,12 @@ func (f *flightState) begin(now, n, level, seen int64, configured bool) {
 // and the requests of one moment reach the provider in any order: one
 // admitted third may have reached it last, so the level it was admitted
 // at is no measure of the limit that refused it (rule 1).
+// c stays untried (raised, rule 6), a raise from at most c − 1.
 func (f *flightState) belowSeen(level, seen int64) {
 	floor := min(f.limit, seen)
 	f.below(level)
 	f.limit = max(f.limit, floor)
+	f.raised = min(f.raised, f.limit-1)
 }
 
 // below lowers c below a refused level (0: unknown, no change), to at
@@ -325,6 +339,16 @@ func (f *flightState) released(now int64, answered bool) {
 	f.acks, f.full, f.before = 0, false, 0
 }
 
+// paced reports whether the learned concurrency limit, not the learned
+// window, paced the cycle that began at since, of windows of w µs:
+// confirmed, the window no longer applies (rule 4); on probation, c held
+// a request back while a learned window of the cycle had room (held,
+// rule 6). What such a cycle got accepted is what c let go, no window's
+// quota (State.learnRefusal).
+func (f flightState) paced(since, w int64) bool {
+	return f.phase == flightConfirmed || f.phase == flightProbation && f.held > 0 && f.held+w > since
+}
+
 // What a refusal is to the learned concurrency limit (flightState.refuse).
 const (
 	flightPause = iota // a refusal as any other: it pauses the scope
@@ -338,9 +362,6 @@ const (
 // (flightPause, flightOwn, flightSpent): rules 1, 3, 4 and 6.
 func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 	level := r.Level
-	if open {
-		seen = 0 // not one of the moment's that paused the scope: its level is no lower than its leases' (rule 1)
-	}
 	switch {
 	case f.probed(r.Opens): // rule 3: a window refused the probe
 		*f = f.verdictRate()
@@ -349,12 +370,8 @@ func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 		}
 	case f.phase == flightProbation && level == 1:
 		*f = f.verdictRate()
-	case f.phase == flightProbation && f.raised > 0 && level > f.raised: // rule 6: the raise refused
-		f.grown, f.raised = now+raiseAfter, 0
-		f.below(level)
-		if open {
-			return flightOwn
-		}
+	case f.phase == flightProbation && open:
+		return f.refuseOpen(now)
 	case f.phase == flightProbation:
 		f.belowSeen(level, seen)
 	case f.phase == flightConfirmed && level == 1: // no concurrency limit refuses a request alone
@@ -363,6 +380,25 @@ func (f *flightState) refuse(now int64, r Refusal, open bool, seen int64) int {
 		f.lower(now, level)
 		return flightOwn
 	}
+	return flightPause
+}
+
+// refuseOpen learns, at now, from a refusal of a request sent once the
+// scope reopened on probation (rules 1 and 6): one too many in flight, so
+// c goes one lower, whatever the refused request's level (the requests
+// sent together reach the provider in any order, so its level is no
+// measure of the limit). The first since c was raised, or begun, untried
+// (raised), refused the raise: the scope is not paused (the refused
+// request waits its own hint), and growth stops for raiseAfter. Any
+// other pauses the scope, and the window it ends was refused, not left
+// unspent by c (held).
+func (f *flightState) refuseOpen(now int64) int {
+	f.limit = max(1, f.limit-1)
+	if f.raised > 0 {
+		f.grown, f.raised = now+raiseAfter, 0
+		return flightOwn
+	}
+	f.held = 0
 	return flightPause
 }
 
@@ -574,6 +610,7 @@ local function flight_below_seen(s, level, seen)
   local floor = math.min(s.limit, seen)
   flight_below(s, level)
   s.limit = math.max(s.limit, floor)
+  s.raised = math.min(s.raised, s.limit - 1)
 end
 local function flight_told(s, level, mark)
   if level ~= 1 or mark <= 0 then return level end
@@ -584,6 +621,7 @@ local function flight_begin(s, n, level, seen, configured)
   if level == 1 then flight_reset(s, C.flightRate, 0, 0, now_us + C.learnTTL); return end
   flight_reset(s, C.flightProbation, n, now_us + C.raiseAfter, now_us + C.learnTTL)
   flight_below_seen(s, level, seen)
+  s.raised = s.limit - 1
 end
 local function flight_beyond(s, cost, held)
   if s.phase ~= C.flightProbation then return false end
@@ -632,17 +670,25 @@ local function flight_verdict_rate(s)
   if s.answered > 0 then flight_reset(s, C.flightBoth, s.limit, 0, s.expires)
   else flight_reset(s, C.flightRate, 0, 0, s.expires) end
 end
+local function flight_paced(s, since, w)
+  return s.phase == C.flightConfirmed or s.phase == C.flightProbation and s.held > 0 and s.held + w > since
+end
+local function flight_refuse_open(s)
+  s.limit, s.dirty = math.max(1, s.limit - 1), true
+  if s.raised > 0 then
+    s.grown, s.raised = now_us + C.raiseAfter, 0
+    return C.flightOwn
+  end
+  s.held = 0
+  return C.flightPause
+end
 local function flight_refuse(s, r, open, seen)
   local probation, confirmed = s.phase == C.flightProbation, s.phase == C.flightConfirmed
-  if open then seen = 0 end
   if flight_probed(s, r.opens) then
     flight_verdict_rate(s)
     if r.hinted then return C.flightSpent end
   elseif probation and r.level == 1 then flight_verdict_rate(s)
-  elseif probation and s.raised > 0 and r.level > s.raised then
-    s.grown, s.raised = now_us + C.raiseAfter, 0
-    flight_below(s, r.level)
-    if open then return C.flightOwn end
+  elseif probation and open then return flight_refuse_open(s)
   elseif probation then flight_below_seen(s, r.level, seen)
   elseif confirmed and r.level == 1 then flight_reset(s, C.flightBoth, s.before > 0 and s.before or s.limit, 0, s.expires)
   elseif confirmed and open then flight_lower(s, r.level); return C.flightOwn

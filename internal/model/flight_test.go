@@ -15,31 +15,49 @@ func TestFlightSteps(t *testing.T) {
 		want any                      // what it answers (nil: nothing)
 		then flightState              // the state after it (expires and frozen not compared unless set)
 	}
-	begun := flightState{limit: 4, phase: flightProbation}
+	begun := flightState{limit: 4, phase: flightProbation}              // c tried
+	untried := flightState{limit: 4, phase: flightProbation, raised: 3} // as a refusal begins it
 	for _, tc := range []struct {
 		name  string
 		start flightState
 		steps []step
 	}{
 		{"a window: the probe is refused", flightState{}, []step{
-			{"a refusal at level 5 that taught n = 17 begins the probation, c one below the level",
-				func(f *flightState) any { f.begin(T0, 17, 5, 0, false); return nil }, nil, begun},
+			{"a refusal at level 5 that taught n = 17 begins the probation, c one below the level, untried: a raise from 3",
+				func(f *flightState) any { f.begin(T0, 17, 5, 0, false); return nil }, nil, untried},
 			{"a refusal on its way, at level 7, lowers nothing below 4",
-				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false, 0) }, flightPause, begun},
-			{"one of the same moment's requests refused at level 3, the provider seen to accept 5 at once (none here): c below it",
-				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 0); return g.limit }, int64(2), begun},
+				func(f *flightState) any { return f.refuse(T0+ms, Refusal{Level: 7}, false, 0) }, flightPause, untried},
+			{"one of the same moment's requests refused at level 3, the provider seen to accept 5 at once (none here): c below it, still untried",
+				func(f *flightState) any {
+					g := *f
+					g.refuse(T0+ms, Refusal{Level: 3}, false, 0)
+					return [2]int64{g.limit, g.raised}
+				}, [2]int64{2, 1}, untried},
 			{"the same, 3 seen accepted at once: c no lower than 3",
-				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 3); return g.limit }, int64(3), begun},
+				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 3); return g.limit }, int64(3), untried},
 			{"the same, 9 seen: c not raised by it",
-				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 9); return g.limit }, int64(4), begun},
-			{"a refusal at level 3 once the scope reopened, 3 seen: c below it (its level is its leases')",
-				func(f *flightState) any { g := *f; g.refuse(T0+sec, Refusal{Level: 3}, true, 3); return g.limit }, int64(2), begun},
-			{"the window spent, one still in flight: the first probe waits to go alone", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 1) }, false, begun},
-			{"nothing in flight: it goes", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 0) }, true, begun},
+				func(f *flightState) any { g := *f; g.refuse(T0+ms, Refusal{Level: 3}, false, 9); return g.limit }, int64(4), untried},
+			{"reopened, the first refusal, at any level, refused the untried c: its own, c − 1, growth stopped",
+				func(f *flightState) any {
+					g := *f
+					v := g.refuse(T0+sec, Refusal{Level: 6}, true, 0)
+					return [3]int64{int64(v), g.limit, g.grown}
+				},
+				[3]int64{flightOwn, 3, T0 + sec + raiseAfter}, untried},
+			{"c tried, a refusal at level 3: one too many in flight, c − 1, paused",
+				func(f *flightState) any {
+					g := *f
+					g.raised = 0
+					v := g.refuse(T0+sec, Refusal{Level: 3}, true, 0)
+					return [2]int64{int64(v), g.limit}
+				},
+				[2]int64{flightPause, 3}, untried},
+			{"the window spent, one still in flight: the first probe waits to go alone", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 1) }, false, untried},
+			{"nothing in flight: it goes", func(f *flightState) any { return f.beyond(p, T0+sec, 1, 0) }, true, untried},
 			{"it is sent", func(f *flightState) any { f.probe(T0+sec, 1, T0); return nil }, nil,
-				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec, raised: 3}},
 			{"a second waits for its answer", func(f *flightState) any { return f.beyond(p, T0+sec+ms, 1, 0) }, false,
-				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec}},
+				flightState{limit: 4, phase: flightProbation, since: T0 + sec, sent: 1, last: T0 + sec, raised: 3}},
 			{"a hinted refusal of the probe: rate-limited, the window was spent",
 				func(f *flightState) any {
 					return f.refuse(T0+sec+25*ms, Refusal{Hinted: true, Level: 1, Opens: T0 + sec}, true, 0)
@@ -157,9 +175,15 @@ func TestFlightSteps(t *testing.T) {
 			{"a window ended spent raises nothing",
 				func(f *flightState) any { f.held = T0 + 4*sec; f.grow(T0+6*sec, 10, 10); return nil }, nil,
 				flightState{limit: 3, phase: flightProbation, raised: 2}},
-			{"a refusal at a level not above the raise's is no verdict on it: c below it, paused as ever",
-				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 2, Mark: 2}, true, 0) }, flightPause,
-				flightState{limit: 1, phase: flightProbation, raised: 2}},
+			{"a refusal, at any level, refused the raise: its own, c − 1, growth stopped",
+				func(f *flightState) any { return f.refuse(T0+7*sec, Refusal{Hinted: true, Level: 2, Mark: 2}, true, 0) }, flightOwn,
+				flightState{limit: 2, phase: flightProbation, grown: T0 + 7*sec + raiseAfter}},
+			{"a window held, then another refusal: one too many, c − 1, paused; the window was refused, not unspent",
+				func(f *flightState) any {
+					f.held = T0 + 7*sec
+					return f.refuse(T0+7*sec+ms, Refusal{Hinted: true, Level: 2}, true, 0)
+				}, flightPause,
+				flightState{limit: 1, phase: flightProbation, grown: T0 + 7*sec + raiseAfter}},
 		}},
 		{"growth on probation: the raise refused", flightState{limit: 5, phase: flightProbation, raised: 4}, []step{
 			{"a refusal above the level before the raise refused it: not paused, c below it, growth stops",
@@ -183,12 +207,12 @@ func TestFlightSteps(t *testing.T) {
 			{"c answers raise c by one", func(f *flightState) any { f.released(T0, true); return nil }, nil, flightState{limit: 3, phase: flightConfirmed}},
 		}},
 		{"a refused level below what was accepted at once: c no lower than that", flightState{}, []step{
-			{"a refusal at level 5, after 5 accepted at once, keeps c at 5",
-				func(f *flightState) any { f.begin(T0, 17, 5, 5, false); return nil }, nil, flightState{limit: 5, phase: flightProbation}},
+			{"a refusal at level 5, after 5 accepted at once, keeps c at 5, untried",
+				func(f *flightState) any { f.begin(T0, 17, 5, 5, false); return nil }, nil, flightState{limit: 5, phase: flightProbation, raised: 4}},
 		}},
 		{"what was accepted at once, above n: c is n", flightState{}, []step{
 			{"a refusal at level 5 that taught n = 3, after 6 accepted at once",
-				func(f *flightState) any { f.begin(T0, 3, 5, 6, false); return nil }, nil, flightState{limit: 3, phase: flightProbation}},
+				func(f *flightState) any { f.begin(T0, 3, 5, 6, false); return nil }, nil, flightState{limit: 3, phase: flightProbation, raised: 2}},
 		}},
 		{"a request admitted alone, overtaken by three admitted after it", flightState{}, []step{
 			{"admitted alone: level 1, the first unit counted", func(f *flightState) any { return f.mark(T0, 1, 1) }, int64(1),
@@ -201,15 +225,15 @@ func TestFlightSteps(t *testing.T) {
 				func(f *flightState) any { return f.told(1, 1) }, int64(4), flightState{admitted: 4}},
 			{"so it begins a probation, c below 4, no lower than what was seen accepted at once",
 				func(f *flightState) any { f.begin(T0+30*ms, 10, f.told(1, 1), 2, false); return nil }, nil,
-				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+				flightState{limit: 3, phase: flightProbation, admitted: 4, raised: 2}},
 			{"a level above 1 is told as it is", func(f *flightState) any { return f.told(2, 1) }, int64(2),
-				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+				flightState{limit: 3, phase: flightProbation, admitted: 4, raised: 2}},
 			{"without a mark, a level 1 is told as it is", func(f *flightState) any { return f.told(1, 0) }, int64(1),
-				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+				flightState{limit: 3, phase: flightProbation, admitted: 4, raised: 2}},
 			{"nor with a mark above the count (one forgotten since)", func(f *flightState) any { return f.told(1, 9) }, int64(1),
-				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+				flightState{limit: 3, phase: flightProbation, admitted: 4, raised: 2}},
 			{"nothing admitted after it: alone, told 1", func(f *flightState) any { return f.told(1, 4) }, int64(1),
-				flightState{limit: 3, phase: flightProbation, admitted: 4}},
+				flightState{limit: 3, phase: flightProbation, admitted: 4, raised: 2}},
 		}},
 		{"a lone request refused at first contact: rate-limited at once", flightState{}, []step{
 			{"begin at level 1", func(f *flightState) any { f.begin(T0, 10, 1, 0, false); return nil }, nil, flightState{phase: flightRate}},
@@ -266,6 +290,29 @@ func TestRetriedSteps(t *testing.T) {
 		}
 		if len(s.lease.leases) != 1 || s.flight != before.flight {
 			t.Errorf("%s: committed: leases %v, flight %+v", st.name, s.lease.leases, s.flight)
+		}
+	}
+}
+
+// TestFlightPaced walks flightState.paced: which cycles the learned
+// concurrency limit, not the learned window, paced.
+func TestFlightPaced(t *testing.T) {
+	const w = 1_000_000
+	for _, tc := range []struct {
+		name string
+		f    flightState
+		want bool
+	}{
+		{"nothing learned", flightState{}, false},
+		{"confirmed: the window no longer applies", flightState{limit: 3, phase: flightConfirmed}, true},
+		{"on probation, c held nothing back", flightState{limit: 3, phase: flightProbation}, false},
+		{"on probation, c held one back in a window of the cycle", flightState{limit: 3, phase: flightProbation, held: T0 + w}, true},
+		{"on probation, c held one back in a window that ended before the cycle", flightState{limit: 3, phase: flightProbation, held: T0 - w}, false},
+		{"rate-limited: the window paced it", flightState{phase: flightRate, held: T0}, false},
+		{"limited by both: the window's refusals teach it", flightState{limit: 3, phase: flightBoth, held: T0}, false},
+	} {
+		if got := tc.f.paced(T0, w); got != tc.want {
+			t.Errorf("%s: paced %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

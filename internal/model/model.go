@@ -611,7 +611,7 @@ func (s *State) Refuse(p Params, now int64, r Refusal) (deadline int64, moved bo
 	r.Level = s.flight.told(r.Level, r.Mark)
 	open := s.pause.earliest(p, now) <= now
 	before := s.pause.untilMs
-	paced := s.flight.phase == flightConfirmed // the learned concurrency limit paced the cycle (learnRefusal)
+	paced := s.flight.paced(s.learn.since, s.learn.window) // the learned concurrency limit paced the cycle (learnRefusal)
 	switch v, own := s.refuseFlight(p, now, r, open); v {
 	case flightOwn:
 		return own, false
@@ -655,7 +655,8 @@ func (s *State) refusedPause(p Params, now int64, r *Refusal, open bool) int64 {
 // (learnState.refuse), and, once it taught a limit, the probation of the
 // learned concurrency limit (flightState.begin).
 //
-// A refusal of a scope its confirmed concurrency limit paced (paced)
+// A refusal of a cycle the learned concurrency limit paced (paced:
+// flightState.paced)
 // teaches the learned limit its alignment only, as configured limits
 // do: the learned window did not apply, so the cycle's admissions are
 // what c let go, not what the provider's window accepted, and learning n
