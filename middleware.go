@@ -142,12 +142,12 @@ func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant, an
 // Transport recorded it already during the task) and wraps err with the
 // pause in force.
 func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Duration, ta *taskAdmission) error {
-	if p := ta.refused.Load(); p != nil {
-		return &recorded{err: err, pause: *p}
+	if r := ta.refused.Load(); r != nil {
+		return &recorded{err: err, pause: r.pause, at: r.at}
 	}
 	ta.refusal.Store(true)
 	if p, ok := g.record(ctx, s, ta.keys, hint, 0, ta.grant); ok {
-		return &recorded{err: err, pause: p}
+		return &recorded{err: err, pause: p, at: g.now()}
 	}
 	return err
 }

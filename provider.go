@@ -103,11 +103,11 @@ type taskAdmission struct {
 	unspent  atomic.Bool
 	mustHold bool
 	class    Class
-	grant    grant // what the admission tells the first request's response
-	refused  atomic.Pointer[Pause]
-	answered atomic.Bool // the learned window its grant opened was answered
-	released atomic.Bool // its grant's lease was released (see Gate.release)
-	refusal  atomic.Bool // its handler returned a Refusal: its release is not an answer
+	grant    grant                    // what the admission tells the first request's response
+	refused  atomic.Pointer[recorded] // the pause the Transport recorded (err nil)
+	answered atomic.Bool              // the learned window its grant opened was answered
+	released atomic.Bool              // its grant's lease was released (see Gate.release)
+	refusal  atomic.Bool              // its handler returned a Refusal: its release is not an answer
 }
 
 type scopeCtxKey struct{}

@@ -56,6 +56,18 @@ func (r *Refusal) Unwrap() error { return r.Err }
 type recorded struct {
 	err   error
 	pause Pause
+	at    time.Time // when the pause was read, by the gate's clock: Remaining is from then (zero: now)
+}
+
+// remaining is what is left at now of the pause in force when it was
+// recorded: a delay computed from Remaining later, as asynq asks for it,
+// would wake the task that much after the deadline, a whole second
+// after it when the gap crosses one (Gate.align).
+func (r *recorded) remaining(now time.Time) time.Duration {
+	if r.at.IsZero() {
+		return r.pause.Remaining
+	}
+	return max(r.pause.Remaining-now.Sub(r.at), 0)
 }
 
 func (r *recorded) Error() string {

@@ -12,8 +12,9 @@ import (
 // (asynq.DefaultRetryDelayFunc when next is nil).
 //
 // For a *Deferral it is the deferral's Delay. For a *Refusal it is the
-// longer of the task's own delay and the shared pause that was in force after
-// recording it; the own delay is the hint clamped to [MinPause, MaxPause].
+// longer of the task's own delay and what is left of the shared pause that
+// was in force after recording it; the own delay is the hint clamped to
+// [MinPause, MaxPause].
 // A refusal without a hint follows the shared pause alone (the scope's
 // hintless episode, Config.FallbackPause, knows when it asks the provider
 // again); only when the pause could not be recorded (the store failed) does
@@ -49,7 +50,7 @@ func (g *Gate) RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 			rec := (*recorded)(nil)
 			known := errors.As(err, &rec)
 			if known {
-				shared = rec.pause.Remaining
+				shared = rec.remaining(g.now())
 			}
 			var own time.Duration
 			switch {

@@ -68,6 +68,10 @@ func TestRetryDelay(t *testing.T) {
 		{"no hint, the shared pause is the delay", 0, 0, rec(&Refusal{}, m), m},
 		{"no hint, a hintless episode's first pause", quarter, 4, rec(&Refusal{}, s), s + 750*time.Millisecond},
 		{"no hint off the second", quarter, 0, &Refusal{}, 15*m + 750*time.Millisecond},
+		{"shared pause read 15 ms before the delay is asked: less the 15 ms", 0, 0,
+			&recorded{err: &Refusal{}, pause: Pause{Remaining: 2*s + 2*time.Millisecond}, at: t0.Add(-15 * time.Millisecond)}, 2 * s},
+		{"shared pause read longer ago than it lasts: now", quarter, 0,
+			&recorded{err: &Refusal{Hint: time.Millisecond}, pause: Pause{Remaining: s}, at: t0.Add(-2 * s)}, s + 750*time.Millisecond},
 	} {
 		now := t0.Add(tc.off)
 		g := newWith(nil, Config{}, hooks{now: func() time.Time { return now }})
