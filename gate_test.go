@@ -256,8 +256,8 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	// FallbackPause 12h caps a hintless episode's pause, whose first is a
 	// second: a refusal without a hint still pauses the scope.
-	if p, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0, 0, grant{}); !ok || p.Remaining != time.Second || !p.Until.Equal(t0.Add(time.Second)) {
-		t.Errorf("refusal without hint recorded %v until %v (%v), want 1s", p.Remaining, p.Until, ok)
+	if r, ok := g.record(ctx, Scope{Provider: "nohint"}, scopeKeys("quotagate", Scope{Provider: "nohint"}), 0, 0, grant{}); !ok || r.pause.Remaining != time.Second || !r.pause.Until.Equal(t0.Add(time.Second)) {
+		t.Errorf("refusal without hint recorded %+v (%v), want 1s", r, ok)
 	}
 	// FallbackBase 15m, FallbackCap 12h.
 	g.now = func() time.Time { return t0 }

@@ -143,11 +143,11 @@ func (g *Gate) release(ctx context.Context, s Scope, k schema.Keys, gr grant, an
 // pause in force.
 func (g *Gate) refused(ctx context.Context, s Scope, err error, hint time.Duration, ta *taskAdmission) error {
 	if r := ta.refused.Load(); r != nil {
-		return &recorded{err: err, pause: r.pause, at: r.at}
+		return r.wrapping(err)
 	}
 	ta.refusal.Store(true)
-	if p, ok := g.record(ctx, s, ta.keys, hint, 0, ta.grant); ok {
-		return &recorded{err: err, pause: p, at: g.now()}
+	if r, ok := g.record(ctx, s, ta.keys, hint, 0, ta.grant); ok {
+		return r.wrapping(err)
 	}
 	return err
 }

@@ -70,6 +70,12 @@ func (r *recorded) remaining(now time.Time) time.Duration {
 	return max(r.pause.Remaining-now.Sub(r.at), 0)
 }
 
+// wrapping is r as the error err returns: the pause in force after err.
+func (r recorded) wrapping(err error) *recorded {
+	r.err = err
+	return &r
+}
+
 func (r *recorded) Error() string {
 	return fmt.Sprintf("%s; scope paused until %s", r.err.Error(), r.pause.Until.UTC().Format(time.RFC3339Nano))
 }
@@ -78,10 +84,10 @@ func (r *recorded) Unwrap() error { return r.err }
 
 // record pauses s (keys k) for a refusal whose hint is hint (0: none
 // readable; alt, the hint read as milliseconds when it may be, 0 when not:
-// refusal.alt) and returns the pause in force, or false when the store
-// could not record it. It runs even when the task's context has ended: the
-// refusal happened.
-func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration, gr grant) (Pause, bool) {
+// refusal.alt) and returns the pause in force as read (its error not set:
+// recorded.wrapping), or false when the store could not record it. It
+// runs even when the task's context has ended: the refusal happened.
+func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt time.Duration, gr grant) (*recorded, bool) {
 	d := hint
 	facts := store.Refusal{Hinted: hint > 0, Precision: time.Millisecond, Level: gr.level, Mark: gr.mark, Opens: gr.opens}
 	if hint > 0 && alt > 0 {
@@ -97,19 +103,19 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 	counts := g.uncounted.Take(k.Pause)
 	facts.Counts, facts.CountsAge = counts.N, counts.Age(g.now())
 	rec, err := g.store.Pause(context.WithoutCancel(ctx), k, g.clamp(d), facts, specs(g.limitsOf(s))...)
-	until, rem := rec.Until, rec.Remaining
+	until, rem, at := rec.Until, rec.Remaining, g.now()
 	if err != nil {
 		g.uncounted.Add(k.Pause, counts)
 		g.cfg.Logger.Error("quotagate: could not record a refusal; the refused task still waits its own delay",
 			"scope", s.String(), "hint", hint, "err", err)
-		return Pause{}, false
+		return nil, false
 	}
 	switch {
 	case rec.Own: // the scope is not paused: the refused task waits its own hint
 		g.metrics.InFlightRefusal(s.Provider)
 		g.cfg.Logger.Debug("quotagate: provider refused a request too many in flight; its learned concurrency limit is lowered",
 			"scope", s.String(), "hint", hint, "until", until, "level", gr.level)
-		return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
+		return &recorded{pause: Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, at: at}, true
 	case rec.Moved:
 		g.metrics.Refusal(s.Provider)
 		g.notePause(k, until, rem, false)
@@ -124,7 +130,7 @@ func (g *Gate) record(ctx context.Context, s Scope, k schema.Keys, hint, alt tim
 		g.cfg.Logger.Debug("quotagate: provider refused a request sent before the pause", "scope", s.String(), "hint", hint,
 			"until", until, "level", gr.level, "absorbed", g.absorbed.Add(k.Pause+" "+until.String()))
 	}
-	return Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, true
+	return &recorded{pause: Pause{Scope: s, Until: until, Remaining: rem, Reason: ReasonPaused}, at: at}, true
 }
 
 // Deferral is the error the Middleware returns instead of running the

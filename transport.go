@@ -138,8 +138,8 @@ func openedBy(sc scopeCtx, gr grant, taskGrant, refused bool) int64 {
 // not record it again).
 func (t *transport) recordRefusal(ctx context.Context, sc scopeCtx, k schema.Keys, resp *http.Response, o model.Observation, gr grant) {
 	wait, _ := hint.From(resp, peekBody(resp))
-	if p, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o), gr); ok && sc.task != nil {
-		sc.task.refused.Store(&recorded{pause: p, at: t.g.now()})
+	if r, ok := t.g.record(ctx, sc.scope, k, wait, altHint(wait, o), gr); ok && sc.task != nil {
+		sc.task.refused.Store(r)
 	}
 }
 
