@@ -214,7 +214,7 @@ func (g *Gate) admission(ctx context.Context, s Scope, k schema.Keys, cost int, 
 		// A waiter's place, taken before asking: an admission may reserve
 		// a slot ahead only for a worker that may wait for it. Every path
 		// of this round gives it back (leave), after its wait if any.
-		w := g.joinWaiters(k.Pause, g.keepsWorker(c, ls), worker, mustHold)
+		w := g.joinWaiters(k.Pause, worker, local.Want{Keep: g.keepsWorker(c, ls), Force: mustHold, Interactive: c == Interactive})
 		a, err := g.ask(ctx, q, ls, counts, w.nowOnly())
 		var again bool
 		if err != nil {
@@ -277,16 +277,18 @@ type asking struct {
 type waiting struct {
 	h      *local.Holders
 	k      string
-	worker bool // on an asynq worker (inside the Middleware)
-	joined bool // it holds a waiter's place
+	worker bool        // on an asynq worker (inside the Middleware)
+	place  local.Place // the waiter's place it holds (local.NoPlace: none)
 }
 
 // joinWaiters takes a waiter's place for a worker of scope k if the rule
-// of local.Holders allows it, keeping one worker free if keep (see
-// keepsWorker; force: whatever the count; see Join).
-func (g *Gate) joinWaiters(k string, keep, worker, force bool) *waiting {
-	joined := worker && g.holders.Join(k, g.inside.Load(), g.now(), keep, force)
-	return &waiting{h: &g.holders, k: k, worker: worker, joined: joined}
+// of local.Holders allows what w asks.
+func (g *Gate) joinWaiters(k string, worker bool, w local.Want) *waiting {
+	p := local.NoPlace
+	if worker {
+		p = g.holders.Join(k, g.inside.Load(), g.now(), w)
+	}
+	return &waiting{h: &g.holders, k: k, worker: worker, place: p}
 }
 
 // keepsWorker decides whether a wait of class c, for a scope under the
@@ -307,14 +309,12 @@ func (g *Gate) keepsWorker(c Class, ls []Limit) bool {
 
 // nowOnly decides whether the admission may reserve no slot ahead: a
 // worker without a waiter's place may not wait for one.
-func (w *waiting) nowOnly() bool { return w.worker && !w.joined }
+func (w *waiting) nowOnly() bool { return w.worker && w.place == local.NoPlace }
 
 // leave gives the waiter's place back, if it holds one.
 func (w *waiting) leave() {
-	if w.joined {
-		w.joined = false
-		w.h.Leave(w.k)
-	}
+	w.h.Leave(w.k, w.place)
+	w.place = local.NoPlace
 }
 
 // ask is one round's question to the store: an admission under the

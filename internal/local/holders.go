@@ -35,6 +35,15 @@ import (
 // the next task of the queue. Last attempts without NewTask's reserve
 // wait whatever the count (they join it).
 //
+// One worker past the rule may wait for interactive work (Want.Interactive),
+// one in the whole process: a person's task is dequeued first but only by
+// a free worker, and deferred it comes back at asynq's next whole second
+// or later, so a person's poll would wait a second behind a scope whose
+// waiters are at the share (its first poll, before the reserve of its
+// class is known, meets a window its scope's sweep had spent whole). One
+// worker more keeps every other scope's share but one, as a last attempt
+// does.
+//
 // The holders among the waiters also have places per scope (Acquire):
 // Tuning.MaxHolders, or as many as the reopening can use; Interactive work
 // has Tuning.MaxHolders places of its own per scope, which background
@@ -59,7 +68,28 @@ type Holders struct {
 	// meanwhile (see Crowded).
 	past  string
 	crowd chan struct{}
+	// beyond is whether the one place past the rule kept for interactive
+	// work is taken (Beyond)
+	beyond bool
 }
+
+// Want is what a worker asks Join for: to Keep one task inside from
+// waiting (see mayWait), to Force a place whatever the count (a last
+// attempt), and whether its work is Interactive, which may take the one
+// place past the rule kept for it (see Holders).
+type Want struct{ Keep, Force, Interactive bool }
+
+// A Place is the waiter's place Join gave: none, one within the rule
+// (Shared), or the one past it kept for interactive work (Beyond). Leave
+// gives it back.
+type Place uint8
+
+// The places Join gives.
+const (
+	NoPlace Place = iota
+	Shared
+	Beyond
+)
 
 // holdShare bounds what the waiters may take of a process's workers while
 // more than one scope is served: one in two.
@@ -101,21 +131,24 @@ func (h *Holders) Enter(k string, now time.Time) {
 
 // Join takes a waiter's place for a worker of scope k at now, with inside
 // tasks inside the middleware (this one among them), if the rule allows
-// it (see Holders), keeping one task inside from waiting if keep; force
-// takes it whatever the count.
-func (h *Holders) Join(k string, inside int64, now time.Time, keep, force bool) bool {
+// it (see Holders and Want).
+func (h *Holders) Join(k string, inside int64, now time.Time, w Want) Place {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.workers = max(h.workers, inside)
-	if !force && !h.mayWait(k, inside, now, keep) {
-		return false
+	p := Shared
+	if !w.Force && !h.mayWait(k, inside, now, w.Keep) {
+		if !w.Interactive || h.beyond {
+			return NoPlace
+		}
+		p, h.beyond = Beyond, true
 	}
 	if h.w == nil {
 		h.w = make(map[string]int)
 	}
 	h.w[k]++
 	h.total++
-	return true
+	return p
 }
 
 // mayWait reports whether one more worker of scope k may wait at now,
@@ -182,10 +215,16 @@ func (h *Holders) alone(k string, now time.Time) bool {
 	return !seen || now.Sub(at) >= fairFor
 }
 
-// Leave gives back a place Join took.
-func (h *Holders) Leave(k string) {
+// Leave gives back the place p Join gave for scope k (NoPlace: none).
+func (h *Holders) Leave(k string, p Place) {
+	if p == NoPlace {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if p == Beyond {
+		h.beyond = false
+	}
 	h.total--
 	if h.w[k]--; h.w[k] <= 0 {
 		delete(h.w, k)

@@ -21,14 +21,14 @@ func TestHoldersCapInAll(t *testing.T) {
 	for i := range 100 {
 		k := string(rune('a'+i%26)) + "x"
 		h.Enter(k, now)
-		if h.Join(k, inside, now, false, false) {
+		if h.Join(k, inside, now, Want{}) != NoPlace {
 			held++
 		}
 	}
 	if held != inside/holdShare {
 		t.Errorf("%d waiting across scopes with %d tasks inside, want %d", held, inside, inside/holdShare)
 	}
-	if !h.Join("zz", inside, now, false, true) || h.total != inside/holdShare+1 {
+	if h.Join("zz", inside, now, Want{Force: true}) == NoPlace || h.total != inside/holdShare+1 {
 		t.Errorf("a last attempt did not join whatever the count: total %d", h.total)
 	}
 	var one Holders
@@ -76,7 +76,7 @@ func TestHoldersFairShare(t *testing.T) {
 	const inside = 20
 	fill := func(h *Holders, at time.Time) int {
 		n := 0
-		for n < 2*inside && h.Join("acme", inside, at, false, false) {
+		for n < 2*inside && h.Join("acme", inside, at, Want{}) != NoPlace {
 			n++
 		}
 		return n
@@ -94,7 +94,7 @@ func TestHoldersFairShare(t *testing.T) {
 	if n := fill(&first, now.Add(fairFor-time.Millisecond)); n != inside-1 {
 		t.Errorf("in a process's first fairFor, one scope seen: %d waiters of %d tasks inside, want every one but one", n, inside)
 	}
-	if !first.Join("acme", inside, now, false, true) {
+	if first.Join("acme", inside, now, Want{Force: true}) == NoPlace {
 		t.Error("a last attempt did not join in a process's first fairFor")
 	}
 	if n := fill(&first, now.Add(fairFor)); n != 2*inside {
@@ -108,18 +108,18 @@ func TestHoldersFairShare(t *testing.T) {
 	keep.Enter("acme", start)
 	keep.Enter("acme", now)
 	n := 0
-	for n < 2*inside && keep.Join("acme", inside, now, true, false) {
+	for n < 2*inside && keep.Join("acme", inside, now, Want{Keep: true}) != NoPlace {
 		n++
 	}
 	if n != inside-1 {
 		t.Errorf("one scope alone, waiters keeping one free: %d waiters of %d tasks inside, want every one but one", n, inside)
 	}
-	if !keep.Join("acme", inside, now, false, false) {
+	if keep.Join("acme", inside, now, Want{}) == NoPlace {
 		t.Error("the interactive task did not take the worker left for it")
 	}
 	var two Holders // with 2 tasks inside in the first fairFor, 1 waits
 	two.Enter("acme", now)
-	if !two.Join("acme", 2, now, false, false) || two.Join("acme", 2, now, false, false) {
+	if two.Join("acme", 2, now, Want{}) == NoPlace || two.Join("acme", 2, now, Want{}) != NoPlace {
 		t.Errorf("with 2 tasks inside in a process's first fairFor: %d waiters, want 1", two.Waiting())
 	}
 	var shared Holders
@@ -134,15 +134,15 @@ func TestHoldersFairShare(t *testing.T) {
 	for range 50 {
 		shared.Enter("acme", at)
 	}
-	if shared.Join("acme", inside, at, false, false) {
+	if shared.Join("acme", inside, at, Want{}) != NoPlace {
 		t.Error("acme joined past its share after more acme tasks entered")
 	}
-	if !shared.Join("swift", inside, at, false, true) {
+	if shared.Join("swift", inside, at, Want{Force: true}) == NoPlace {
 		t.Error("a last attempt did not join")
 	}
-	shared.Leave("swift")
+	shared.Leave("swift", Shared)
 	later := now.Add(fairFor)
-	if !shared.Join("acme", inside, later, false, false) {
+	if shared.Join("acme", inside, later, Want{}) == NoPlace {
 		t.Errorf("fairFor after swift's last task acme is alone, and may wait")
 	}
 	// A task without a scope counts as another scope's.
@@ -166,17 +166,46 @@ func TestHoldersShareOfWorkers(t *testing.T) {
 	h.Enter("acme", now.Add(-fairFor))
 	h.Enter("swift", now)
 	h.Enter("acme", now)
-	if h.Join("acme", 20, now, false, false) { // 20 workers busy at once: one waits
-		h.Leave("acme")
+	if h.Join("acme", 20, now, Want{}) != NoPlace { // 20 workers busy at once: one waits
+		h.Leave("acme", Shared)
 	} else {
 		t.Fatal("the first waiter of 20 workers did not join")
 	}
 	n := 0
-	for n < 20 && h.Join("acme", int64(n+1), now, false, false) { // each deferral leaves
+	for n < 20 && h.Join("acme", int64(n+1), now, Want{}) != NoPlace { // each deferral leaves
 		n++
 	}
 	if n != 20/holdShare {
 		t.Errorf("with 20 workers seen and only the waiters inside: %d waiters, want %d", n, 20/holdShare)
+	}
+}
+
+// TestHoldersInteractiveBeyond: with the waiters at the share, one worker
+// of interactive work, in the whole process, may wait past it; another
+// may not until that one leaves, and background work never does.
+func TestHoldersInteractiveBeyond(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var h Holders
+	h.Enter("acme", now.Add(-fairFor))
+	h.Enter("swift", now)
+	const inside = 8
+	for h.Join("acme", inside, now, Want{}) != NoPlace {
+	}
+	if h.Join("acme", inside, now, Want{Interactive: true}) != Beyond {
+		t.Fatal("interactive work at the share took no place past it")
+	}
+	if p := h.Join("swift", inside, now, Want{Interactive: true}); p != NoPlace {
+		t.Fatalf("a second interactive worker past the share took %v", p)
+	}
+	if h.total != inside/holdShare+1 {
+		t.Errorf("%d waiting, want the share %d and one", h.total, inside/holdShare)
+	}
+	h.Leave("acme", Beyond)
+	if h.Join("swift", inside, now, Want{Interactive: true}) != Beyond {
+		t.Error("the place past the share, given back, was not taken again")
+	}
+	if h.Join("swift", inside, now, Want{}) != NoPlace {
+		t.Error("background work waited past the share")
 	}
 }
 
@@ -220,7 +249,7 @@ func TestHoldersCrowded(t *testing.T) {
 	h.Enter("acme", now.Add(-fairFor))
 	h.Enter("acme", now)
 	for range inside / holdShare {
-		h.Join("acme", inside, now, false, false)
+		h.Join("acme", inside, now, Want{})
 	}
 	within := h.Crowded()
 	h.Enter("acme", now)
@@ -228,7 +257,7 @@ func TestHoldersCrowded(t *testing.T) {
 		t.Error("woken by a task of the scope itself")
 	}
 	for range inside / holdShare {
-		if !h.Join("acme", inside, now, false, false) {
+		if h.Join("acme", inside, now, Want{}) == NoPlace {
 			t.Fatal("acme alone could not wait past the share")
 		}
 	}
@@ -245,13 +274,13 @@ func TestHoldersCrowded(t *testing.T) {
 	if closed(again) {
 		t.Error("woken twice for one time past the share")
 	}
-	if h.Join("acme", inside, now.Add(time.Millisecond), false, false) {
+	if h.Join("acme", inside, now.Add(time.Millisecond), Want{}) != NoPlace {
 		t.Error("acme joined past the share beside another scope")
 	}
 
 	var shared Holders // within the share: no wake
 	shared.Enter("acme", now)
-	shared.Join("acme", inside, now, false, false)
+	shared.Join("acme", inside, now, Want{})
 	ch := shared.Crowded()
 	shared.Enter("swift", now)
 	if closed(ch) {
