@@ -81,7 +81,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	refused := err == nil && isRefusal(resp)
 	if !taskGrant || sc.task.released.CompareAndSwap(false, true) {
-		t.g.release(ctx, sc.scope, k, gr, err == nil && !refused) // the request is over: its slot in flight is free
+		// The request is over: its slot in flight is free, a refused
+		// one's once its refusal is recorded. Freed before, it would let
+		// another request be admitted first, which the refusal would
+		// count as in flight with it (model's flightState.told): a
+		// window's refusal of a request alone, read as a concurrency
+		// limit's, lowers c instead of pausing the scope.
+		answered := err == nil && !refused
+		if refused {
+			defer t.g.release(ctx, sc.scope, k, gr, answered)
+		} else {
+			t.g.release(ctx, sc.scope, k, gr, answered)
+		}
 	}
 	if err != nil {
 		return resp, err

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -409,5 +411,81 @@ func TestSilentNotesPruned(t *testing.T) {
 	g.silent.Range(func(any, any) bool { n++; return true })
 	if n != 1 {
 		t.Errorf("%d notes kept, want only the fresh one", n)
+	}
+}
+
+// scriptOrder records, as a go-redis hook, the names of the model's
+// scripts a client runs, in order (named by names, from their hashes).
+type scriptOrder struct {
+	names map[string]string
+	mu    sync.Mutex
+	ran   []string
+}
+
+func (*scriptOrder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (o *scriptOrder) note(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+		if sha, ok := args[1].(string); ok && o.names[sha] != "" {
+			o.mu.Lock()
+			o.ran = append(o.ran, o.names[sha])
+			o.mu.Unlock()
+		}
+	}
+}
+
+func (o *scriptOrder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { o.note(cmd); return next(ctx, cmd) }
+}
+
+func (o *scriptOrder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			o.note(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestTransportReleasesARefusedSlotAfterItsRefusal: a refused request's
+// slot in flight is freed once its refusal is recorded, an accepted one's
+// at once. Freed before its refusal, the slot would let another request
+// be admitted first, which the refusal counts as in flight with it: a
+// window's refusal of a request alone would be read as a concurrency
+// limit's.
+func TestTransportReleasesARefusedSlotAfterItsRefusal(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	o := &scriptOrder{names: map[string]string{model.RefuseScript.Hash(): "refuse", model.ReleaseScript.Hash(): "release",
+		model.AdmitScript.Hash(): "admit"}}
+	rdb.AddHook(o)
+	g := New(rdb, Config{Limits: map[string][]Limit{"acme": {Concurrent(1)}}, Tuning: Tuning{MaxHold: -1, OpenCache: -1}})
+	defer g.Close()
+	p := newProvider(t, http.StatusOK, http.Header{"Retry-After": {"1"}}, "")
+	c := &http.Client{Transport: g.Transport(nil)}
+	ctx := WithScope(context.Background(), Scope{Provider: "acme", Account: "a"})
+	for _, tc := range []struct {
+		status int
+		want   []string
+	}{
+		{http.StatusOK, []string{"admit", "release"}},
+		{http.StatusTooManyRequests, []string{"admit", "refuse", "release"}},
+	} {
+		o.mu.Lock()
+		o.ran = nil
+		o.mu.Unlock()
+		p.status.Store(int64(tc.status))
+		resp, err := get(t, c, ctx, p.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		o.mu.Lock()
+		got := slices.Clone(o.ran)
+		o.mu.Unlock()
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("answered %d: the scripts ran %v, want %v", tc.status, got, tc.want)
+		}
 	}
 }
