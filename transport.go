@@ -87,11 +87,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// count as in flight with it (model's flightState.told): a
 		// window's refusal of a request alone, read as a concurrency
 		// limit's, lowers c instead of pausing the scope.
-		answered := err == nil && !refused
 		if refused {
-			defer t.g.release(ctx, sc.scope, k, gr, answered)
+			defer t.g.release(ctx, sc.scope, k, gr, false)
 		} else {
-			t.g.release(ctx, sc.scope, k, gr, answered)
+			t.g.release(ctx, sc.scope, k, gr, err == nil)
 		}
 	}
 	if err != nil {

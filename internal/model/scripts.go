@@ -356,12 +356,11 @@ C.maxPause, C.limits = argv.maxPause, argv.nlim
 local r = {pause = argv.pause, hinted = argv.kind == C.hinted, prec = argv.prec, operator = argv.kind == C.operator, alt = argv.alt,
   level = argv.level, mark = argv.mark, opens = argv.opens}
 local s = {pause = pause_load(keys.pause, keys.pauseby), budget = budget_load(keys.budget), limits = limits_args(10, 11, argv.nlim),
-  flight = flight_load(keys.flight, keys.fconc, argv.nlim)}
+  flight = flight_load(keys.flight, keys.fconc, argv.nlim), learn = learn_load(keys.learn)}
 r.level = flight_told(s.flight, r.level, r.mark)
 local open = pause_earliest(s.pause) <= now_us
 local before = s.pause.untilMs
-if s.flight.phase == C.flightProbation and s.flight.held > 0 then s.learn = learn_load(keys.learn) end -- flight_paced's cycle
-local paced = s.learn and flight_paced(s.flight, s.learn.since, s.learn.window) or s.flight.phase == C.flightConfirmed -- (State.learnRefusal)
+local paced = flight_paced(s.flight, s.learn.since, s.learn.window) -- the learned concurrency limit paced the cycle (State.learnRefusal)
 if not r.operator and s.flight.phase == C.flightProbation then s.start = start_load(keys.start) end -- rule 1's floor, the one use before start_end
 local verdict, own = state_refuse_flight(s, r, open)
 if verdict == C.flightOwn then return reply(REPLY, {deadline = own, now = now_us, own = true}) end
@@ -380,7 +379,6 @@ if r.hinted and not r.operator and C.limits == 0 then ms = budget_counter_pause(
 local deadline = pause_refuse(s.pause, ms, r.operator)
 if not r.operator then s.start = s.start or start_load(keys.start); start_end(s.start); start_save(s.start) end
 for _, l in ipairs(s.limits) do limit_refuse(l, r.hinted); limit_save(l) end
-s.learn = s.learn or learn_load(keys.learn)
 if C.limits == 0 then learn_report(s.learn, argv.counts, argv.age) end -- State.Report
 s.lwin = limit_with(keys.lwin, {fixed = true, per = math.max(s.learn.window, 1), n = s.learn.limit})
 local w = s.learn.window
